@@ -1,0 +1,47 @@
+"""Python SDK of stepahead: blocking and asyncio clients of the Generation service."""
+
+from client.async_client import AsyncClient, AsyncGenerationStream
+from client.errors import (
+    CancelledError,
+    DeadlineExceededError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    ResourceExhaustedError,
+    StepaheadError,
+    UnavailableError,
+)
+from client.requests import GenerateOptions
+from client.sync_client import Client, GenerationStream
+from client.types import (
+    GenerationChunk,
+    GenerationResult,
+    ModelInfo,
+    PositionLogprobs,
+    Timings,
+    TokenLogprob,
+    Usage,
+)
+
+__all__ = [
+    "AsyncClient",
+    "AsyncGenerationStream",
+    "CancelledError",
+    "Client",
+    "DeadlineExceededError",
+    "GenerateOptions",
+    "GenerationChunk",
+    "GenerationResult",
+    "GenerationStream",
+    "InternalError",
+    "InvalidArgumentError",
+    "ModelInfo",
+    "NotFoundError",
+    "PositionLogprobs",
+    "ResourceExhaustedError",
+    "StepaheadError",
+    "Timings",
+    "TokenLogprob",
+    "UnavailableError",
+    "Usage",
+]

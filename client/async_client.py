@@ -1,0 +1,181 @@
+"""asyncio client of the stepahead Generation service."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import grpc.aio
+from stepahead_proto import generation_pb2, generation_pb2_grpc
+
+from client.errors import UnavailableError, error_from_rpc
+from client.requests import (
+    Message,
+    build_generate_request,
+    call_metadata,
+    check_timeout,
+    resolve_timeout,
+)
+from client.types import GenerationChunk, GenerationResult, ModelInfo, ResultBuilder
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from client.requests import GenerateOptions
+
+
+class AsyncGenerationStream(AsyncIterator[GenerationChunk]):
+    """The chunks of one Generate call, for `async for`.
+
+    Cancelling the task that consumes it cancels the RPC (and the asyncio.CancelledError
+    propagates). `cancel()`, `aclose()` or leaving an `async with` block cancel the RPC too;
+    after such a local cancel the iteration simply ends.
+    """
+
+    def __init__(self, call: grpc.aio.UnaryStreamCall) -> None:
+        self._call = call
+        self._cancelled = False
+
+    async def __anext__(self) -> GenerationChunk:
+        if self._cancelled:
+            raise StopAsyncIteration
+        try:
+            message = await self._call.read()
+        except asyncio.CancelledError:
+            if self._cancelled and not _current_task_cancelling():
+                raise StopAsyncIteration from None
+            self._call.cancel()
+            raise
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+        if message is grpc.aio.EOF:
+            raise StopAsyncIteration
+        return GenerationChunk.from_proto(message)
+
+    def cancel(self) -> None:
+        """Cancel the RPC (a no-op once it has finished)."""
+        self._cancelled = True
+        self._call.cancel()
+
+    async def aclose(self) -> None:
+        """Same as cancel(): release the call."""
+        self.cancel()
+
+    async def __aenter__(self) -> AsyncGenerationStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:
+        call = getattr(self, "_call", None)
+        if call is not None and not call.done():
+            call.cancel()
+
+
+def _current_task_cancelling() -> bool:
+    """True when the running task itself has been asked to cancel (not just the RPC)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling()) if cancelling is not None else False
+
+
+class AsyncClient:
+    """asyncio client: `async with AsyncClient("127.0.0.1:50051") as client: ...`.
+
+    Create it inside a running event loop. `timeout` is the default deadline in seconds of
+    every call (None: no deadline); each method's own `timeout` overrides it. Failed calls
+    raise client.errors.StepaheadError subclasses.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        timeout: float | None = None,
+        *,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        if not target:
+            raise ValueError("target must be a non-empty 'host:port' address")
+        self.target = target
+        self.timeout = check_timeout(timeout)
+        self._channel = grpc.aio.insecure_channel(target, options=list(channel_options))
+        self._stub = generation_pb2_grpc.GenerationStub(self._channel)
+
+    def generate_stream(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Message] | None = None,
+        token_ids: Sequence[int] | None = None,
+        timeout: float | None = None,
+        **options: Unpack[GenerateOptions],
+    ) -> AsyncGenerationStream:
+        """Start a generation; iterate the result with `async for` (see Client.generate_stream)."""
+        request = build_generate_request(prompt, messages=messages, token_ids=token_ids, **options)
+        call = self._stub.Generate(
+            request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata()
+        )
+        return AsyncGenerationStream(call)
+
+    async def generate(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Message] | None = None,
+        token_ids: Sequence[int] | None = None,
+        timeout: float | None = None,
+        **options: Unpack[GenerateOptions],
+    ) -> GenerationResult:
+        """Run a generation to the end and return the collected result."""
+        builder = ResultBuilder()
+        stream = self.generate_stream(
+            prompt, messages=messages, token_ids=token_ids, timeout=timeout, **options
+        )
+        async with stream:
+            async for chunk in stream:
+                builder.add(chunk)
+        return builder.build()
+
+    async def abort(self, request_id: str, *, timeout: float | None = None) -> bool:
+        """Abort a running or waiting request; True if it was found and aborted."""
+        request = generation_pb2.AbortRequest(request_id=request_id)
+        try:
+            response = await self._stub.Abort(
+                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata()
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+        return response.aborted
+
+    async def model_info(self, *, timeout: float | None = None) -> ModelInfo:
+        """Describe the served model and the server's current load."""
+        try:
+            response = await self._stub.GetModelInfo(
+                generation_pb2.GetModelInfoRequest(),
+                timeout=resolve_timeout(timeout, self.timeout),
+                metadata=call_metadata(),
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+        return ModelInfo.from_proto(response)
+
+    async def wait_for_ready(self, timeout: float) -> None:
+        """Wait until the channel is connected; UnavailableError after `timeout` seconds."""
+        check_timeout(timeout)
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), timeout)
+        except asyncio.TimeoutError:
+            raise UnavailableError(f"no server ready at {self.target} within {timeout} s") from None
+
+    async def close(self) -> None:
+        """Close the channel; running streams are cancelled."""
+        await self._channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

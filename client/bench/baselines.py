@@ -1,0 +1,88 @@
+"""Reference timings measured in the benchmark's own process: HF transformers generate and our bare forward.
+
+Imports torch lazily: only `stepahead bench` pays for it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+
+def measure_bare_decode_forward(
+    model_dir: str, num_threads: int, batch_size: int = 1, context_len: int = 128, repeats: int = 20
+) -> dict:
+    """Median time of the executor model's forward + LM head for one decode token per sequence.
+
+    No scheduler, no RPC, no sampler, no metadata building: the floor the engine's ITL is compared with.
+    """
+    import torch
+
+    from executor_svc.attention.metadata import AttentionMetadata
+    from executor_svc.attention.torch_backend import TorchAttentionBackend
+    from executor_svc.kv_cache import PagedKVCache
+    from executor_svc.model_loader import load_hf_config, load_model
+
+    torch.set_num_threads(num_threads)
+    config = load_hf_config(model_dir)
+    model = load_model(model_dir, torch.float32, torch.device("cpu"), TorchAttentionBackend())
+    block_size = 16
+    blocks_per_seq = -(-(context_len + repeats + 2) // block_size)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv = PagedKVCache(config.num_hidden_layers, batch_size * blocks_per_seq, block_size,
+                      config.num_key_value_heads, head_dim, torch.float32, torch.device("cpu"))
+    tables = [list(range(i * blocks_per_seq, (i + 1) * blocks_per_seq)) for i in range(batch_size)]
+    generator = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        ids = torch.randint(0, config.vocab_size, (batch_size * context_len,), generator=generator)
+        positions = torch.arange(context_len).repeat(batch_size)
+        meta = AttentionMetadata.build([context_len] * batch_size, [context_len] * batch_size, tables, block_size, "cpu")
+        model(ids, positions, meta, kv)
+        times = []
+        for step in range(repeats):
+            seq_len = context_len + step + 1
+            meta = AttentionMetadata.build([1] * batch_size, [seq_len] * batch_size, tables, block_size, "cpu")
+            ids = torch.randint(0, config.vocab_size, (batch_size,), generator=generator)
+            positions = torch.full((batch_size,), seq_len - 1, dtype=torch.long)
+            start = time.perf_counter()
+            hidden = model(ids, positions, meta, kv)
+            model.compute_logits(hidden).argmax(dim=-1)
+            times.append(time.perf_counter() - start)
+    return {"batch_size": batch_size, "context_len": context_len, "median_ms": 1000 * statistics.median(times),
+            "min_ms": 1000 * min(times), "max_ms": 1000 * max(times), "repeats": repeats}
+
+
+def _count_generated(row: list[int], eos_ids: set[int]) -> int:
+    """Tokens up to and including the first EOS (HF pads finished rows afterwards)."""
+    for index, token in enumerate(row):
+        if token in eos_ids:
+            return index + 1
+    return len(row)
+
+
+def hf_generate_throughput(model_dir: str, prompts: list[str], batch_size: int, max_new_tokens: int, num_threads: int) -> dict:
+    """HF transformers greedy `generate` over the prompts in static batches (left-padded), fp32."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(num_threads)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    eos = model.generation_config.eos_token_id
+    eos_ids = set(eos if isinstance(eos, list) else [eos])
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos_ids))
+    total_tokens = 0
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for first in range(0, len(prompts), batch_size):
+            texts = [
+                tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+                for p in prompts[first : first + batch_size]
+            ]
+            inputs = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+            out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_id)
+            generated = out[:, inputs["input_ids"].shape[1]:].tolist()
+            total_tokens += sum(_count_generated(row, eos_ids) for row in generated)
+    wall = time.perf_counter() - start
+    return {"batch_size": batch_size, "num_requests": len(prompts), "output_tokens": total_tokens,
+            "wall_s": wall, "throughput_tok_s": total_tokens / wall}

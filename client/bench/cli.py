@@ -1,0 +1,89 @@
+"""`stepahead bench`: flags and the run that ties load runs, baselines and the report together."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+
+def add_bench_parser(commands) -> None:
+    """Register the `bench` subcommand."""
+    from executor_svc.cli_args import add_executor_arguments
+    from scheduler_svc.cli_args import add_scheduler_arguments
+
+    bench = commands.add_parser("bench", help="benchmark the stack on MT-Bench prompts, with HF baselines")
+    bench.add_argument("--model", default=None, help="model to serve (default: SmolLM2-135M-Instruct)")
+    bench.add_argument("--concurrency", type=int, nargs="+", default=[1, 16], help="client concurrencies (default 1 16)")
+    bench.add_argument("--num-prompts", type=int, default=None,
+                       help="prompts per run (default: 8 at concurrency 1, else 2x concurrency)")
+    bench.add_argument("--max-tokens", type=int, default=256, help="max tokens per request; EOS stops earlier (default 256)")
+    bench.add_argument("--no-hf", action="store_true", help="skip the HF transformers baselines")
+    bench.add_argument("--out", default="bench/out", help="directory for the JSON report and PNG plot")
+    bench.add_argument("--host", default="127.0.0.1")
+    bench.add_argument("--served-model-name", default="")
+    add_scheduler_arguments(bench)
+    add_executor_arguments(bench)
+    bench.set_defaults(num_threads=2)
+
+
+def _prompts_for(concurrency: int, num_prompts: int | None, prompts: list[str]) -> list[str]:
+    count = num_prompts or (8 if concurrency == 1 else 2 * concurrency)
+    return [prompts[i % len(prompts)] for i in range(count)]
+
+
+def run_bench(args: argparse.Namespace) -> dict:
+    """Run every load configuration against a fresh local stack, then the baselines; write the report."""
+    from client.bench.baselines import hf_generate_throughput, measure_bare_decode_forward
+    from client.bench.load import run_load
+    from client.bench.report import format_table, write_json, write_plot
+    from client.bench.stats import summarize
+    from client.model_resolver import resolve_model
+    from client.mtbench import load_mtbench_first_turns
+    from client.stack import LocalStack
+    from executor_svc.cli_args import executor_flags
+    from scheduler_svc.cli_args import scheduler_flags
+
+    model_dir = str(resolve_model(args.model))
+    prompts = load_mtbench_first_turns()
+    report: dict = {"model": model_dir, "num_threads": args.num_threads, "max_tokens": args.max_tokens,
+                    "title": f"stepahead bench: {Path(model_dir).name}, {args.num_threads} torch threads",
+                    "runs": [], "hf": [], "bare_forward": []}
+    with LocalStack(model_dir, executor_flags(args), scheduler_flags(args), host=args.host) as stack:
+        for concurrency in args.concurrency:
+            result = run_load(stack.address, _prompts_for(concurrency, args.num_prompts, prompts), concurrency, args.max_tokens)
+            summary = summarize(result)
+            summary["label"] = f"c={concurrency} inflight={args.max_inflight_steps}"
+            summary["max_inflight_steps"] = args.max_inflight_steps
+            report["runs"].append(summary)
+            print(f"done: {summary['label']}: {summary['throughput_tok_s']:.1f} tok/s", flush=True)
+    for batch_size in sorted({1, max(args.concurrency)}):
+        report["bare_forward"].append(measure_bare_decode_forward(model_dir, args.num_threads, batch_size=batch_size))
+    if not args.no_hf:
+        for concurrency in args.concurrency:
+            hf = hf_generate_throughput(model_dir, _prompts_for(concurrency, args.num_prompts, prompts),
+                                        concurrency, args.max_tokens, args.num_threads)
+            report["hf"].append(hf)
+            print(f"done: HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s", flush=True)
+    report["ratios"] = _ratios(report)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out)
+    write_json(report, out / f"bench-{stamp}.json")
+    write_plot(report, out / f"bench-{stamp}.png")
+    print(format_table(report))
+    print(f"wrote {out / f'bench-{stamp}.json'} and .png")
+    return report
+
+
+def _ratios(report: dict) -> dict:
+    """The acceptance ratios: ITL vs bare forward at concurrency 1, throughput vs HF at equal batch."""
+    ratios = {}
+    bare = {b["batch_size"]: b["median_ms"] for b in report["bare_forward"]}
+    hf = {h["batch_size"]: h["throughput_tok_s"] for h in report["hf"]}
+    for run in report["runs"]:
+        c = run["concurrency"]
+        if c == 1 and 1 in bare:
+            ratios[f"itl_p50_over_bare_forward[{run['label']}]"] = run["itl_ms_p50"] / bare[1]
+        if c in hf:
+            ratios[f"throughput_over_hf_batch{c}[{run['label']}]"] = run["throughput_tok_s"] / hf[c]
+    return ratios

@@ -1,0 +1,61 @@
+"""Writes the benchmark's JSON and PNG plot and prints its table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def write_json(report: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
+
+
+def write_plot(report: dict, path: Path) -> None:
+    """Throughput per concurrency (ours vs HF) and ITL percentiles vs the bare forward."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = report["runs"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    labels = [f"{r['label']}" for r in runs]
+    left.bar(labels, [r["throughput_tok_s"] for r in runs], color="tab:blue", label="stepahead")
+    for hf in report.get("hf", []):
+        left.axhline(hf["throughput_tok_s"], linestyle="--", color="tab:orange" if hf["batch_size"] == 1 else "tab:red",
+                     label=f"HF generate batch {hf['batch_size']}")
+    left.set_ylabel("output tokens / s")
+    left.set_title("Throughput")
+    left.legend(fontsize=8)
+    left.tick_params(axis="x", labelrotation=20, labelsize=8)
+    right.bar([l + " p50" for l in labels], [r["itl_ms_p50"] for r in runs], color="tab:green")
+    right.bar([l + " p99" for l in labels], [r["itl_ms_p99"] for r in runs], color="tab:olive")
+    for bare in report.get("bare_forward", []):
+        right.axhline(bare["median_ms"], linestyle="--", color="black", label=f"bare forward, batch {bare['batch_size']}")
+    right.set_ylabel("ms")
+    right.set_title("Inter-token latency")
+    right.legend(fontsize=8)
+    right.tick_params(axis="x", labelrotation=30, labelsize=7)
+    fig.suptitle(report.get("title", "stepahead bench"), fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def format_table(report: dict) -> str:
+    """A plain-text summary of every run and baseline."""
+    lines = [f"{'run':<28}{'tok/s':>9}{'TTFT p50':>10}{'ITL p50':>9}{'ITL p99':>9}{'reqs':>6}"]
+    for r in report["runs"]:
+        lines.append(f"{r['label']:<28}{r['throughput_tok_s']:>9.1f}{r['ttft_ms_p50']:>10.1f}"
+                     f"{r['itl_ms_p50']:>9.1f}{r['itl_ms_p99']:>9.1f}{r['num_requests']:>6}")
+    for hf in report.get("hf", []):
+        lines.append(f"{'HF generate batch ' + str(hf['batch_size']):<28}{hf['throughput_tok_s']:>9.1f}"
+                     f"{'':>10}{'':>9}{'':>9}{hf['num_requests']:>6}")
+    for bare in report.get("bare_forward", []):
+        lines.append(f"bare forward batch {bare['batch_size']}: median {bare['median_ms']:.1f} ms "
+                     f"(min {bare['min_ms']:.1f}, max {bare['max_ms']:.1f})")
+    for name, value in report.get("ratios", {}).items():
+        lines.append(f"{name}: {value:.3f}")
+    return "\n".join(lines)

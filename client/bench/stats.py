@@ -1,0 +1,37 @@
+"""Summaries of a load run: throughput and latency percentiles."""
+
+from __future__ import annotations
+
+import statistics
+
+from client.bench.load import LoadResult
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation; nan for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize(result: LoadResult) -> dict:
+    """Throughput (output tok/s), TTFT and ITL percentiles in milliseconds."""
+    tokens = sum(r.num_tokens for r in result.records)
+    ttfts = [r.ttft_s for r in result.records if r.token_times]
+    itls = [gap for r in result.records for gap in r.itl_samples]
+    return {
+        "concurrency": result.concurrency,
+        "num_requests": len(result.records),
+        "output_tokens": tokens,
+        "wall_s": result.wall_s,
+        "throughput_tok_s": tokens / result.wall_s,
+        "ttft_ms_p50": 1000 * percentile(ttfts, 50),
+        "ttft_ms_p99": 1000 * percentile(ttfts, 99),
+        "itl_ms_p50": 1000 * percentile(itls, 50),
+        "itl_ms_p99": 1000 * percentile(itls, 99),
+        "itl_ms_mean": 1000 * statistics.fmean(itls) if itls else float("nan"),
+    }

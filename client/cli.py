@@ -1,0 +1,151 @@
+"""The `stepahead` command: serve, scheduler, executor, generate, bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+
+DEFAULT_PORT = 50051
+
+
+def _add_model_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None, help="local HF directory, .gguf file or hub id (default: SmolLM2-135M-Instruct)")
+    parser.add_argument("--served-model-name", default="", help="name clients use (default: the model directory's name)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from executor_svc.cli_args import add_executor_arguments
+    from scheduler_svc.cli_args import add_scheduler_arguments
+
+    parser = argparse.ArgumentParser(prog="stepahead", description="LLM serving: a scheduler and an executor over gRPC.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="start scheduler + executor as two processes")
+    _add_model_argument(serve)
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"public API port (default {DEFAULT_PORT})")
+    add_scheduler_arguments(serve)
+    add_executor_arguments(serve)
+
+    scheduler = commands.add_parser("scheduler", help="start the scheduler service alone")
+    _add_model_argument(scheduler)
+    scheduler.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"public API port (default {DEFAULT_PORT})")
+    scheduler.add_argument("--executor", required=True, help="host:port of the executor")
+    add_scheduler_arguments(scheduler)
+
+    executor = commands.add_parser("executor", help="start the executor service alone")
+    _add_model_argument(executor)
+    executor.add_argument("--port", type=int, default=50061, help="executor API port (default 50061)")
+    add_executor_arguments(executor)
+
+    generate = commands.add_parser("generate", help="stream a completion from a running server")
+    generate.add_argument("prompt")
+    generate.add_argument("--server", default=f"127.0.0.1:{DEFAULT_PORT}")
+    generate.add_argument("--max-tokens", type=int, default=None)
+    generate.add_argument("--temperature", type=float, default=None)
+    generate.add_argument("--top-p", type=float, default=None)
+    generate.add_argument("--top-k", type=int, default=None)
+    generate.add_argument("--seed", type=int, default=None)
+    generate.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
+    generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+
+    from client.bench.cli import add_bench_parser
+
+    add_bench_parser(commands)
+    return parser
+
+
+def _run_executor(args: argparse.Namespace) -> None:
+    from client.model_resolver import resolve_model
+    from executor_svc.cli_args import executor_config_from_args
+
+    model_dir = str(resolve_model(args.model))
+    config = executor_config_from_args(args, model_dir, args.port, args.host)
+    from executor_svc.server import serve
+
+    serve(config)
+
+
+def _run_scheduler(args: argparse.Namespace) -> None:
+    from client.model_resolver import resolve_model
+    from scheduler_svc.cli_args import scheduler_config_from_args
+    from scheduler_svc.server import run
+
+    model_dir = str(resolve_model(args.model))
+    run(scheduler_config_from_args(args, model_dir, args.executor, args.port, args.host))
+
+
+def _run_serve(args: argparse.Namespace) -> None:
+    from client.model_resolver import resolve_model
+    from client.stack import LocalStack
+    from executor_svc.cli_args import executor_flags
+    from scheduler_svc.cli_args import scheduler_flags
+
+    model_dir = str(resolve_model(args.model))
+    name_flags = ["--served-model-name", args.served_model_name] if args.served_model_name else []
+    stack = LocalStack(
+        model_dir,
+        executor_flags=executor_flags(args) + name_flags,
+        scheduler_flags=scheduler_flags(args) + name_flags,
+        port=args.port,
+        host=args.host,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        address = stack.start()
+        print(f"stepahead serving {model_dir} on {address} (Ctrl-C to stop)", flush=True)
+        while not stop.wait(1.0):
+            if not (stack.executor.is_running() and stack.scheduler.is_running()):
+                print(f"a service exited:\n{stack.logs()}", file=sys.stderr)
+                raise SystemExit(1)
+    finally:
+        stack.stop()
+
+
+def _run_generate(args: argparse.Namespace) -> None:
+    from client import Client
+
+    prompt_kwargs = {"prompt": args.prompt} if args.raw else {"messages": [{"role": "user", "content": args.prompt}]}
+    params = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    with Client(args.server) as client:
+        if args.json:
+            result = client.generate(**prompt_kwargs, **params)
+            print(json.dumps(result.to_dict(), indent=2))
+            return
+        for chunk in client.generate_stream(**prompt_kwargs, **params):
+            print(chunk.text, end="", flush=True)
+        print()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the `stepahead` console script."""
+    args = _build_parser().parse_args(argv)
+    from client.errors import StepaheadError
+
+    handlers = {
+        "serve": _run_serve,
+        "scheduler": _run_scheduler,
+        "executor": _run_executor,
+        "generate": _run_generate,
+    }
+    try:
+        if args.command == "bench":
+            from client.bench.cli import run_bench
+
+            run_bench(args)
+        else:
+            handlers[args.command](args)
+    except (StepaheadError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()

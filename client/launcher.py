@@ -1,0 +1,109 @@
+"""Starts stepahead services as child processes and stops them, process group and all."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+class ServiceStartError(RuntimeError):
+    """A service process exited or did not become ready in time; carries its log."""
+
+
+class ServiceProcess:
+    """One `stepahead <service>` child process in its own process group, with its output kept."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str] | None = None, log_lines: int = 400) -> None:
+        self.name = name
+        self.argv = argv
+        self.env = env
+        self.process: subprocess.Popen | None = None
+        self._lines: deque[str] = deque(maxlen=log_lines)
+        self._match: re.Match | None = None
+        self._matched = threading.Event()
+        self._pattern: re.Pattern | None = None
+
+    @staticmethod
+    def cli_argv(*args: str) -> list[str]:
+        """argv that runs the stepahead CLI with this interpreter (no reliance on PATH)."""
+        return [sys.executable, "-m", "client.cli", *args]
+
+    def start(self, address_pattern: str, timeout_s: float = 300.0) -> str:
+        """Start the process and return the address captured by the first group of ``address_pattern``."""
+        self._pattern = re.compile(address_pattern)
+        env = dict(os.environ if self.env is None else self.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.process = subprocess.Popen(
+            self.argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        threading.Thread(target=self._pump, name=f"{self.name}-log", daemon=True).start()
+        deadline = time.monotonic() + timeout_s
+        while not self._matched.wait(0.1):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise ServiceStartError(f"{self.name} did not start (exit {self.process.returncode}):\n{self.log()}")
+        return self._match.group(1)
+
+    def _pump(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.append(line.rstrip("\n"))
+            if not self._matched.is_set():
+                match = self._pattern.search(line)
+                if match:
+                    self._match = match
+                    self._matched.set()
+
+    def log(self) -> str:
+        """The last lines the process printed."""
+        return "\n".join(self._lines)
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM the process group, SIGKILL it if it lingers. Safe to call twice."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.process.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def wait_until_serving(address: str, timeout_s: float = 300.0, service: str = "") -> None:
+    """Poll grpc.health.v1 until ``service`` reports SERVING (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout_s
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{address} not SERVING after {timeout_s} s")
+            time.sleep(0.1)

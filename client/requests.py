@@ -1,0 +1,171 @@
+"""Building GenerateRequest protos from keyword parameters, and the call metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, TypedDict
+
+from stepahead_proto import generation_pb2, sampling_pb2
+
+
+class GenerateOptions(TypedDict, total=False):
+    """Optional keyword parameters of a generation; omitted or None: the server default.
+
+    Sampling: temperature (0 = greedy), top_p, top_k (-1 = off), min_p, repetition_penalty,
+    presence_penalty, frequency_penalty, seed, logprobs (number of top alternatives to return).
+    Stopping: max_tokens, min_tokens, stop (a string or several), stop_token_ids, ignore_eos,
+    include_stop_str_in_output. Request: request_id ("" = server-assigned), model ("" = the
+    served one), skip_special_tokens.
+    """
+
+    request_id: str | None
+    model: str | None
+    temperature: float | None
+    top_p: float | None
+    top_k: int | None
+    min_p: float | None
+    repetition_penalty: float | None
+    presence_penalty: float | None
+    frequency_penalty: float | None
+    seed: int | None
+    logprobs: int | None
+    max_tokens: int | None
+    min_tokens: int | None
+    stop: str | Sequence[str] | None
+    stop_token_ids: Sequence[int] | None
+    ignore_eos: bool | None
+    include_stop_str_in_output: bool | None
+    skip_special_tokens: bool | None
+
+
+_SAMPLING_FIELDS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "logprobs",
+)
+_STOPPING_SCALAR_FIELDS = ("max_tokens", "min_tokens", "ignore_eos", "include_stop_str_in_output")
+
+
+class ChatMessageLike(Protocol):
+    """Any object with string `role` and `content` attributes (e.g. a ChatMessage proto)."""
+
+    role: str
+    content: str
+
+
+Message = Mapping[str, str] | ChatMessageLike
+"""A chat message: a mapping with "role" and "content" keys, or an object with those attributes."""
+
+
+def build_generate_request(
+    prompt: str | None = None,
+    *,
+    messages: Sequence[Message] | None = None,
+    token_ids: Sequence[int] | None = None,
+    **options: Any,
+) -> generation_pb2.GenerateRequest:
+    """Build a GenerateRequest from exactly one prompt form plus GenerateOptions.
+
+    Raises:
+        ValueError: not exactly one of prompt/messages/token_ids, an empty message list or
+            token id list, or a malformed message.
+        TypeError: an unknown option name.
+    """
+    _check_option_names(options)
+    request = generation_pb2.GenerateRequest(
+        request_id=options.get("request_id") or "",
+        model=options.get("model") or "",
+    )
+    _set_prompt(request, prompt, messages, token_ids)
+    if options.get("skip_special_tokens") is not None:
+        request.skip_special_tokens = options["skip_special_tokens"]
+    request.sampling.CopyFrom(build_sampling_params(options))
+    request.stopping.CopyFrom(build_stopping_params(options))
+    return request
+
+
+def build_sampling_params(options: Mapping[str, Any]) -> sampling_pb2.SamplingParams:
+    """SamplingParams with only the options that are given and not None."""
+    params = sampling_pb2.SamplingParams()
+    for name in _SAMPLING_FIELDS:
+        if options.get(name) is not None:
+            setattr(params, name, options[name])
+    return params
+
+
+def build_stopping_params(options: Mapping[str, Any]) -> sampling_pb2.StoppingParams:
+    """StoppingParams with only the options that are given and not None."""
+    params = sampling_pb2.StoppingParams()
+    for name in _STOPPING_SCALAR_FIELDS:
+        if options.get(name) is not None:
+            setattr(params, name, options[name])
+    stop = options.get("stop")
+    if stop is not None:
+        params.stop.extend([stop] if isinstance(stop, str) else stop)
+    if options.get("stop_token_ids") is not None:
+        params.stop_token_ids.extend(options["stop_token_ids"])
+    return params
+
+
+def call_metadata() -> tuple[tuple[str, str], ...]:
+    """Metadata sent with every call; the one place tracing context will be injected."""
+    return ()
+
+
+def _check_option_names(options: Mapping[str, Any]) -> None:
+    unknown = sorted(set(options) - set(GenerateOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"unknown generation option(s): {', '.join(unknown)}")
+
+
+def _set_prompt(
+    request: generation_pb2.GenerateRequest,
+    prompt: str | None,
+    messages: Sequence[Message] | None,
+    token_ids: Sequence[int] | None,
+) -> None:
+    forms = {"prompt": prompt, "messages": messages, "token_ids": token_ids}
+    given = [name for name, value in forms.items() if value is not None]
+    if len(given) != 1:
+        found = ", ".join(given) if given else "none"
+        raise ValueError(f"pass exactly one of prompt, messages, token_ids (got: {found})")
+    if prompt is not None:
+        request.text = prompt
+    elif messages is not None:
+        if len(messages) == 0:
+            raise ValueError("messages must contain at least one message")
+        request.chat.messages.extend(_chat_message(m, i) for i, m in enumerate(messages))
+    else:
+        if len(token_ids) == 0:
+            raise ValueError("token_ids must contain at least one token id")
+        request.token_ids.ids.extend(token_ids)
+
+
+def _chat_message(message: Message, index: int) -> generation_pb2.ChatMessage:
+    if isinstance(message, Mapping):
+        role, content = message.get("role"), message.get("content")
+    else:
+        role, content = getattr(message, "role", None), getattr(message, "content", None)
+    if not isinstance(role, str) or not isinstance(content, str):
+        raise ValueError(f"messages[{index}] needs string 'role' and 'content', got {message!r}")
+    return generation_pb2.ChatMessage(role=role, content=content)
+
+
+def check_timeout(timeout: float | None, field: str = "timeout") -> float | None:
+    """Validate a deadline in seconds (None: no deadline); returns it unchanged."""
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"{field} must be a positive number of seconds or None, got {timeout!r}")
+    return timeout
+
+
+def resolve_timeout(call_timeout: float | None, default_timeout: float | None) -> float | None:
+    """The deadline of one call: its own timeout if given, else the client's default."""
+    if call_timeout is not None:
+        return check_timeout(call_timeout)
+    return default_timeout

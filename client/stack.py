@@ -1,0 +1,65 @@
+"""A scheduler and an executor started as two local processes: what `stepahead serve` runs."""
+
+from __future__ import annotations
+
+from client.launcher import ServiceProcess, wait_until_serving
+
+EXECUTOR_BOUND = r"executor bound to (\S+),"
+SCHEDULER_LISTENING = r"scheduler listening on (\S+) "
+
+
+class LocalStack:
+    """Starts executor then scheduler on 127.0.0.1; stops both (process groups) on exit."""
+
+    def __init__(
+        self,
+        model_dir: str,
+        executor_flags: list[str] = (),
+        scheduler_flags: list[str] = (),
+        port: int = 0,
+        host: str = "127.0.0.1",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.executor = ServiceProcess(
+            "executor",
+            ServiceProcess.cli_argv("executor", "--model", model_dir, "--host", host, "--port", "0", *executor_flags),
+            env,
+        )
+        self._scheduler_args = ("scheduler", "--model", model_dir, "--host", host, "--port", str(port), *scheduler_flags)
+        self._env = env
+        self.scheduler: ServiceProcess | None = None
+        self.address = ""
+        self.executor_address = ""
+
+    def start(self, timeout_s: float = 600.0) -> str:
+        """Start both services and wait until the scheduler is SERVING; returns its address."""
+        try:
+            self.executor_address = self.executor.start(EXECUTOR_BOUND, timeout_s)
+            self.scheduler = ServiceProcess(
+                "scheduler",
+                ServiceProcess.cli_argv(*self._scheduler_args, "--executor", self.executor_address),
+                self._env,
+            )
+            self.address = self.scheduler.start(SCHEDULER_LISTENING, timeout_s)
+            wait_until_serving(self.address, timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self.address
+
+    def stop(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        self.executor.stop()
+
+    def logs(self) -> str:
+        """Both services' recent output, for failure messages."""
+        scheduler_log = self.scheduler.log() if self.scheduler else ""
+        return f"--- executor ---\n{self.executor.log()}\n--- scheduler ---\n{scheduler_log}"
+
+    def __enter__(self) -> "LocalStack":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,171 @@
+"""Blocking client of the stepahead Generation service."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from stepahead_proto import generation_pb2, generation_pb2_grpc
+
+from client.errors import UnavailableError, error_from_rpc
+from client.requests import (
+    Message,
+    build_generate_request,
+    call_metadata,
+    check_timeout,
+    resolve_timeout,
+)
+from client.types import GenerationChunk, GenerationResult, ModelInfo, ResultBuilder
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from client.requests import GenerateOptions
+
+
+class GenerationStream(Iterator[GenerationChunk]):
+    """The chunks of one Generate call, in order.
+
+    `cancel()` (or `close()`, leaving a `with` block, or dropping the last reference, e.g. by
+    breaking out of a `for` loop over it) cancels the RPC; the server then aborts the request.
+    After a local cancel the iteration simply ends.
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._cancelled = False
+
+    def __next__(self) -> GenerationChunk:
+        if self._cancelled:
+            raise StopIteration
+        try:
+            message = next(self._call)
+        except grpc.RpcError as err:
+            if self._cancelled and err.code() == grpc.StatusCode.CANCELLED:
+                raise StopIteration from None
+            raise error_from_rpc(err) from err
+        return GenerationChunk.from_proto(message)
+
+    def cancel(self) -> None:
+        """Cancel the RPC (a no-op once it has finished)."""
+        self._cancelled = True
+        self._call.cancel()
+
+    def close(self) -> None:
+        """Same as cancel(): release the call."""
+        self.cancel()
+
+    def __enter__(self) -> GenerationStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        call = getattr(self, "_call", None)
+        if call is not None and not call.done():
+            call.cancel()
+
+
+class Client:
+    """Blocking client: `Client("127.0.0.1:50051")`, usable as a context manager.
+
+    `timeout` is the default deadline in seconds of every call (None: no deadline); each
+    method's own `timeout` overrides it. Failed calls raise client.errors.StepaheadError
+    subclasses.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        timeout: float | None = None,
+        *,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        if not target:
+            raise ValueError("target must be a non-empty 'host:port' address")
+        self.target = target
+        self.timeout = check_timeout(timeout)
+        self._channel = grpc.insecure_channel(target, options=list(channel_options))
+        self._stub = generation_pb2_grpc.GenerationStub(self._channel)
+
+    def generate_stream(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Message] | None = None,
+        token_ids: Sequence[int] | None = None,
+        timeout: float | None = None,
+        **options: Unpack[GenerateOptions],
+    ) -> GenerationStream:
+        """Start a generation and return its chunk iterator.
+
+        Pass exactly one of `prompt` (raw text), `messages` (chat, rendered with the model's
+        template) or `token_ids`; `options` are listed in client.requests.GenerateOptions.
+        """
+        request = build_generate_request(prompt, messages=messages, token_ids=token_ids, **options)
+        call = self._stub.Generate(
+            request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata()
+        )
+        return GenerationStream(call)
+
+    def generate(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Message] | None = None,
+        token_ids: Sequence[int] | None = None,
+        timeout: float | None = None,
+        **options: Unpack[GenerateOptions],
+    ) -> GenerationResult:
+        """Run a generation to the end and return the collected result (see generate_stream)."""
+        builder = ResultBuilder()
+        stream = self.generate_stream(
+            prompt, messages=messages, token_ids=token_ids, timeout=timeout, **options
+        )
+        with stream:
+            for chunk in stream:
+                builder.add(chunk)
+        return builder.build()
+
+    def abort(self, request_id: str, *, timeout: float | None = None) -> bool:
+        """Abort a running or waiting request; True if it was found and aborted."""
+        request = generation_pb2.AbortRequest(request_id=request_id)
+        try:
+            response = self._stub.Abort(
+                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata()
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+        return response.aborted
+
+    def model_info(self, *, timeout: float | None = None) -> ModelInfo:
+        """Describe the served model and the server's current load."""
+        try:
+            response = self._stub.GetModelInfo(
+                generation_pb2.GetModelInfoRequest(),
+                timeout=resolve_timeout(timeout, self.timeout),
+                metadata=call_metadata(),
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+        return ModelInfo.from_proto(response)
+
+    def wait_for_ready(self, timeout: float) -> None:
+        """Block until the channel is connected; UnavailableError after `timeout` seconds."""
+        check_timeout(timeout)
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            raise UnavailableError(f"no server ready at {self.target} within {timeout} s") from None
+
+    def close(self) -> None:
+        """Close the channel; running streams are cancelled."""
+        self._channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

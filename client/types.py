@@ -1,0 +1,216 @@
+"""Result types of the client: plain frozen dataclasses converted from the wire protos."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from stepahead_proto import generation_pb2
+
+from client.errors import InternalError
+
+_FINISH_REASONS: dict[int, str | None] = {
+    generation_pb2.FINISH_REASON_UNSPECIFIED: None,
+    generation_pb2.FINISH_REASON_STOP: "stop",
+    generation_pb2.FINISH_REASON_LENGTH: "length",
+    generation_pb2.FINISH_REASON_ABORT: "abort",
+}
+
+
+def finish_reason_name(value: int) -> str | None:
+    """Map a FinishReason enum value to "stop", "length", "abort" or None (not finished)."""
+    if value not in _FINISH_REASONS:
+        raise InternalError(f"server sent an unknown finish_reason {value}")
+    return _FINISH_REASONS[value]
+
+
+class _AsDict:
+    """Adds to_dict() to a dataclass: plain dicts, lists and numbers, ready for json.dumps."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict (nested dataclasses become dicts, tuples stay sequences)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """The log-probability of one token."""
+
+    token_id: int
+    logprob: float
+
+
+@dataclass(frozen=True)
+class PositionLogprobs:
+    """Logprobs at one generated position: the sampled token and the top alternatives."""
+
+    sampled: TokenLogprob
+    top: tuple[TokenLogprob, ...]
+
+    @classmethod
+    def from_proto(cls, msg: generation_pb2.PositionLogprobs) -> PositionLogprobs:
+        """Build from a PositionLogprobs message."""
+        return cls(
+            sampled=TokenLogprob(msg.sampled.token_id, msg.sampled.logprob),
+            top=tuple(TokenLogprob(t.token_id, t.logprob) for t in msg.top),
+        )
+
+
+@dataclass(frozen=True)
+class Usage(_AsDict):
+    """Token counts of a finished request."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    num_preemptions: int
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    @classmethod
+    def from_proto(cls, msg: generation_pb2.Usage) -> Usage:
+        """Build from a Usage message."""
+        return cls(msg.prompt_tokens, msg.completion_tokens, msg.num_preemptions)
+
+
+@dataclass(frozen=True)
+class Timings(_AsDict):
+    """Server-measured latencies of a finished request, in seconds."""
+
+    queue_s: float
+    ttft_s: float
+    itl_mean_s: float
+    itl_p50_s: float
+    itl_max_s: float
+    e2e_s: float
+
+    @classmethod
+    def from_proto(cls, msg: generation_pb2.Timings) -> Timings:
+        """Build from a Timings message."""
+        return cls(msg.queue_s, msg.ttft_s, msg.itl_mean_s, msg.itl_p50_s, msg.itl_max_s, msg.e2e_s)
+
+
+@dataclass(frozen=True)
+class GenerationChunk(_AsDict):
+    """One message of a generation stream: the output produced since the previous chunk.
+
+    `finish_reason`, `usage` and `timings` are set on the last chunk only; `prompt_tokens`
+    on the first (0 elsewhere). `stop_reason` is the stop string or stop token id (as text)
+    that ended the request, or None.
+    """
+
+    request_id: str
+    text: str
+    token_ids: tuple[int, ...]
+    logprobs: tuple[PositionLogprobs, ...]
+    finish_reason: str | None
+    stop_reason: str | None
+    usage: Usage | None
+    timings: Timings | None
+    prompt_tokens: int
+
+    @property
+    def finished(self) -> bool:
+        """True on the last chunk of a stream."""
+        return self.finish_reason is not None
+
+    @classmethod
+    def from_proto(cls, msg: generation_pb2.GenerateResponse) -> GenerationChunk:
+        """Build from a GenerateResponse message."""
+        return cls(
+            request_id=msg.request_id,
+            text=msg.text,
+            token_ids=tuple(msg.token_ids),
+            logprobs=tuple(PositionLogprobs.from_proto(p) for p in msg.logprobs),
+            finish_reason=finish_reason_name(msg.finish_reason),
+            stop_reason=msg.stop_reason or None,
+            usage=Usage.from_proto(msg.usage) if msg.HasField("usage") else None,
+            timings=Timings.from_proto(msg.timings) if msg.HasField("timings") else None,
+            prompt_tokens=msg.prompt_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class GenerationResult(_AsDict):
+    """A whole generation: the concatenation of its stream's chunks."""
+
+    request_id: str
+    text: str
+    token_ids: tuple[int, ...]
+    logprobs: tuple[PositionLogprobs, ...]
+    finish_reason: str
+    stop_reason: str | None
+    usage: Usage | None
+    timings: Timings | None
+    prompt_tokens: int
+
+
+class ResultBuilder:
+    """Accumulates the chunks of one stream into a GenerationResult."""
+
+    def __init__(self) -> None:
+        self._request_id = ""
+        self._texts: list[str] = []
+        self._token_ids: list[int] = []
+        self._logprobs: list[PositionLogprobs] = []
+        self._prompt_tokens = 0
+        self._last: GenerationChunk | None = None
+
+    def add(self, chunk: GenerationChunk) -> None:
+        """Append one chunk (in stream order)."""
+        self._request_id = self._request_id or chunk.request_id
+        self._texts.append(chunk.text)
+        self._token_ids.extend(chunk.token_ids)
+        self._logprobs.extend(chunk.logprobs)
+        self._prompt_tokens = self._prompt_tokens or chunk.prompt_tokens
+        self._last = chunk
+
+    def build(self) -> GenerationResult:
+        """Return the result; raises InternalError if the stream never sent its final chunk."""
+        last = self._last
+        if last is None or last.finish_reason is None:
+            raise InternalError("the generation stream ended without a finish_reason")
+        prompt_tokens = self._prompt_tokens or (last.usage.prompt_tokens if last.usage else 0)
+        return GenerationResult(
+            request_id=self._request_id,
+            text="".join(self._texts),
+            token_ids=tuple(self._token_ids),
+            logprobs=tuple(self._logprobs),
+            finish_reason=last.finish_reason,
+            stop_reason=last.stop_reason,
+            usage=last.usage,
+            timings=last.timings,
+            prompt_tokens=prompt_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class ModelInfo(_AsDict):
+    """What the server serves, and its load right now."""
+
+    model: str
+    max_model_len: int
+    vocab_size: int
+    eos_token_ids: tuple[int, ...]
+    block_size: int
+    num_kv_blocks: int
+    num_free_kv_blocks: int
+    num_running: int
+    num_waiting: int
+
+    @classmethod
+    def from_proto(cls, msg: generation_pb2.ModelInfo) -> ModelInfo:
+        """Build from a ModelInfo message."""
+        return cls(
+            model=msg.model,
+            max_model_len=msg.max_model_len,
+            vocab_size=msg.vocab_size,
+            eos_token_ids=tuple(msg.eos_token_ids),
+            block_size=msg.block_size,
+            num_kv_blocks=msg.num_kv_blocks,
+            num_free_kv_blocks=msg.num_free_kv_blocks,
+            num_running=msg.num_running,
+            num_waiting=msg.num_waiting,
+        )

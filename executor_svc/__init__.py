@@ -1,0 +1,1 @@
+"""Executor service: model runner, sampler, drafters and KV cache on the accelerator."""

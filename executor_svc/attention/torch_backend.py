@@ -1,0 +1,234 @@
+"""Reference attention backend in plain torch (CPU and GPU): the correctness oracle for the others."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from executor_svc.attention.metadata import AttentionMetadata
+
+
+@dataclass(frozen=True)
+class _BatchedGroup:
+    """Sequences with few queries each, attended together over K/V gathered into a padded batch."""
+
+    num_seqs: int
+    max_query_len: int
+    block_ids: torch.Tensor
+    """int64 [num_seqs * blocks_per_seq]: every sequence's blocks, padded to the longest table."""
+    query_rows: torch.Tensor | None
+    """int64 [num_seqs * max_query_len]: flat token of each padded query (None: rows 0..T-1 in order)."""
+    keep_padded: torch.Tensor | None
+    """int64 [R]: which padded rows are real (None: all)."""
+    keep_flat: torch.Tensor | None
+    """int64 [R]: flat token of each real row (None: the padded rows map onto tokens 0..T-1)."""
+    mask: torch.Tensor
+    """bool [num_seqs, 1, group * max_query_len, padded_len]: True where a query may see a key."""
+
+
+@dataclass(frozen=True)
+class _SingleSequence:
+    """One sequence with a long query (a prefill chunk), attended on its own."""
+
+    start: int
+    end: int
+    seq_len: int
+    block_ids: torch.Tensor | None
+    """int64 [blocks]: the sequence's blocks (None: no cached context, attend over the new K/V only)."""
+    mask: torch.Tensor | None
+    """bool [query_len, seq_len] causal mask offset by the cached context (None: plain causal)."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything the backend derives from the metadata once per forward and reuses in every layer."""
+
+    key_rows: torch.Tensor
+    value_rows: torch.Tensor
+    batched: _BatchedGroup | None
+    singles: list[_SingleSequence]
+    output_is_batched: bool
+    """The batched group covers every token in order: its output is the whole output."""
+
+
+class TorchAttentionBackend:
+    """Paged attention with torch ops. Short queries (decode, draft verification) run as one padded
+    batch; long queries (prefill chunks) run per sequence with scaled_dot_product_attention."""
+
+    name = "torch"
+
+    def __init__(self, max_batched_query_len: int = 8) -> None:
+        if max_batched_query_len < 1:
+            raise ValueError(f"max_batched_query_len: must be >= 1, got {max_batched_query_len}")
+        self.max_batched_query_len = max_batched_query_len
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        kv_layer: torch.Tensor,
+        meta: AttentionMetadata,
+        scale: float,
+    ) -> torch.Tensor:
+        """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache."""
+        num_kv_heads = kv_layer.shape[3]
+        group = q.shape[1] // num_kv_heads
+        plan = meta.cached(f"torch/{group}", lambda: _build_plan(meta, group, self.max_batched_query_len))
+        _write_kv(kv_layer, k, v, plan)
+        if plan.output_is_batched:
+            return _attend_batched(q, kv_layer, plan.batched, scale)
+        out = torch.empty_like(q)
+        if plan.batched is not None:
+            _scatter_batched(out, _attend_batched(q, kv_layer, plan.batched, scale), plan.batched)
+        for single in plan.singles:
+            out[single.start : single.end] = _attend_single(q, k, v, kv_layer, single, scale)
+        return out
+
+
+def _write_kv(kv_layer: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: _Plan) -> None:
+    rows = kv_layer.view(-1, kv_layer.shape[3], kv_layer.shape[4])
+    rows.index_copy_(0, plan.key_rows, k)
+    rows.index_copy_(0, plan.value_rows, v)
+
+
+def _gather(kv_layer: torch.Tensor, which: int, block_ids: torch.Tensor) -> torch.Tensor:
+    """Keys (which=0) or values (1) of the given blocks as [len(block_ids) * block_size, KVH, D]."""
+    gathered = kv_layer[:, which].index_select(0, block_ids)
+    return gathered.view(-1, kv_layer.shape[3], kv_layer.shape[4])
+
+
+def _attend_batched(q: torch.Tensor, kv_layer: torch.Tensor, batch: _BatchedGroup, scale: float) -> torch.Tensor:
+    """Attention of the padded batch; returns [num_seqs * max_query_len, H, D] rows."""
+    num_heads, head_dim = q.shape[1], q.shape[2]
+    num_kv_heads = kv_layer.shape[3]
+    group = num_heads // num_kv_heads
+    seqs, qlen = batch.num_seqs, batch.max_query_len
+    rows = q if batch.query_rows is None else q.index_select(0, batch.query_rows)
+    # GQA without repeating K/V: the queries sharing a KV head become that head's "query sequence".
+    queries = rows.view(seqs, qlen, num_kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
+    queries = queries.reshape(seqs, num_kv_heads, group * qlen, head_dim)
+    keys = _gather(kv_layer, 0, batch.block_ids).view(seqs, -1, num_kv_heads, head_dim).transpose(1, 2)
+    values = _gather(kv_layer, 1, batch.block_ids).view(seqs, -1, num_kv_heads, head_dim).transpose(1, 2)
+    out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=batch.mask, scale=scale)
+    out = out.view(seqs, num_kv_heads, group, qlen, head_dim).permute(0, 3, 1, 2, 4)
+    return out.reshape(seqs * qlen, num_heads, head_dim)
+
+
+def _scatter_batched(out: torch.Tensor, rows: torch.Tensor, batch: _BatchedGroup) -> None:
+    if batch.keep_padded is not None:
+        rows = rows.index_select(0, batch.keep_padded)
+    out.index_copy_(0, batch.keep_flat, rows)
+
+
+def _attend_single(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    kv_layer: torch.Tensor,
+    single: _SingleSequence,
+    scale: float,
+) -> torch.Tensor:
+    """Attention of one sequence's queries; returns [query_len, H, D]."""
+    queries = q[single.start : single.end].transpose(0, 1).unsqueeze(0)
+    if single.block_ids is None:
+        keys, values = k[single.start : single.end], v[single.start : single.end]
+    else:
+        keys = _gather(kv_layer, 0, single.block_ids)[: single.seq_len]
+        values = _gather(kv_layer, 1, single.block_ids)[: single.seq_len]
+    out = F.scaled_dot_product_attention(
+        queries,
+        keys.transpose(0, 1).unsqueeze(0),
+        values.transpose(0, 1).unsqueeze(0),
+        attn_mask=single.mask,
+        is_causal=single.mask is None,
+        scale=scale,
+        enable_gqa=True,
+    )
+    return out.squeeze(0).transpose(0, 1)
+
+
+def _build_plan(meta: AttentionMetadata, group: int, max_batched_query_len: int) -> _Plan:
+    device = meta.device
+    block_size = meta.block_size
+    blocks = meta.slot_mapping // block_size
+    key_rows = blocks * (2 * block_size) + meta.slot_mapping % block_size
+    short = [i for i, n in enumerate(meta.query_lens_list) if n <= max_batched_query_len]
+    short_set = set(short)
+    long = [i for i in range(meta.num_seqs) if i not in short_set]
+    batched = _build_batched(meta, short, group) if short else None
+    return _Plan(
+        key_rows=key_rows,
+        value_rows=key_rows + block_size,
+        batched=batched,
+        singles=[_build_single(meta, i, device) for i in long],
+        output_is_batched=batched is not None and not long and batched.query_rows is None,
+    )
+
+
+def _build_batched(meta: AttentionMetadata, seqs: list[int], group: int) -> _BatchedGroup:
+    device = meta.device
+    starts = _host_starts(meta)
+    qlen = max(meta.query_lens_list[i] for i in seqs)
+    width = max(len(meta.block_tables_list[i]) for i in seqs)
+    padded_len = width * meta.block_size
+    query_rows: list[int] = []
+    query_positions: list[int] = []
+    keep_padded: list[int] = []
+    keep_flat: list[int] = []
+    block_ids: list[int] = []
+    for i in seqs:
+        n, seq_len, start = meta.query_lens_list[i], meta.seq_lens_list[i], starts[i]
+        for j in range(qlen):
+            real = min(j, n - 1)  # padded queries repeat the last real one and are dropped afterwards
+            query_rows.append(start + real)
+            query_positions.append(seq_len - n + real)
+            if j < n:
+                keep_padded.append(len(query_rows) - 1)
+                keep_flat.append(start + j)
+        table = meta.block_tables_list[i]
+        block_ids.extend(table + [table[0]] * (width - len(table)))
+    in_order = query_rows == list(range(meta.num_tokens))
+    positions = torch.tensor(query_positions, dtype=torch.int64, device=device).view(len(seqs), 1, 1, qlen, 1)
+    mask = torch.arange(padded_len, device=device).view(1, 1, 1, 1, -1) <= positions
+    mask = mask.expand(len(seqs), 1, group, qlen, padded_len).reshape(len(seqs), 1, group * qlen, padded_len)
+    all_real = len(keep_padded) == len(query_rows)
+    return _BatchedGroup(
+        num_seqs=len(seqs),
+        max_query_len=qlen,
+        block_ids=_tensor(block_ids, device),
+        query_rows=None if in_order else _tensor(query_rows, device),
+        keep_padded=None if all_real else _tensor(keep_padded, device),
+        keep_flat=None if in_order else _tensor(keep_flat, device),
+        mask=mask,
+    )
+
+
+def _build_single(meta: AttentionMetadata, i: int, device: torch.device) -> _SingleSequence:
+    starts = _host_starts(meta)
+    query_len, seq_len = meta.query_lens_list[i], meta.seq_lens_list[i]
+    start = starts[i]
+    if query_len == seq_len:
+        return _SingleSequence(start=start, end=start + query_len, seq_len=seq_len, block_ids=None, mask=None)
+    query_positions = torch.arange(seq_len - query_len, seq_len, device=device)
+    mask = torch.arange(seq_len, device=device).view(1, -1) <= query_positions.view(-1, 1)
+    return _SingleSequence(
+        start=start,
+        end=start + query_len,
+        seq_len=seq_len,
+        block_ids=_tensor(meta.block_tables_list[i], device),
+        mask=mask,
+    )
+
+
+def _host_starts(meta: AttentionMetadata) -> list[int]:
+    starts = [0]
+    for n in meta.query_lens_list:
+        starts.append(starts[-1] + n)
+    return starts
+
+
+def _tensor(values: list[int], device: torch.device) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.int64, device=device)

@@ -1,0 +1,47 @@
+"""Command-line flags of `stepahead executor` (no torch import: the CLI builds the config first)."""
+
+from __future__ import annotations
+
+import argparse
+
+from executor_svc.config import ExecutorConfig
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by `stepahead executor` and `stepahead serve`."""
+    group = parser.add_argument_group("executor")
+    group.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
+    group.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
+    group.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default 16)")
+    group.add_argument("--num-kv-blocks", type=int, default=None, help="KV cache blocks (default: fill --kv-cache-memory-gb)")
+    group.add_argument("--kv-cache-memory-gb", type=float, default=1.0, help="KV cache size when --num-kv-blocks is unset (default 1)")
+    group.add_argument("--max-model-len", type=int, default=None, help="longest prompt+output (default: the model's)")
+    group.add_argument("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+
+
+def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: int, host: str) -> ExecutorConfig:
+    """Build the validated config from parsed flags."""
+    return ExecutorConfig(
+        model_dir=model_dir,
+        model_name=getattr(args, "served_model_name", "") or "",
+        host=host,
+        port=port,
+        device=args.device,
+        dtype=args.dtype,
+        block_size=args.block_size,
+        num_kv_blocks=args.num_kv_blocks,
+        kv_cache_memory_gb=args.kv_cache_memory_gb,
+        max_model_len=args.max_model_len,
+        num_threads=args.num_threads,
+    )
+
+
+def executor_flags(args: argparse.Namespace) -> list[str]:
+    """The same flags as a list, to start an executor process from `stepahead serve`."""
+    flags = ["--device", args.device, "--dtype", args.dtype, "--block-size", str(args.block_size)]
+    flags += ["--kv-cache-memory-gb", str(args.kv_cache_memory_gb)]
+    for name in ("num_kv_blocks", "max_model_len", "num_threads"):
+        value = getattr(args, name)
+        if value is not None:
+            flags += ["--" + name.replace("_", "-"), str(value)]
+    return flags

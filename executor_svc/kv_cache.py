@@ -1,0 +1,47 @@
+"""The paged KV cache: one tensor per layer, laid out as FlashInfer reads it."""
+
+from __future__ import annotations
+
+import torch
+
+
+class PagedKVCache:
+    """Per-layer KV tensors laid out as FlashInfer reads them: [num_blocks, 2, block_size, num_kv_heads, head_dim] (NHD).
+
+    Index 0 of the second axis holds keys, 1 values. Token slot s lives in block s // block_size
+    at offset s % block_size.
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        num_blocks: int,
+        block_size: int,
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device | str,
+    ) -> None:
+        for name, value in (
+            ("num_layers", num_layers),
+            ("num_blocks", num_blocks),
+            ("block_size", block_size),
+            ("num_kv_heads", num_kv_heads),
+            ("head_dim", head_dim),
+        ):
+            if value < 1:
+                raise ValueError(f"{name}: must be >= 1, got {value}")
+        self.num_layers = num_layers
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.dtype = dtype
+        shape = (num_blocks, 2, block_size, num_kv_heads, head_dim)
+        self.layers: list[torch.Tensor] = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+
+    @staticmethod
+    def bytes_per_block(num_layers: int, block_size: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
+        """Bytes one block takes across all layers (keys and values)."""
+        element_size = torch.empty((), dtype=dtype).element_size()
+        return num_layers * 2 * block_size * num_kv_heads * head_dim * element_size

@@ -1,0 +1,104 @@
+"""Loading an HF checkpoint (safetensors, single or sharded, or a GGUF through transformers) into our model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from executor_svc.models.llama import LlamaModelForCausalLM
+from executor_svc.models.registry import model_class_for
+
+_SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
+@dataclass(frozen=True)
+class CheckpointFiles:
+    """What a model path holds: a config directory plus safetensors files, or one GGUF file."""
+
+    directory: Path
+    safetensors: tuple[Path, ...] = ()
+    gguf: Path | None = None
+
+
+def find_checkpoint(model_path: str | Path) -> CheckpointFiles:
+    """Resolve a directory (safetensors or GGUF inside) or a .gguf file; FileNotFoundError/ValueError name the path."""
+    path = Path(model_path)
+    if not path.exists():
+        raise FileNotFoundError(f"model_dir: {path} does not exist")
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise ValueError(f"model_dir: {path} is a file but not a .gguf")
+        return CheckpointFiles(directory=path.parent, gguf=path)
+    safetensors = _safetensors_files(path)
+    if safetensors:
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"model_dir: {path / 'config.json'} is missing")
+        return CheckpointFiles(directory=path, safetensors=safetensors)
+    ggufs = sorted(path.glob("*.gguf"))
+    if len(ggufs) > 1:
+        raise ValueError(f"model_dir: {path} holds several .gguf files; pass one of them: {[g.name for g in ggufs]}")
+    if ggufs:
+        return CheckpointFiles(directory=path, gguf=ggufs[0])
+    raise FileNotFoundError(f"model_dir: {path} holds no *.safetensors or *.gguf checkpoint")
+
+
+def load_hf_config(model_dir: str | Path) -> Any:
+    """The transformers config of a checkpoint directory or GGUF file."""
+    from transformers import AutoConfig
+
+    files = find_checkpoint(model_dir)
+    if files.gguf is not None:
+        return AutoConfig.from_pretrained(files.directory, gguf_file=files.gguf.name)
+    return AutoConfig.from_pretrained(files.directory)
+
+
+def load_model(
+    model_dir: str | Path,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    attention_backend: Any,
+    max_model_len: int | None = None,
+) -> LlamaModelForCausalLM:
+    """Build the model for the checkpoint's architecture and load its weights, in `dtype` on `device`."""
+    files = find_checkpoint(model_dir)
+    config = load_hf_config(model_dir)
+    model_class = model_class_for(config)
+    with torch.device(device):
+        model = model_class(config, attention_backend, max_model_len=max_model_len)
+    model.to(dtype=dtype)
+    model.load_weights(_gguf_tensors(files.gguf) if files.gguf is not None else _safetensors_tensors(files.safetensors))
+    return model.eval()
+
+
+def _safetensors_files(directory: Path) -> tuple[Path, ...]:
+    index = directory / _SAFETENSORS_INDEX
+    if index.is_file():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        files = tuple(directory / name for name in sorted(set(weight_map.values())))
+        for file in files:
+            if not file.is_file():
+                raise FileNotFoundError(f"model_dir: {file} is listed in {index.name} but missing")
+        return files
+    return tuple(sorted(directory.glob("*.safetensors")))
+
+
+def _safetensors_tensors(files: tuple[Path, ...]) -> Iterator[tuple[str, torch.Tensor]]:
+    from safetensors import safe_open
+
+    for file in files:
+        with safe_open(str(file), framework="pt", device="cpu") as handle:
+            for name in handle.keys():
+                yield name, handle.get_tensor(name)
+
+
+def _gguf_tensors(gguf: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    """Dequantised fp32 tensors of a GGUF, with HF names, through transformers' GGUF reader."""
+    from transformers import AutoModelForCausalLM
+
+    hf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    yield from hf_model.state_dict().items()

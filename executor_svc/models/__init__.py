@@ -1,0 +1,1 @@
+"""Model code for the Llama family over flattened token batches."""

@@ -1,0 +1,171 @@
+"""Llama-family decoder over a flattened token batch reading and writing a paged KV cache."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from executor_svc.attention.metadata import AttentionMetadata
+from executor_svc.kv_cache import PagedKVCache
+from executor_svc.models.layers import apply_rotary, linear, rms_norm, rope_inverse_frequencies, rope_parameters
+from executor_svc.models.llama_weights import WeightRouter
+
+# Architectures whose q/k/v projections carry a bias whatever config.attention_bias says.
+_QKV_BIAS_ARCHITECTURES = ("Qwen2ForCausalLM",)
+_QK_NORM_ARCHITECTURES = ("Qwen3ForCausalLM",)
+
+
+def _architecture(config: Any) -> str:
+    return (getattr(config, "architectures", None) or ["LlamaForCausalLM"])[0]
+
+
+def _head_dim(config: Any) -> int:
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+class LlamaAttention(nn.Module):
+    """Self-attention with a fused qkv projection, RoPE, optional q/k RMSNorm (Qwen3) and GQA."""
+
+    def __init__(self, config: Any, attention_backend: Any) -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = _head_dim(config)
+        self.scale = self.head_dim**-0.5
+        self.eps = config.rms_norm_eps
+        self.backend = attention_backend
+        architecture = _architecture(config)
+        qkv_rows = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
+        qkv_bias = bool(getattr(config, "attention_bias", False)) or architecture in _QKV_BIAS_ARCHITECTURES
+        self.qkv_weight = nn.Parameter(torch.empty(qkv_rows, config.hidden_size), requires_grad=False)
+        self.qkv_bias = nn.Parameter(torch.zeros(qkv_rows), requires_grad=False) if qkv_bias else None
+        self.o_weight = nn.Parameter(torch.empty(config.hidden_size, self.num_heads * self.head_dim), requires_grad=False)
+        o_bias = bool(getattr(config, "attention_bias", False))
+        self.o_bias = nn.Parameter(torch.zeros(config.hidden_size), requires_grad=False) if o_bias else None
+        qk_heads = self.num_heads + self.num_kv_heads
+        # Qwen3 normalises each q and k head; one norm over all of them with a per-head weight row.
+        self.qk_norm_weight = (
+            nn.Parameter(torch.ones(qk_heads, self.head_dim), requires_grad=False)
+            if architecture in _QK_NORM_ARCHITECTURES
+            else None
+        )
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kv_layer: torch.Tensor,
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        """x [T, hidden] -> attention output projected back to [T, hidden]."""
+        tokens = x.shape[0]
+        qk_heads = self.num_heads + self.num_kv_heads
+        qkv = linear(x, self.qkv_weight, self.qkv_bias)
+        qk = qkv[:, : qk_heads * self.head_dim].reshape(tokens, qk_heads, self.head_dim)
+        v = qkv[:, qk_heads * self.head_dim :].reshape(tokens, self.num_kv_heads, self.head_dim)
+        if self.qk_norm_weight is not None:
+            qk = F.rms_norm(qk, (self.head_dim,), eps=self.eps) * self.qk_norm_weight
+        qk = apply_rotary(qk, cos, sin)
+        q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
+        out = self.backend.forward(q, k, v, kv_layer, meta, self.scale)
+        return linear(out.reshape(tokens, self.num_heads * self.head_dim), self.o_weight, self.o_bias)
+
+
+class LlamaMLP(nn.Module):
+    """SwiGLU feed-forward with a fused gate/up projection."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.intermediate_size = config.intermediate_size
+        self.gate_up_weight = nn.Parameter(
+            torch.empty(2 * config.intermediate_size, config.hidden_size), requires_grad=False
+        )
+        self.down_weight = nn.Parameter(
+            torch.empty(config.hidden_size, config.intermediate_size), requires_grad=False
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [T, hidden] -> [T, hidden]."""
+        gate_up = linear(x, self.gate_up_weight)
+        gate, up = gate_up[:, : self.intermediate_size], gate_up[:, self.intermediate_size :]
+        return linear(F.silu(gate) * up, self.down_weight)
+
+
+class LlamaDecoderLayer(nn.Module):
+    """Pre-norm decoder layer: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, config: Any, attention_backend: Any) -> None:
+        super().__init__()
+        self.eps = config.rms_norm_eps
+        self.input_norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
+        self.post_attention_norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
+        self.attn = LlamaAttention(config, attention_backend)
+        self.mlp = LlamaMLP(config)
+
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kv_layer: torch.Tensor,
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        """hidden [T, hidden] -> [T, hidden]."""
+        hidden = hidden + self.attn(rms_norm(hidden, self.input_norm_weight, self.eps), cos, sin, kv_layer, meta)
+        return hidden + self.mlp(rms_norm(hidden, self.post_attention_norm_weight, self.eps))
+
+
+class LlamaModelForCausalLM(nn.Module):
+    """Llama-family decoder (Llama, SmolLM2, Qwen2 with qkv bias, Qwen3 with q/k norm) over a flattened token batch."""
+
+    def __init__(self, config: Any, attention_backend: Any, max_model_len: int | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.eps = config.rms_norm_eps
+        self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
+        self.embed_weight = nn.Parameter(torch.empty(config.vocab_size, config.hidden_size), requires_grad=False)
+        self.layers = nn.ModuleList(
+            [LlamaDecoderLayer(config, attention_backend) for _ in range(config.num_hidden_layers)]
+        )
+        self.norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
+        self.lm_head_weight = (
+            self.embed_weight
+            if self.tie_word_embeddings
+            else nn.Parameter(torch.empty(config.vocab_size, config.hidden_size), requires_grad=False)
+        )
+        max_positions = max_model_len or config.max_position_embeddings
+        inv_freq = rope_inverse_frequencies(_head_dim(config), rope_parameters(config), config.max_position_embeddings)
+        angles = torch.arange(max_positions, dtype=torch.float32).unsqueeze(1) * inv_freq.unsqueeze(0)
+        # Non-persistent buffers: built in fp32 once, then cast and moved with the module like HF's tables.
+        self.register_buffer("rope_cos", angles.cos(), persistent=False)
+        self.register_buffer("rope_sin", angles.sin(), persistent=False)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        meta: AttentionMetadata,
+        kv_cache: PagedKVCache,
+    ) -> torch.Tensor:
+        """input_ids, positions int64 [T] -> final-normed hidden states [T, hidden]."""
+        cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
+        hidden = F.embedding(input_ids, self.embed_weight)
+        for layer, kv_layer in zip(self.layers, kv_cache.layers):
+            hidden = layer(hidden, cos, sin, kv_layer, meta)
+        return rms_norm(hidden, self.norm_weight, self.eps)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [N, hidden] -> float32 logits [N, vocab]."""
+        return linear(hidden, self.lm_head_weight).float()
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy HF-named tensors into the fused parameters; raises ValueError on unknown or missing names."""
+        router = WeightRouter(self)
+        for name, tensor in weights:
+            router.load(name, tensor)
+        router.finish()

@@ -1,0 +1,98 @@
+"""Maps HF Llama-family tensor names onto LlamaModelForCausalLM's fused parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from executor_svc.models.llama import LlamaDecoderLayer, LlamaModelForCausalLM
+
+# Tensors some checkpoints carry that the model recomputes or does not need.
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where one HF tensor goes: a view into a parameter and the shape the tensor must have."""
+
+    view: torch.Tensor
+    shape: tuple[int, ...]
+
+
+class WeightRouter:
+    """Copies HF-named tensors into a model's parameters and reports unknown, mis-shaped or missing ones."""
+
+    def __init__(self, model: "LlamaModelForCausalLM") -> None:
+        self.targets = _model_targets(model)
+        self.tied = model.tie_word_embeddings
+        self.loaded: set[str] = set()
+
+    def load(self, name: str, tensor: torch.Tensor) -> None:
+        """Copy one tensor into its place (cast to the parameter's dtype and device)."""
+        if name.endswith(_IGNORED_SUFFIXES) or (self.tied and name == "lm_head.weight"):
+            return
+        target = self.targets.get(name)
+        if target is None:
+            raise ValueError(f"weights: unexpected tensor {name!r} for this architecture")
+        if tuple(tensor.shape) != target.shape:
+            raise ValueError(f"weights: {name!r} has shape {tuple(tensor.shape)}, expected {target.shape}")
+        with torch.no_grad():
+            target.view.copy_(tensor)
+        self.loaded.add(name)
+
+    def finish(self) -> None:
+        """Raise ValueError naming the tensors that never arrived."""
+        missing = sorted(set(self.targets) - self.loaded)
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise ValueError(f"weights: missing tensors {shown}")
+
+
+def _model_targets(model: "LlamaModelForCausalLM") -> dict[str, _Target]:
+    targets = {
+        "model.embed_tokens.weight": _whole(model.embed_weight),
+        "model.norm.weight": _whole(model.norm_weight),
+    }
+    if not model.tie_word_embeddings:
+        targets["lm_head.weight"] = _whole(model.lm_head_weight)
+    for index, layer in enumerate(model.layers):
+        targets.update(_layer_targets(f"model.layers.{index}.", layer))
+    return targets
+
+
+def _layer_targets(prefix: str, layer: "LlamaDecoderLayer") -> dict[str, _Target]:
+    attn, mlp = layer.attn, layer.mlp
+    q_rows = attn.num_heads * attn.head_dim
+    kv_rows = attn.num_kv_heads * attn.head_dim
+    qkv_parts = {"q_proj": (0, q_rows), "k_proj": (q_rows, q_rows + kv_rows), "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows)}
+    targets = {
+        prefix + "input_layernorm.weight": _whole(layer.input_norm_weight),
+        prefix + "post_attention_layernorm.weight": _whole(layer.post_attention_norm_weight),
+        prefix + "self_attn.o_proj.weight": _whole(attn.o_weight),
+        prefix + "mlp.gate_proj.weight": _rows(mlp.gate_up_weight, 0, mlp.intermediate_size),
+        prefix + "mlp.up_proj.weight": _rows(mlp.gate_up_weight, mlp.intermediate_size, 2 * mlp.intermediate_size),
+        prefix + "mlp.down_proj.weight": _whole(mlp.down_weight),
+    }
+    for part, (start, end) in qkv_parts.items():
+        targets[f"{prefix}self_attn.{part}.weight"] = _rows(attn.qkv_weight, start, end)
+        if attn.qkv_bias is not None:
+            targets[f"{prefix}self_attn.{part}.bias"] = _rows(attn.qkv_bias, start, end)
+    if attn.o_bias is not None:
+        targets[prefix + "self_attn.o_proj.bias"] = _whole(attn.o_bias)
+    if attn.qk_norm_weight is not None:
+        head_dim = (attn.head_dim,)
+        targets[prefix + "self_attn.q_norm.weight"] = _Target(attn.qk_norm_weight.data[: attn.num_heads], head_dim)
+        targets[prefix + "self_attn.k_norm.weight"] = _Target(attn.qk_norm_weight.data[attn.num_heads :], head_dim)
+    return targets
+
+
+def _whole(param: torch.Tensor) -> _Target:
+    return _Target(param.data, tuple(param.shape))
+
+
+def _rows(param: torch.Tensor, start: int, end: int) -> _Target:
+    view = param.data[start:end]
+    return _Target(view, tuple(view.shape))

@@ -1,0 +1,31 @@
+"""What the executor keeps per request between steps, so a step only carries what changed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from executor_svc.sampling_metadata import RowSamplingParams
+
+
+@dataclass
+class ExecutorRequestState:
+    """One request's tokens, block table and progress as the executor sees them.
+
+    The executor appends every token it samples, so the next step's input ids are resolved here,
+    never sent by the scheduler.
+    """
+
+    request_id: str
+    prompt_token_ids: list[int]
+    output_token_ids: list[int]
+    block_ids: list[int]
+    params: RowSamplingParams
+    num_computed_tokens: int = 0
+    token_ids: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.token_ids = self.prompt_token_ids + self.output_token_ids
+
+    def append_output(self, token_id: int) -> None:
+        self.output_token_ids.append(token_id)
+        self.token_ids.append(token_id)

@@ -1,0 +1,101 @@
+"""Starts the executor service: loads the model, sizes the KV cache, warms up, serves."""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import torch
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from stepahead_proto import executor_pb2, executor_pb2_grpc
+
+from executor_svc.attention.torch_backend import TorchAttentionBackend
+from executor_svc.config import ExecutorConfig
+from executor_svc.kv_cache import PagedKVCache
+from executor_svc.model_loader import load_hf_config, load_model
+from executor_svc.model_runner import ModelRunner
+from executor_svc.servicer import ExecutorServicer
+from executor_svc.warmup import warm_up
+
+logger = logging.getLogger(__name__)
+
+EXECUTOR_SERVICE = executor_pb2.DESCRIPTOR.services_by_name["Executor"].full_name
+
+
+def eos_token_ids(model_dir: str, hf_config) -> list[int]:
+    """EOS ids from generation_config.json when present, else from config.json."""
+    from transformers import GenerationConfig
+
+    try:
+        eos = GenerationConfig.from_pretrained(model_dir).eos_token_id
+    except OSError:
+        eos = None
+    if eos is None:
+        eos = hf_config.eos_token_id
+    if eos is None:
+        return []
+    return [eos] if isinstance(eos, int) else list(eos)
+
+
+def build_runner(config: ExecutorConfig) -> tuple[ModelRunner, executor_pb2.ExecutorDescription]:
+    """Load the model and allocate the KV cache as configured."""
+    if config.num_threads is not None:
+        torch.set_num_threads(config.num_threads)
+    device = torch.device(config.device)
+    dtype = getattr(torch, config.dtype)
+    hf_config = load_hf_config(config.model_dir)
+    model = load_model(config.model_dir, dtype, device, TorchAttentionBackend())
+    head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
+    layout = (hf_config.num_hidden_layers, config.block_size, hf_config.num_key_value_heads, head_dim)
+    num_blocks = config.num_kv_blocks or max(
+        1, int(config.kv_cache_memory_gb * 2**30) // PagedKVCache.bytes_per_block(*layout, dtype)
+    )
+    kv_cache = PagedKVCache(
+        hf_config.num_hidden_layers, num_blocks, config.block_size, hf_config.num_key_value_heads, head_dim, dtype, device
+    )
+    runner = ModelRunner(model, kv_cache, config.block_size, hf_config.vocab_size, device)
+    max_model_len = min(config.max_model_len or hf_config.max_position_embeddings, hf_config.max_position_embeddings)
+    description = executor_pb2.ExecutorDescription(
+        model=config.model_name or Path(config.model_dir).name,
+        max_model_len=max_model_len,
+        vocab_size=hf_config.vocab_size,
+        eos_token_ids=eos_token_ids(config.model_dir, hf_config),
+        block_size=config.block_size,
+        num_kv_blocks=num_blocks,
+        device=str(device),
+        dtype=config.dtype,
+        attention_backend="torch",
+        num_threads=torch.get_num_threads(),
+    )
+    return runner, description
+
+
+def serve(config: ExecutorConfig) -> None:
+    """Run the executor until terminated."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s executor %(levelname)s %(message)s")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    executor_servicer = ExecutorServicer()
+    executor_pb2_grpc.add_ExecutorServicer_to_server(executor_servicer, server)
+    reflection.enable_server_reflection((EXECUTOR_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = server.add_insecure_port(f"{config.host}:{config.port}")
+    if port == 0:
+        raise OSError(f"port: cannot bind {config.host}:{config.port}")
+    server.start()
+    print(f"stepahead executor bound to {config.host}:{port}, loading {config.model_dir}", flush=True)
+    runner, description = build_runner(config)
+    warm_up(runner)
+    executor_servicer.set_ready(runner, description)
+    for service in ("", EXECUTOR_SERVICE):
+        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    print(
+        f"stepahead executor listening on {config.host}:{port} (model {description.model}, "
+        f"{description.num_kv_blocks} KV blocks, {description.num_threads} threads)",
+        flush=True,
+    )
+    server.wait_for_termination()

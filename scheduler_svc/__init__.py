@@ -1,0 +1,1 @@
+"""The scheduler service: requests, tokens and KV block bookkeeping, never a tensor."""

@@ -1,0 +1,45 @@
+"""Command-line flags of `stepahead scheduler`."""
+
+from __future__ import annotations
+
+import argparse
+
+from scheduler_svc.config import SchedulerServiceConfig, SchedulingConfig
+
+
+def add_scheduler_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by `stepahead scheduler` and `stepahead serve`."""
+    group = parser.add_argument_group("scheduler")
+    group.add_argument("--max-num-seqs", type=int, default=64, help="most requests running at once (default 64)")
+    group.add_argument("--max-num-batched-tokens", type=int, default=512, help="token budget of one step (default 512)")
+    group.add_argument("--max-inflight-steps", type=int, default=1, help="steps outstanding on the executor (default 1)")
+    group.add_argument("--default-max-tokens", type=int, default=256, help="max_tokens when a request sets none (default 256)")
+
+
+def scheduler_config_from_args(
+    args: argparse.Namespace, model_dir: str, executor_address: str, port: int, host: str
+) -> SchedulerServiceConfig:
+    """Build the validated config from parsed flags."""
+    return SchedulerServiceConfig(
+        model_dir=model_dir,
+        executor_address=executor_address,
+        model_name=getattr(args, "served_model_name", "") or "",
+        host=host,
+        port=port,
+        scheduling=SchedulingConfig(
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            max_inflight_steps=args.max_inflight_steps,
+        ),
+        default_max_tokens=args.default_max_tokens,
+    )
+
+
+def scheduler_flags(args: argparse.Namespace) -> list[str]:
+    """The same flags as a list, to start a scheduler process from `stepahead serve`."""
+    return [
+        "--max-num-seqs", str(args.max_num_seqs),
+        "--max-num-batched-tokens", str(args.max_num_batched_tokens),
+        "--max-inflight-steps", str(args.max_inflight_steps),
+        "--default-max-tokens", str(args.default_max_tokens),
+    ]

@@ -1,0 +1,64 @@
+"""Configuration of the scheduler service."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def _require(condition: bool, field_name: str, message: str) -> None:
+    if not condition:
+        raise ValueError(f"{field_name}: {message}")
+
+
+@dataclass(frozen=True)
+class SchedulingConfig:
+    """Limits of continuous batching: how much work one step may hold."""
+
+    max_num_seqs: int = 64
+    """Most requests running at once."""
+    max_num_batched_tokens: int = 512
+    """Token budget of one step (prefill chunks + decode tokens)."""
+    max_inflight_steps: int = 1
+    """StepRequests outstanding on the Execute stream (1 = synchronous)."""
+
+    def __post_init__(self) -> None:
+        _require(self.max_num_seqs >= 1, "max_num_seqs", f"must be >= 1, got {self.max_num_seqs}")
+        _require(
+            self.max_num_batched_tokens >= 1,
+            "max_num_batched_tokens",
+            f"must be >= 1, got {self.max_num_batched_tokens}",
+        )
+        _require(
+            self.max_inflight_steps >= 1,
+            "max_inflight_steps",
+            f"must be >= 1, got {self.max_inflight_steps}",
+        )
+
+
+@dataclass(frozen=True)
+class SchedulerServiceConfig:
+    """Everything the scheduler process needs to start."""
+
+    model_dir: str
+    """HF model directory holding the tokenizer (tokenizer.json) and chat template."""
+    executor_address: str
+    """host:port of the executor's Execute service."""
+    model_name: str = ""
+    """Name clients must use in GenerateRequest.model (empty: the executor's model name)."""
+    host: str = "127.0.0.1"
+    port: int = 50051
+    scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
+    default_max_tokens: int = 256
+    executor_connect_timeout_s: float = 600.0
+    """How long to wait for the executor to answer Describe at start-up (it may be loading weights)."""
+
+    def __post_init__(self) -> None:
+        _require(bool(self.model_dir), "model_dir", "must be set")
+        _require(":" in self.executor_address, "executor_address", f"must be host:port, got {self.executor_address!r}")
+        _require(0 <= self.port < 65536, "port", f"must be in [0, 65535], got {self.port}")
+        _require(self.default_max_tokens >= 1, "default_max_tokens", f"must be >= 1, got {self.default_max_tokens}")
+        _require(
+            self.executor_connect_timeout_s > 0,
+            "executor_connect_timeout_s",
+            f"must be > 0, got {self.executor_connect_timeout_s}",
+        )

@@ -1,0 +1,166 @@
+"""The step loop: schedule, write StepRequests to the executor, read StepResults, stream outputs.
+
+Up to ``max_inflight_steps`` steps are written before the oldest result is read; results come
+back in step order on the same bidirectional stream, which is the cross-process future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import grpc
+from stepahead_proto import executor_pb2, executor_pb2_grpc, generation_pb2
+
+from scheduler_svc.output_processor import RequestOutputState
+from scheduler_svc.request import Request
+from scheduler_svc.request_timing import RequestTiming
+from scheduler_svc.scheduler import Scheduler
+from scheduler_svc.scheduler_output import SchedulerOutput
+from scheduler_svc.step_codec import to_step_request
+from scheduler_svc.tokenizer import Tokenizer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EngineError:
+    """Put on a request's queue when it cannot finish normally (the executor failed)."""
+
+    code: grpc.StatusCode
+    message: str
+
+
+StreamItem = generation_pb2.GenerateResponse | EngineError
+
+
+class Engine:
+    """Owns the scheduler and the Execute stream; routes each request's outputs to its queue."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        tokenizer: Tokenizer,
+        executor: executor_pb2_grpc.ExecutorStub,
+        max_model_len: int,
+        max_inflight_steps: int,
+    ) -> None:
+        self.scheduler = scheduler
+        self.tokenizer = tokenizer
+        self.executor = executor
+        self.max_model_len = max_model_len
+        self.max_inflight_steps = max_inflight_steps
+        self._states: dict[str, RequestOutputState] = {}
+        self._queues: dict[str, asyncio.Queue[StreamItem]] = {}
+        self._inflight: deque[SchedulerOutput] = deque()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.steps_completed = 0
+
+    # ---- requests ----------------------------------------------------------------------------
+    def add_request(self, request: Request) -> asyncio.Queue[StreamItem]:
+        """Queue a validated request; its messages arrive on the returned queue."""
+        self.scheduler.add_request(request)
+        queue: asyncio.Queue[StreamItem] = asyncio.Queue()
+        self._queues[request.request_id] = queue
+        self._states[request.request_id] = RequestOutputState(
+            request, self.tokenizer, self.max_model_len, RequestTiming(arrival=request.arrival_time)
+        )
+        self._wakeup.set()
+        return queue
+
+    def abort(self, request_id: str) -> bool:
+        """Abort a request now: its blocks are freed and its stream ends with finish_reason ABORT."""
+        state = self._states.pop(request_id, None)
+        queue = self._queues.pop(request_id, None)
+        if state is None or queue is None:
+            return False
+        self.scheduler.finish_request(request_id)
+        queue.put_nowait(state.abort_message(time.monotonic()))
+        self._wakeup.set()
+        return True
+
+    # ---- loop --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the step loop as a task of the running event loop."""
+        self._task = asyncio.get_running_loop().create_task(self._run_forever())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run_forever(self) -> None:
+        while True:
+            call = self.executor.Execute()
+            try:
+                await self._run_stream(call)
+            except asyncio.CancelledError:
+                call.cancel()
+                raise
+            except Exception as error:  # the executor failed or went away: fail what was running
+                logger.exception("Execute stream failed")
+                call.cancel()
+                self._fail_all(grpc.StatusCode.UNAVAILABLE, f"executor failed: {error}")
+                await asyncio.sleep(0.5)
+
+    async def _run_stream(self, call) -> None:
+        while True:
+            await self._fill_pipeline(call)
+            if not self._inflight:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            result = await call.read()
+            if result is grpc.aio.EOF:
+                raise ConnectionError("the executor closed the Execute stream")
+            self._process_result(self._inflight.popleft(), result)
+
+    async def _fill_pipeline(self, call) -> None:
+        while len(self._inflight) < self.max_inflight_steps:
+            output = self.scheduler.schedule()
+            if output.is_empty:
+                return
+            now = time.monotonic()
+            for scheduled in output.new_requests:
+                self._states[scheduled.request.request_id].timing.mark_scheduled(now)
+            await call.write(to_step_request(output))
+            self._inflight.append(output)
+            if output.num_scheduled_requests == 0:
+                return
+
+    def _process_result(self, output: SchedulerOutput, result: executor_pb2.StepResult) -> None:
+        if result.step_id != output.step_id:
+            raise RuntimeError(f"step results out of order: expected {output.step_id}, got {result.step_id}")
+        self.steps_completed += 1
+        now = time.monotonic()
+        for step_output in result.outputs:
+            request = self.scheduler.accept_result(output, step_output.request_id)
+            if request is None or not step_output.token_ids:
+                continue
+            self._deliver(request.request_id, list(step_output.token_ids), list(step_output.logprobs), now)
+
+    def _deliver(self, request_id: str, token_ids: list[int], logprobs: list, now: float) -> None:
+        state = self._states[request_id]
+        message = state.append_tokens(token_ids, logprobs, now)
+        if state.finish is not None:
+            state.final_fields(message, now)
+            self.scheduler.finish_request(request_id)
+            del self._states[request_id]
+            self._queues.pop(request_id).put_nowait(message)
+        elif message is not None:
+            self._queues[request_id].put_nowait(message)
+
+    def _fail_all(self, code: grpc.StatusCode, message: str) -> None:
+        self._inflight.clear()
+        for request_id in list(self._queues):
+            self.scheduler.finish_request(request_id)
+            self._queues.pop(request_id).put_nowait(EngineError(code, message))
+            del self._states[request_id]
+        self.scheduler.discard_finished_ids()

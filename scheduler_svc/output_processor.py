@@ -1,0 +1,118 @@
+"""Turns sampled token ids into stream messages: stop conditions, detokenization, logprobs, usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stepahead_proto import generation_pb2
+
+from scheduler_svc.detokenizer import IncrementalDetokenizer
+from scheduler_svc.request import Request
+from scheduler_svc.request_timing import RequestTiming
+from scheduler_svc.stop_checker import StopStringChecker
+from scheduler_svc.tokenizer import Tokenizer
+
+FinishReason = generation_pb2.FinishReason
+
+
+@dataclass
+class _Finish:
+    reason: int
+    stop_reason: str = ""
+
+
+class RequestOutputState:
+    """The output side of one request: its detokenizer, stop-string checker and timing."""
+
+    def __init__(self, request: Request, tokenizer: Tokenizer, max_model_len: int, timing: RequestTiming) -> None:
+        self.request = request
+        self.max_model_len = max_model_len
+        self.timing = timing
+        params = request.stop_params
+        self._detokenizer = IncrementalDetokenizer(tokenizer, request.prompt_token_ids, params.skip_special_tokens)
+        self._stop_checker = (
+            StopStringChecker(list(params.stop), params.include_stop_str_in_output) if params.stop else None
+        )
+        self._sent_first_message = False
+        self._stop_string_matched = False
+        self.finish: _Finish | None = None
+
+    def append_tokens(
+        self, token_ids: list[int], logprobs: list[generation_pb2.PositionLogprobs], now: float
+    ) -> generation_pb2.GenerateResponse | None:
+        """Append a step's tokens in order, stopping at the first stop condition (the rest is dropped).
+
+        Returns the message to stream, or None when there is nothing to say yet.
+        """
+        self.timing.mark_tokens(now)
+        accepted: list[int] = []
+        text_parts: list[str] = []
+        for token_id in token_ids:
+            accepted.append(token_id)
+            self.request.output_token_ids.append(token_id)
+            text_parts.append(self._consume(token_id))
+            if self.finish is not None:
+                break
+        if self.finish is not None and not self._stop_string_matched:
+            text_parts.append(self._flush())  # the held-back tail is final now
+        return self._message(accepted, logprobs[: len(accepted)], "".join(text_parts))
+
+    def _consume(self, token_id: int) -> str:
+        """Check one token against the stop rules and return the text it makes final."""
+        params = self.request.stop_params
+        num_output = self.request.num_output_tokens
+        past_min = num_output >= params.min_tokens
+        if past_min and (
+            token_id in params.stop_token_ids or (not params.ignore_eos and token_id in params.eos_token_ids)
+        ):
+            reason = str(token_id) if token_id in params.stop_token_ids else ""
+            self.finish = _Finish(FinishReason.FINISH_REASON_STOP, reason)
+            return ""
+        delta = self._detokenizer.push([token_id])
+        if self._stop_checker is not None and past_min:
+            delta, matched = self._stop_checker.feed(delta)
+            if matched is not None:
+                self.finish = _Finish(FinishReason.FINISH_REASON_STOP, matched)
+                self._stop_string_matched = True
+                return delta
+        if num_output >= params.max_tokens or self.request.num_tokens >= self.max_model_len:
+            self.finish = _Finish(FinishReason.FINISH_REASON_LENGTH)
+        return delta
+
+    def _flush(self) -> str:
+        text = self._detokenizer.flush()
+        if self._stop_checker is not None:
+            text, _ = self._stop_checker.feed(text) if text else ("", None)
+            text += self._stop_checker.flush()
+        return text
+
+    def _message(
+        self, token_ids: list[int], logprobs: list[generation_pb2.PositionLogprobs], text: str
+    ) -> generation_pb2.GenerateResponse | None:
+        if not token_ids and not text and self.finish is None and self._sent_first_message:
+            return None
+        message = generation_pb2.GenerateResponse(
+            request_id=self.request.request_id, text=text, token_ids=token_ids, logprobs=logprobs
+        )
+        if not self._sent_first_message:
+            message.prompt_tokens = len(self.request.prompt_token_ids)
+            self._sent_first_message = True
+        if self.finish is not None:
+            message.finish_reason = self.finish.reason
+            message.stop_reason = self.finish.stop_reason
+        return message
+
+    def final_fields(self, message: generation_pb2.GenerateResponse, now: float) -> None:
+        """Fill usage and timings into the request's last message."""
+        message.usage.prompt_tokens = len(self.request.prompt_token_ids)
+        message.usage.completion_tokens = self.request.num_output_tokens
+        message.usage.num_preemptions = self.request.num_preemptions
+        message.timings.CopyFrom(self.timing.to_proto(now, self.request.num_output_tokens))
+
+    def abort_message(self, now: float) -> generation_pb2.GenerateResponse:
+        """The last message of a request aborted before it finished."""
+        message = generation_pb2.GenerateResponse(
+            request_id=self.request.request_id, finish_reason=FinishReason.FINISH_REASON_ABORT
+        )
+        self.final_fields(message, now)
+        return message

@@ -1,0 +1,75 @@
+"""A generation request as the scheduler tracks it: token ids, progress and lifecycle."""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+
+from stepahead_proto import sampling_pb2
+
+
+class RequestStatus(enum.Enum):
+    """Where a request is in its life."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class StopParams:
+    """Resolved stopping rules of one request (defaults applied, validated)."""
+
+    max_tokens: int
+    min_tokens: int = 0
+    stop: tuple[str, ...] = ()
+    stop_token_ids: frozenset[int] = frozenset()
+    eos_token_ids: frozenset[int] = frozenset()
+    ignore_eos: bool = False
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
+
+
+@dataclass
+class Request:
+    """One request's scheduling state. Token ids are plain ints; nothing here touches a tensor."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling: sampling_pb2.SamplingParams
+    stop_params: StopParams
+    arrival_time: float = field(default_factory=time.monotonic)
+    output_token_ids: list[int] = field(default_factory=list)
+    num_computed_tokens: int = 0
+    num_output_placeholders: int = 0
+    """Tokens scheduled to be sampled whose results have not come back yet."""
+    epoch: int = 0
+    """Bumped on every preemption, so results of steps scheduled before it are recognised and dropped."""
+    status: RequestStatus = RequestStatus.WAITING
+    num_preemptions: int = 0
+    sent_to_executor: bool = False
+    """False until the executor holds this request's state (again, after a preemption)."""
+    first_scheduled_time: float | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus output tokens known to the scheduler."""
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def num_tokens_with_placeholders(self) -> int:
+        """Tokens the scheduler plans with: known tokens plus those still being sampled."""
+        return self.num_tokens + self.num_output_placeholders
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_token_ids)
+
+    @property
+    def all_token_ids(self) -> list[int]:
+        return self.prompt_token_ids + self.output_token_ids
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is RequestStatus.FINISHED

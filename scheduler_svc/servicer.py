@@ -1,0 +1,59 @@
+"""The public Generation service: validates requests and streams their outputs from the engine."""
+
+from __future__ import annotations
+
+import grpc
+from stepahead_proto import generation_pb2, generation_pb2_grpc
+
+from scheduler_svc.engine import Engine, EngineError
+from scheduler_svc.tokenizer import Tokenizer
+from scheduler_svc.validation import InvalidRequestError, ModelLimits, build_request
+
+
+class GenerationServicer(generation_pb2_grpc.GenerationServicer):
+    """Generate, Abort and GetModelInfo over the engine. Holds no scheduling logic of its own."""
+
+    def __init__(self, engine: Engine, tokenizer: Tokenizer, limits: ModelLimits) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.limits = limits
+
+    async def Generate(self, request: generation_pb2.GenerateRequest, context: grpc.aio.ServicerContext):
+        try:
+            scheduled = build_request(request, self.tokenizer, self.limits)
+            queue = self.engine.add_request(scheduled)
+        except InvalidRequestError as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except ValueError as error:  # duplicate request id
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        finished = False
+        try:
+            while not finished:
+                item = await queue.get()
+                if isinstance(item, EngineError):
+                    finished = True
+                    await context.abort(item.code, item.message)
+                finished = item.finish_reason != generation_pb2.FINISH_REASON_UNSPECIFIED
+                yield item
+        finally:
+            if not finished:  # the client went away or cancelled: free the request's blocks now
+                self.engine.abort(scheduled.request_id)
+
+    async def Abort(self, request: generation_pb2.AbortRequest, context: grpc.aio.ServicerContext):
+        if not request.request_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "request_id: must be set")
+        return generation_pb2.AbortResponse(aborted=self.engine.abort(request.request_id))
+
+    async def GetModelInfo(self, request: generation_pb2.GetModelInfoRequest, context: grpc.aio.ServicerContext):
+        block_manager = self.engine.scheduler.block_manager
+        return generation_pb2.ModelInfo(
+            model=self.limits.model_name,
+            max_model_len=self.limits.max_model_len,
+            vocab_size=self.limits.vocab_size,
+            eos_token_ids=sorted(self.limits.eos_token_ids),
+            block_size=block_manager.block_size,
+            num_kv_blocks=block_manager.num_total_blocks,
+            num_free_kv_blocks=block_manager.num_free_blocks,
+            num_running=self.engine.scheduler.num_running,
+            num_waiting=self.engine.scheduler.num_waiting,
+        )

@@ -1,0 +1,37 @@
+"""Writes a SchedulerOutput as the StepRequest the executor reads."""
+
+from __future__ import annotations
+
+from stepahead_proto import executor_pb2
+
+from scheduler_svc.scheduler_output import SchedulerOutput
+
+
+def to_step_request(output: SchedulerOutput) -> executor_pb2.StepRequest:
+    """Encode one step: new requests in full, cached ones as deltas, finished ids to drop."""
+    step = executor_pb2.StepRequest(
+        step_id=output.step_id, num_steps=1, finished_request_ids=output.finished_request_ids
+    )
+    for scheduled in output.new_requests:
+        request = scheduled.request
+        step.new_requests.append(
+            executor_pb2.NewRequestData(
+                request_id=request.request_id,
+                prompt_token_ids=request.prompt_token_ids,
+                output_token_ids=request.output_token_ids,
+                sampling=request.sampling,
+                block_ids=scheduled.block_ids,
+                num_computed_tokens=scheduled.num_computed_tokens,
+                num_scheduled_tokens=scheduled.num_scheduled_tokens,
+            )
+        )
+    for cached in output.cached_requests:
+        step.cached_requests.append(
+            executor_pb2.CachedRequestData(
+                request_id=cached.request_id,
+                new_block_ids=cached.new_block_ids,
+                num_computed_tokens=cached.num_computed_tokens,
+                num_scheduled_tokens=cached.num_scheduled_tokens,
+            )
+        )
+    return step

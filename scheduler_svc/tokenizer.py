@@ -1,0 +1,227 @@
+"""The model's tokenizer and chat template, loaded without torch or transformers."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+import jinja2
+import jinja2.ext
+import tokenizers
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+_SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
+
+
+class Tokenizer:
+    """The model's tokenizer (tokenizers library) and chat template (jinja2), loaded from an HF model directory."""
+
+    def __init__(
+        self,
+        inner: tokenizers.Tokenizer,
+        chat_template: str | None,
+        special_tokens: dict[str, str],
+        eos_token_ids: list[int],
+    ) -> None:
+        self._inner = inner
+        self._chat_template_source = chat_template
+        self._compiled_template: jinja2.Template | None = None
+        self.special_tokens = dict(special_tokens)
+        self.eos_token_ids = list(eos_token_ids)
+        self.vocab_size = inner.get_vocab_size(with_added_tokens=True)
+        self._special_ids = frozenset(
+            token_id for token_id, token in inner.get_added_tokens_decoder().items() if token.special
+        )
+        self._byte_fallback_ids = _byte_fallback_ids(inner)
+
+    @classmethod
+    def from_dir(cls, model_dir: str | Path) -> Tokenizer:
+        """Load tokenizer.json, the chat template, special tokens and EOS ids from an HF model directory."""
+        model_dir = Path(model_dir)
+        tokenizer_file = model_dir / "tokenizer.json"
+        if not tokenizer_file.is_file():
+            raise FileNotFoundError(f"no tokenizer.json in {model_dir}")
+        inner = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+        tokenizer_config = _read_json(model_dir / "tokenizer_config.json")
+        special_tokens = _special_tokens(tokenizer_config, _read_json(model_dir / "special_tokens_map.json"))
+        return cls(
+            inner=inner,
+            chat_template=_chat_template(model_dir, tokenizer_config),
+            special_tokens=special_tokens,
+            eos_token_ids=_eos_token_ids(model_dir, inner, special_tokens.get("eos_token")),
+        )
+
+    @property
+    def inner(self) -> tokenizers.Tokenizer:
+        """The underlying ``tokenizers.Tokenizer``."""
+        return self._inner
+
+    @property
+    def chat_template(self) -> str | None:
+        """The Jinja chat template source, or None if the model has none."""
+        return self._chat_template_source
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids for ``text`` (with the post-processor's BOS/EOS when ``add_special_tokens``)."""
+        return self._inner.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        """Text for ``ids`` through the tokenizer's decoder."""
+        return self._inner.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def is_special(self, token_id: int) -> bool:
+        """Whether ``token_id`` is a special added token (such as BOS, EOS or a chat marker)."""
+        return token_id in self._special_ids
+
+    def is_byte_fallback(self, token_id: int) -> bool:
+        """Whether ``token_id`` is a ``<0xNN>`` token that the decoder turns into a raw byte (ByteFallback)."""
+        return token_id in self._byte_fallback_ids
+
+    def render_chat(self, messages: list[dict[str, str]]) -> str:
+        """The chat template rendered for ``messages`` with the generation prompt appended.
+
+        Raises ValueError when there is no template or it fails (including ``raise_exception``).
+        """
+        template = self._template()
+        try:
+            return template.render(
+                messages=messages,
+                add_generation_prompt=True,
+                tools=None,
+                documents=None,
+                **self.special_tokens,
+            )
+        except jinja2.TemplateError as error:
+            raise ValueError(f"chat template failed: {error}") from error
+
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> list[int]:
+        """Token ids of the rendered chat; the template supplies special tokens, so none are added."""
+        return self.encode(self.render_chat(messages), add_special_tokens=False)
+
+    def _template(self) -> jinja2.Template:
+        if self._chat_template_source is None:
+            raise ValueError("this model has no chat template (chat_template.jinja or tokenizer_config.json)")
+        if self._compiled_template is None:
+            try:
+                self._compiled_template = _chat_environment().from_string(self._chat_template_source)
+            except jinja2.TemplateError as error:
+                raise ValueError(f"chat template does not compile: {error}") from error
+        return self._compiled_template
+
+
+class _GenerationTag(jinja2.ext.Extension):
+    """Accept HF's ``{% generation %}...{% endgeneration %}`` marker and render its body unchanged."""
+
+    tags = {"generation"}
+
+    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.Scope(body).set_lineno(lineno)
+
+
+def _raise_exception(message: str) -> NoReturn:
+    raise jinja2.TemplateError(message)
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
+            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+    # Jinja's own tojson HTML-escapes '<', '>', '&' and "'"; chat templates expect plain JSON, as in HF.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(date_format: str) -> str:
+    return datetime.now().strftime(date_format)
+
+
+def _chat_environment() -> ImmutableSandboxedEnvironment:
+    """A Jinja environment that renders chat templates the way HF transformers does."""
+    environment = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
+    )
+    environment.filters["tojson"] = _tojson
+    environment.globals["raise_exception"] = _raise_exception
+    environment.globals["strftime_now"] = _strftime_now
+    return environment
+
+
+def _decoder_types(config: Any) -> set[str]:
+    """Every decoder "type" in a serialised decoder config, walking into Sequence decoders."""
+    if isinstance(config, dict):
+        found = {config["type"]} if isinstance(config.get("type"), str) else set()
+        for value in config.values():
+            found |= _decoder_types(value)
+        return found
+    if isinstance(config, list):
+        return set().union(*(_decoder_types(item) for item in config)) if config else set()
+    return set()
+
+
+def _byte_fallback_ids(inner: tokenizers.Tokenizer) -> frozenset[int]:
+    """Ids of ``<0xNN>`` tokens when the decoder has a ByteFallback step (Llama-2 / Mistral style), else none."""
+    if inner.decoder is None or "ByteFallback" not in _decoder_types(json.loads(inner.decoder.__getstate__())):
+        return frozenset()
+    return frozenset(
+        token_id for token, token_id in inner.get_vocab(with_added_tokens=False).items() if _BYTE_TOKEN.fullmatch(token)
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    with path.open(encoding="utf-8") as file:
+        return json.load(file)
+
+
+def _token_content(value: Any) -> str | None:
+    """A special token entry is either a string or a serialised AddedToken dict."""
+    if isinstance(value, dict):
+        return value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _special_tokens(tokenizer_config: dict[str, Any], special_tokens_map: dict[str, Any]) -> dict[str, str]:
+    """Named special tokens (bos_token, eos_token, ...): tokenizer_config.json first, then special_tokens_map.json."""
+    found = {}
+    for name in _SPECIAL_TOKEN_NAMES:
+        content = _token_content(tokenizer_config.get(name)) or _token_content(special_tokens_map.get(name))
+        if content is not None:
+            found[name] = content
+    return found
+
+
+def _chat_template(model_dir: Path, tokenizer_config: dict[str, Any]) -> str | None:
+    """chat_template.jinja if present, else tokenizer_config.json's chat_template (the "default" one if a list)."""
+    template_file = model_dir / "chat_template.jinja"
+    if template_file.is_file():
+        return template_file.read_text(encoding="utf-8")
+    template = tokenizer_config.get("chat_template")
+    if isinstance(template, list):
+        named = {entry.get("name"): entry.get("template") for entry in template if isinstance(entry, dict)}
+        return named.get("default")
+    return template
+
+
+def _as_id_list(value: Any) -> list[int] | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+        return list(value)
+    return None
+
+
+def _eos_token_ids(model_dir: Path, inner: tokenizers.Tokenizer, eos_token: str | None) -> list[int]:
+    """EOS ids from generation_config.json, else config.json, else the tokenizer's eos_token."""
+    for file_name in ("generation_config.json", "config.json"):
+        ids = _as_id_list(_read_json(model_dir / file_name).get("eos_token_id"))
+        if ids is not None:
+            return ids
+    if eos_token is not None:
+        token_id = inner.token_to_id(eos_token)
+        if token_id is not None:
+            return [token_id]
+    return []

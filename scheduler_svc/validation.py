@@ -1,0 +1,151 @@
+"""Checks a GenerateRequest and turns it into a scheduler Request, or says which field is wrong."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+
+from stepahead_proto import generation_pb2, sampling_pb2
+
+from scheduler_svc.request import Request, StopParams
+from scheduler_svc.tokenizer import Tokenizer
+
+MAX_LOGPROBS = 20
+CHAT_ROLES = ("system", "user", "assistant", "tool")
+
+
+class InvalidRequestError(ValueError):
+    """A request field is out of range; the message starts with the field's name."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """What a request is checked against."""
+
+    model_name: str
+    max_model_len: int
+    vocab_size: int
+    eos_token_ids: frozenset[int]
+    default_max_tokens: int
+
+
+def _check(condition: bool, field: str, message: str) -> None:
+    if not condition:
+        raise InvalidRequestError(field, message)
+
+
+def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limits: ModelLimits) -> Request:
+    """Validate every field of ``pb`` and resolve defaults. Raises InvalidRequestError."""
+    _check(pb.model in ("", limits.model_name), "model", f"unknown model {pb.model!r}; served: {limits.model_name!r}")
+    prompt_ids = _prompt_token_ids(pb, tokenizer, limits.vocab_size)
+    _check(
+        len(prompt_ids) < limits.max_model_len,
+        "prompt",
+        f"{len(prompt_ids)} tokens leave no room to generate within the model's limit of "
+        f"{limits.max_model_len} tokens",
+    )
+    _check_sampling(pb.sampling)
+    stop_params = _stop_params(pb, len(prompt_ids), limits)
+    return Request(
+        request_id=pb.request_id or uuid.uuid4().hex,
+        prompt_token_ids=prompt_ids,
+        sampling=pb.sampling,
+        stop_params=stop_params,
+    )
+
+
+def _prompt_token_ids(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, vocab_size: int) -> list[int]:
+    kind = pb.WhichOneof("prompt")
+    _check(kind is not None, "prompt", "one of text, chat or token_ids is required")
+    if kind == "text":
+        _check(pb.text != "", "text", "the prompt is empty")
+        ids = tokenizer.encode(pb.text)
+    elif kind == "chat":
+        messages = [{"role": m.role, "content": m.content} for m in pb.chat.messages]
+        _check(bool(messages), "chat.messages", "at least one message is required")
+        for index, message in enumerate(messages):
+            _check(
+                message["role"] in CHAT_ROLES,
+                f"chat.messages[{index}].role",
+                f"{message['role']!r} is not one of {', '.join(CHAT_ROLES)}",
+            )
+        try:
+            ids = tokenizer.apply_chat_template(messages)
+        except ValueError as error:
+            raise InvalidRequestError("chat", f"the chat template failed: {error}") from error
+    else:
+        ids = list(pb.token_ids.ids)
+        _check(bool(ids), "token_ids.ids", "the prompt is empty")
+        for index, token_id in enumerate(ids):
+            _check(
+                0 <= token_id < vocab_size,
+                f"token_ids.ids[{index}]",
+                f"{token_id} is outside the vocabulary [0, {vocab_size})",
+            )
+    _check(bool(ids), "prompt", "the prompt tokenizes to no tokens")
+    return ids
+
+
+def _check_sampling(p: sampling_pb2.SamplingParams) -> None:
+    def finite(name: str) -> None:
+        _check(math.isfinite(getattr(p, name)), f"sampling.{name}", "must be a finite number")
+
+    for name in ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty"):
+        finite(name)
+    if p.HasField("temperature"):
+        _check(p.temperature >= 0, "sampling.temperature", f"must be >= 0, got {p.temperature}")
+    if p.HasField("top_p"):
+        _check(0 < p.top_p <= 1, "sampling.top_p", f"must be in (0, 1], got {p.top_p}")
+    if p.HasField("top_k"):
+        _check(p.top_k == -1 or p.top_k >= 1, "sampling.top_k", f"must be -1 (disabled) or >= 1, got {p.top_k}")
+    _check(0 <= p.min_p <= 1, "sampling.min_p", f"must be in [0, 1], got {p.min_p}")
+    if p.HasField("repetition_penalty"):
+        _check(p.repetition_penalty > 0, "sampling.repetition_penalty", f"must be > 0, got {p.repetition_penalty}")
+    for name in ("presence_penalty", "frequency_penalty"):
+        value = getattr(p, name)
+        _check(-2 <= value <= 2, f"sampling.{name}", f"must be in [-2, 2], got {value}")
+    if p.HasField("logprobs"):
+        _check(
+            0 <= p.logprobs <= MAX_LOGPROBS,
+            "sampling.logprobs",
+            f"must be in [0, {MAX_LOGPROBS}], got {p.logprobs}",
+        )
+
+
+def _stop_params(pb: generation_pb2.GenerateRequest, prompt_len: int, limits: ModelLimits) -> StopParams:
+    s = pb.stopping
+    room = limits.max_model_len - prompt_len
+    if s.HasField("max_tokens"):
+        _check(s.max_tokens >= 1, "stopping.max_tokens", f"must be >= 1, got {s.max_tokens}")
+        _check(
+            s.max_tokens <= room,
+            "stopping.max_tokens",
+            f"{s.max_tokens} + {prompt_len} prompt tokens exceed the model's limit of {limits.max_model_len}",
+        )
+        max_tokens = s.max_tokens
+    else:
+        max_tokens = min(limits.default_max_tokens, room)
+    _check(0 <= s.min_tokens <= max_tokens, "stopping.min_tokens", f"must be in [0, max_tokens={max_tokens}]")
+    for index, stop in enumerate(s.stop):
+        _check(stop != "", f"stopping.stop[{index}]", "a stop string must not be empty")
+    for index, token_id in enumerate(s.stop_token_ids):
+        _check(
+            0 <= token_id < limits.vocab_size,
+            f"stopping.stop_token_ids[{index}]",
+            f"{token_id} is outside the vocabulary [0, {limits.vocab_size})",
+        )
+    return StopParams(
+        max_tokens=max_tokens,
+        min_tokens=s.min_tokens,
+        stop=tuple(s.stop),
+        stop_token_ids=frozenset(s.stop_token_ids),
+        eos_token_ids=limits.eos_token_ids,
+        ignore_eos=s.ignore_eos,
+        include_stop_str_in_output=s.include_stop_str_in_output,
+        skip_special_tokens=pb.skip_special_tokens if pb.HasField("skip_special_tokens") else True,
+    )

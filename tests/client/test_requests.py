@@ -1,0 +1,159 @@
+"""Tests of client/requests.py: keyword parameters -> GenerateRequest."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from client.requests import (
+    GenerateOptions,
+    build_generate_request,
+    call_metadata,
+    check_timeout,
+    resolve_timeout,
+)
+
+
+def test_text_prompt_leaves_unset_params_unset() -> None:
+    request = build_generate_request("hello")
+    assert request.WhichOneof("prompt") == "text"
+    assert request.text == "hello"
+    assert request.request_id == "" and request.model == ""
+    assert not request.HasField("skip_special_tokens")
+    for name in ("temperature", "top_p", "top_k", "repetition_penalty", "seed", "logprobs"):
+        assert not request.sampling.HasField(name), name
+    assert not request.stopping.HasField("max_tokens")
+    assert list(request.stopping.stop) == []
+
+
+def test_none_options_are_left_unset() -> None:
+    request = build_generate_request("x", temperature=None, seed=None, max_tokens=None, stop=None)
+    assert not request.sampling.HasField("temperature")
+    assert not request.sampling.HasField("seed")
+    assert not request.stopping.HasField("max_tokens")
+
+
+def test_zero_values_are_set_explicitly() -> None:
+    request = build_generate_request("x", temperature=0.0, top_k=-1, logprobs=0)
+    assert request.sampling.HasField("temperature") and request.sampling.temperature == 0.0
+    assert request.sampling.top_k == -1
+    assert request.sampling.HasField("logprobs") and request.sampling.logprobs == 0
+
+
+def test_all_options_reach_their_fields() -> None:
+    request = build_generate_request(
+        "x",
+        request_id="r1",
+        model="m",
+        temperature=0.5,
+        top_p=0.9,
+        top_k=40,
+        min_p=0.05,
+        repetition_penalty=1.1,
+        presence_penalty=0.5,
+        frequency_penalty=-0.5,
+        seed=2**40,
+        logprobs=3,
+        max_tokens=7,
+        min_tokens=2,
+        stop=["a", "b"],
+        stop_token_ids=[5, 6],
+        ignore_eos=True,
+        include_stop_str_in_output=True,
+        skip_special_tokens=False,
+    )
+    sampling, stopping = request.sampling, request.stopping
+    assert (request.request_id, request.model) == ("r1", "m")
+    assert sampling.temperature == pytest.approx(0.5) and sampling.top_p == pytest.approx(0.9)
+    assert sampling.top_k == 40 and sampling.min_p == pytest.approx(0.05)
+    assert sampling.repetition_penalty == pytest.approx(1.1)
+    assert sampling.presence_penalty == pytest.approx(0.5)
+    assert sampling.frequency_penalty == pytest.approx(-0.5)
+    assert sampling.seed == 2**40 and sampling.logprobs == 3
+    assert stopping.max_tokens == 7 and stopping.min_tokens == 2
+    assert list(stopping.stop) == ["a", "b"] and list(stopping.stop_token_ids) == [5, 6]
+    assert stopping.ignore_eos and stopping.include_stop_str_in_output
+    assert request.HasField("skip_special_tokens") and not request.skip_special_tokens
+
+
+def test_every_declared_option_is_accepted() -> None:
+    values = {"stop": "s", "stop_token_ids": [1], "request_id": "r", "model": "m"}
+    for name in GenerateOptions.__annotations__:
+        build_generate_request("x", **{name: values.get(name, 1)})
+
+
+def test_single_stop_string_is_one_stop() -> None:
+    assert list(build_generate_request("x", stop="END").stopping.stop) == ["END"]
+
+
+def test_messages_from_mappings_and_objects() -> None:
+    messages = [
+        {"role": "system", "content": "be brief"},
+        SimpleNamespace(role="user", content="hi"),
+    ]
+    request = build_generate_request(messages=messages)
+    assert request.WhichOneof("prompt") == "chat"
+    assert [(m.role, m.content) for m in request.chat.messages] == [
+        ("system", "be brief"),
+        ("user", "hi"),
+    ]
+
+
+def test_token_ids_prompt() -> None:
+    request = build_generate_request(token_ids=[1, 2, 3])
+    assert request.WhichOneof("prompt") == "token_ids"
+    assert list(request.token_ids.ids) == [1, 2, 3]
+
+
+def test_empty_text_prompt_is_a_prompt() -> None:
+    assert build_generate_request("").WhichOneof("prompt") == "text"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"prompt": "a", "messages": [{"role": "user", "content": "b"}]},
+        {"prompt": "a", "token_ids": [1]},
+        {"messages": [{"role": "user", "content": "b"}], "token_ids": [1]},
+    ],
+)
+def test_exactly_one_prompt_form(kwargs: dict) -> None:
+    with pytest.raises(ValueError, match="exactly one of prompt, messages, token_ids"):
+        build_generate_request(**kwargs)
+
+
+def test_empty_messages_and_token_ids_are_rejected() -> None:
+    with pytest.raises(ValueError, match="messages"):
+        build_generate_request(messages=[])
+    with pytest.raises(ValueError, match="token_ids"):
+        build_generate_request(token_ids=[])
+
+
+def test_malformed_message_names_its_index() -> None:
+    with pytest.raises(ValueError, match=r"messages\[1\]"):
+        build_generate_request(messages=[{"role": "user", "content": "a"}, {"role": "user"}])
+
+
+def test_unknown_option_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="temprature"):
+        build_generate_request("x", temprature=0.1)
+
+
+def test_call_metadata_is_a_tuple_of_pairs() -> None:
+    metadata = call_metadata()
+    assert isinstance(metadata, tuple)
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in metadata)
+
+
+def test_timeouts() -> None:
+    assert resolve_timeout(None, None) is None
+    assert resolve_timeout(None, 5.0) == 5.0
+    assert resolve_timeout(2.0, 5.0) == 2.0
+    assert check_timeout(None) is None
+    for bad in (0, -1.0):
+        with pytest.raises(ValueError, match="timeout"):
+            check_timeout(bad)
+    with pytest.raises(ValueError, match="timeout"):
+        resolve_timeout(0, 5.0)

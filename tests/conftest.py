@@ -1,0 +1,63 @@
+"""Shared fixtures: model directories (tiny random checkpoints and the real default model) and stacks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+# Test helper modules (tiny checkpoints, tiny tokenizers) live beside the tests that own them;
+# make them importable from every test directory, whichever subset pytest collects.
+_TESTS_DIR = Path(__file__).parent
+for _sub in ("executor_svc", "scheduler_svc"):
+    if str(_TESTS_DIR / _sub) not in sys.path:
+        sys.path.insert(0, str(_TESTS_DIR / _sub))
+
+
+def pytest_collection_modifyitems(config, items):
+    """GPU tests skip cleanly without CUDA."""
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except ImportError:
+        has_cuda = False
+    if has_cuda:
+        return
+    skip = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny random-weight Llama with a byte-level BPE tokenizer (vocab 400, EOS ids [2, 0])."""
+    from tiny_models import make_tiny_llama
+    from tiny_tokenizers import build_byte_level
+
+    directory = tmp_path_factory.mktemp("tiny_llama")
+    build_byte_level(directory)
+    make_tiny_llama(directory, seed=0, vocab_size=400)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_draft_model_dir(tmp_path_factory) -> Path:
+    """Another tiny Llama with the same tokenizer and different random weights."""
+    from tiny_models import make_tiny_llama
+    from tiny_tokenizers import build_byte_level
+
+    directory = tmp_path_factory.mktemp("tiny_llama_other")
+    build_byte_level(directory)
+    make_tiny_llama(directory, seed=1, vocab_size=400)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def default_model_dir() -> Path:
+    """The real default model (SmolLM2-135M-Instruct), converted once into the cache."""
+    from client.model_resolver import resolve_model
+
+    return resolve_model(None)

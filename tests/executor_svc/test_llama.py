@@ -1,0 +1,167 @@
+"""Our Llama-family model over a paged KV cache must reproduce HF transformers' logits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from tiny_models import make_tiny_llama, make_tiny_qwen2, make_tiny_qwen3
+
+from executor_svc.attention.metadata import AttentionMetadata
+from executor_svc.attention.torch_backend import TorchAttentionBackend
+from executor_svc.kv_cache import PagedKVCache
+from executor_svc.model_loader import load_model
+from executor_svc.models.layers import linear, rope_inverse_frequencies, weight_stationary_rows
+
+BLOCK_SIZE = 16
+NUM_BLOCKS = 40
+BLOCKS_PER_SEQ = 4
+ATOL = 1e-4
+MAKERS = {"llama": make_tiny_llama, "qwen2": make_tiny_qwen2, "qwen3": make_tiny_qwen3}
+
+
+@pytest.fixture(scope="module", params=sorted(MAKERS))
+def checkpoint(request, tmp_path_factory) -> Path:
+    return MAKERS[request.param](tmp_path_factory.mktemp(request.param), seed=1)
+
+
+@pytest.fixture(scope="module")
+def hf_model(checkpoint):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+
+
+class PagedSession:
+    """Drives our model step by step over shuffled, non-contiguous blocks and checks every row against HF."""
+
+    def __init__(self, checkpoint: Path, hf_model, max_batched_query_len: int) -> None:
+        self.model = load_model(checkpoint, torch.float32, torch.device("cpu"), TorchAttentionBackend(max_batched_query_len))
+        self.hf_model = hf_model
+        config = self.model.config
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.cache = PagedKVCache(
+            config.num_hidden_layers, NUM_BLOCKS, BLOCK_SIZE, config.num_key_value_heads, head_dim, torch.float32, "cpu"
+        )
+        self.free_blocks = torch.randperm(NUM_BLOCKS, generator=torch.Generator().manual_seed(7)).tolist()
+        self.tokens: dict[str, list[int]] = {}
+        self.tables: dict[str, list[int]] = {}
+        self.rng = torch.Generator().manual_seed(3)
+        self.vocab_size = config.vocab_size
+
+    def random_tokens(self, count: int) -> list[int]:
+        return torch.randint(0, self.vocab_size, (count,), generator=self.rng).tolist()
+
+    @torch.inference_mode()
+    def step(self, work: list[tuple[str, list[int]]]) -> None:
+        """One flattened forward of `work` (sequence name, new tokens); asserts logits equal HF's."""
+        ids, positions, query_lens, seq_lens, tables = [], [], [], [], []
+        for name, new_tokens in work:
+            if name not in self.tokens:
+                self.tokens[name] = []
+                self.tables[name] = [self.free_blocks.pop() for _ in range(BLOCKS_PER_SEQ)]
+            start = len(self.tokens[name])
+            self.tokens[name].extend(new_tokens)
+            ids.extend(new_tokens)
+            positions.extend(range(start, start + len(new_tokens)))
+            query_lens.append(len(new_tokens))
+            seq_lens.append(len(self.tokens[name]))
+            tables.append(self.tables[name])
+        meta = AttentionMetadata.build(query_lens, seq_lens, tables, BLOCK_SIZE, "cpu")
+        hidden = self.model(torch.tensor(ids), torch.tensor(positions), meta, self.cache)
+        logits = self.model.compute_logits(hidden)
+        assert logits.dtype == torch.float32
+        for (name, new_tokens), rows in zip(work, logits.split(query_lens)):
+            expected = self.hf_model(torch.tensor([self.tokens[name]])).logits[0, -len(new_tokens) :]
+            torch.testing.assert_close(rows, expected, atol=ATOL, rtol=0, msg=lambda m: f"sequence {name}: {m}")
+
+
+@pytest.mark.parametrize("max_batched_query_len", [1, 8, 64])
+def test_batched_prefill_then_decode_matches_hf(checkpoint, hf_model, max_batched_query_len):
+    session = PagedSession(checkpoint, hf_model, max_batched_query_len)
+    lengths = {"a": 5, "b": 17, "c": 1, "d": 33}
+    session.step([(name, session.random_tokens(n)) for name, n in lengths.items()])
+    for _ in range(3):
+        session.step([(name, session.random_tokens(1)) for name in lengths])
+
+
+@pytest.mark.parametrize("max_batched_query_len", [1, 8, 64])
+def test_chunked_prefill_mixed_with_decode_matches_hf(checkpoint, hf_model, max_batched_query_len):
+    session = PagedSession(checkpoint, hf_model, max_batched_query_len)
+    session.step([("a", session.random_tokens(12)), ("b", session.random_tokens(9))])
+    prompt = session.random_tokens(23)
+    for start in range(0, len(prompt), 5):
+        session.step([("a", session.random_tokens(1)), ("chunked", prompt[start : start + 5]), ("b", session.random_tokens(1))])
+    # Draft verification: several short queries per sequence, of different lengths, in one batch.
+    session.step([("chunked", session.random_tokens(3)), ("a", session.random_tokens(1)), ("b", session.random_tokens(4))])
+
+
+def test_tied_embeddings_share_the_lm_head(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    path = make_tiny_llama(tmp_path, seed=2, tie_word_embeddings=True)
+    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    session = PagedSession(path, hf, max_batched_query_len=8)
+    assert session.model.lm_head_weight is session.model.embed_weight
+    session.step([("a", session.random_tokens(6)), ("b", session.random_tokens(11))])
+    session.step([("a", session.random_tokens(1)), ("b", session.random_tokens(1))])
+
+
+@pytest.mark.parametrize("rows", list(range(1, 21)) + [64])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_linear_helper_equals_f_linear(rows, with_bias):
+    generator = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 48, generator=generator)
+    weight = torch.randn(80, 48, generator=generator)
+    bias = torch.randn(80, generator=generator) if with_bias else None
+    out = linear(x, weight, bias)
+    assert out.shape == (rows, 80)
+    torch.testing.assert_close(out, F.linear(x, weight, bias), atol=1e-5, rtol=1e-5)
+
+
+def test_linear_layout_policy_pads_tiny_row_counts_and_leaves_large_ones_to_f_linear():
+    assert weight_stationary_rows(1) == 2
+    assert all(weight_stationary_rows(n) >= n for n in range(1, 9))
+    assert weight_stationary_rows(512) is None
+
+
+def test_llama3_rope_frequencies_match_transformers():
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    rope = {
+        "rope_type": "llama3",
+        "rope_theta": 500000.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    }
+    config = LlamaConfig(hidden_size=2048, num_attention_heads=16, max_position_embeddings=131072, rope_parameters=rope)
+    expected, _ = ROPE_INIT_FUNCTIONS["llama3"](config)
+    ours = rope_inverse_frequencies(128, rope, config.max_position_embeddings)
+    torch.testing.assert_close(ours, expected)
+    assert not torch.equal(ours, rope_inverse_frequencies(128, {**rope, "rope_type": "default"}, 131072))
+
+
+def test_unsupported_rope_type_is_rejected():
+    with pytest.raises(ValueError, match="rope_type"):
+        rope_inverse_frequencies(64, {"rope_type": "yarn", "rope_theta": 10000.0}, 512)
+
+
+def test_load_weights_rejects_unknown_misshapen_and_missing_tensors(tmp_path):
+    from safetensors.torch import load_file
+
+    path = make_tiny_llama(tmp_path, seed=0)
+    model = load_model(path, torch.float32, torch.device("cpu"), TorchAttentionBackend())
+    state = load_file(path / "model.safetensors")
+    with pytest.raises(ValueError, match="unexpected tensor"):
+        model.load_weights([*state.items(), ("model.layers.0.mlp.extra.weight", torch.zeros(1))])
+    bad_shape = {**state, "model.norm.weight": torch.ones(3)}
+    with pytest.raises(ValueError, match="model.norm.weight"):
+        model.load_weights(bad_shape.items())
+    missing = {k: v for k, v in state.items() if k != "model.layers.1.self_attn.k_proj.weight"}
+    with pytest.raises(ValueError, match="missing tensors model.layers.1.self_attn.k_proj.weight"):
+        model.load_weights(missing.items())
