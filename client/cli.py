@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the `stepahead` console script."""
     args = _build_parser().parse_args(argv)
     from client.errors import StepaheadError
+    from client.model_resolver import ModelResolutionError
 
     handlers = {
         "serve": _run_serve,
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
             run_bench(args)
         else:
             handlers[args.command](args)
-    except (StepaheadError, ValueError) as error:
+    except (StepaheadError, ModelResolutionError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:

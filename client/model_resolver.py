@@ -104,6 +104,7 @@ def _convert_atomically(target: Path, gguf_file: Path | None) -> None:
     if target.exists():
         shutil.rmtree(target)  # an incomplete leftover; renames below never leave one
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    scratch.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
     command = [sys.executable, "-m", "executor_svc.default_model", "--out", str(scratch)]
     if gguf_file is not None:
         command += ["--gguf", str(gguf_file)]

@@ -10,7 +10,7 @@ import pytest
 # Test helper modules (tiny checkpoints, tiny tokenizers) live beside the tests that own them;
 # make them importable from every test directory, whichever subset pytest collects.
 _TESTS_DIR = Path(__file__).parent
-for _sub in ("executor_svc", "scheduler_svc"):
+for _sub in ("executor_svc", "scheduler_svc", "fixtures"):
     if str(_TESTS_DIR / _sub) not in sys.path:
         sys.path.insert(0, str(_TESTS_DIR / _sub))
 

@@ -14,13 +14,20 @@ from executor_svc.kv_cache import PagedKVCache
 from executor_svc.models.layers import apply_rotary, linear, rms_norm, rope_inverse_frequencies, rope_parameters
 from executor_svc.models.llama_weights import WeightRouter
 
-# Architectures whose q/k/v projections carry a bias whatever config.attention_bias says.
-_QKV_BIAS_ARCHITECTURES = ("Qwen2ForCausalLM",)
-_QK_NORM_ARCHITECTURES = ("Qwen3ForCausalLM",)
+
+def _is_family(config: Any, model_type: str) -> bool:
+    """Whether config is of this HF model_type (GGUF configs carry a model_type but no architectures)."""
+    return getattr(config, "model_type", None) == model_type
 
 
-def _architecture(config: Any) -> str:
-    return (getattr(config, "architectures", None) or ["LlamaForCausalLM"])[0]
+def _check_supported(config: Any) -> None:
+    """Reject config features this model code does not implement, naming the field."""
+    if getattr(config, "hidden_act", "silu") != "silu":
+        raise ValueError(f"hidden_act: {config.hidden_act!r} is not supported (silu only)")
+    if getattr(config, "mlp_bias", False):
+        raise ValueError("mlp_bias: MLP biases are not supported")
+    if getattr(config, "use_sliding_window", False):
+        raise ValueError("use_sliding_window: sliding-window attention is not supported")
 
 
 def _head_dim(config: Any) -> int:
@@ -38,9 +45,9 @@ class LlamaAttention(nn.Module):
         self.scale = self.head_dim**-0.5
         self.eps = config.rms_norm_eps
         self.backend = attention_backend
-        architecture = _architecture(config)
         qkv_rows = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
-        qkv_bias = bool(getattr(config, "attention_bias", False)) or architecture in _QKV_BIAS_ARCHITECTURES
+        # Qwen2 always biases q/k/v; its config has no attention_bias field.
+        qkv_bias = bool(getattr(config, "attention_bias", False)) or _is_family(config, "qwen2")
         self.qkv_weight = nn.Parameter(torch.empty(qkv_rows, config.hidden_size), requires_grad=False)
         self.qkv_bias = nn.Parameter(torch.zeros(qkv_rows), requires_grad=False) if qkv_bias else None
         self.o_weight = nn.Parameter(torch.empty(config.hidden_size, self.num_heads * self.head_dim), requires_grad=False)
@@ -50,7 +57,7 @@ class LlamaAttention(nn.Module):
         # Qwen3 normalises each q and k head; one norm over all of them with a per-head weight row.
         self.qk_norm_weight = (
             nn.Parameter(torch.ones(qk_heads, self.head_dim), requires_grad=False)
-            if architecture in _QK_NORM_ARCHITECTURES
+            if _is_family(config, "qwen3")
             else None
         )
 
@@ -125,6 +132,7 @@ class LlamaModelForCausalLM(nn.Module):
 
     def __init__(self, config: Any, attention_backend: Any, max_model_len: int | None = None) -> None:
         super().__init__()
+        _check_supported(config)
         self.config = config
         self.eps = config.rms_norm_eps
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))

@@ -12,10 +12,18 @@ MODEL_CLASSES: dict[str, type] = {
     "Qwen3ForCausalLM": LlamaModelForCausalLM,
 }
 
+# Configs read from a GGUF name a model_type but no architectures.
+_MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+
 
 def model_class_for(config: Any) -> type:
-    """The model class for config.architectures[0]; ValueError naming `architectures` when unsupported."""
+    """The model class for config.architectures (or, when absent, config.model_type).
+
+    Raises ValueError naming `architectures` when none is supported.
+    """
     architectures = list(getattr(config, "architectures", None) or [])
+    if not architectures and getattr(config, "model_type", None) in _MODEL_TYPES:
+        architectures = [_MODEL_TYPES[config.model_type]]
     for architecture in architectures:
         if architecture in MODEL_CLASSES:
             return MODEL_CLASSES[architecture]

@@ -88,6 +88,7 @@ def test_default_model_is_converted_once(
     assert "--gguf" not in command
     assert Path(command[command.index("--out") + 1]).parent == expected.parent
     assert _leftovers(expected.parent) == []
+    assert expected.stat().st_mode & 0o777 == 0o755
     assert resolve_model(spec, cache_dir=tmp_path) == expected
     assert len(converter.commands) == 1
 

@@ -65,3 +65,49 @@ def _randomise_small_params(model: torch.nn.Module) -> None:
                 param.copy_(1.0 + 0.1 * torch.randn_like(param))
             elif name.endswith(".bias"):
                 param.copy_(0.1 * torch.randn_like(param))
+
+
+def make_tiny_llama_gguf(path: str | Path, seed: int = 0, vocab_size: int = 256) -> Path:
+    """Write a random fp32 llama GGUF file (no tokenizer) at `path` (a file name ending in .gguf)."""
+    import gguf
+    import numpy as np
+
+    sizes = TINY_LLAMA_DEFAULTS
+    hidden, inter = sizes["hidden_size"], sizes["intermediate_size"]
+    heads, kv_heads = sizes["num_attention_heads"], sizes["num_key_value_heads"]
+    head_dim = hidden // heads
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(sizes["max_position_embeddings"])
+    writer.add_embedding_length(hidden)
+    writer.add_block_count(sizes["num_hidden_layers"])
+    writer.add_feed_forward_length(inter)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(sizes["rms_norm_eps"])
+    writer.add_vocab_size(vocab_size)
+
+    def add(name: str, *shape: int, around: float = 0.0) -> None:
+        values = around + sizes["initializer_range"] * rng.standard_normal(shape)
+        writer.add_tensor(name, values.astype(np.float32))
+
+    add("token_embd.weight", vocab_size, hidden)
+    for i in range(sizes["num_hidden_layers"]):
+        add(f"blk.{i}.attn_norm.weight", hidden, around=1.0)
+        add(f"blk.{i}.attn_q.weight", heads * head_dim, hidden)
+        add(f"blk.{i}.attn_k.weight", kv_heads * head_dim, hidden)
+        add(f"blk.{i}.attn_v.weight", kv_heads * head_dim, hidden)
+        add(f"blk.{i}.attn_output.weight", hidden, heads * head_dim)
+        add(f"blk.{i}.ffn_norm.weight", hidden, around=1.0)
+        add(f"blk.{i}.ffn_gate.weight", inter, hidden)
+        add(f"blk.{i}.ffn_up.weight", inter, hidden)
+        add(f"blk.{i}.ffn_down.weight", hidden, inter)
+    add("output_norm.weight", hidden, around=1.0)
+    add("output.weight", vocab_size, hidden)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
