@@ -187,6 +187,21 @@ class ResultBuilder:
 
 
 @dataclass(frozen=True)
+class EngineStats(_AsDict):
+    """Engine counters since the server started."""
+
+    steps: int = 0
+    executor_busy_s: float = 0.0
+    executor_bubble_s: float = 0.0
+    num_preemptions: int = 0
+
+    @classmethod
+    def from_proto(cls, msg: generation_pb2.EngineStats) -> EngineStats:
+        """Build from an EngineStats message."""
+        return cls(msg.steps, msg.executor_busy_s, msg.executor_bubble_s, msg.num_preemptions)
+
+
+@dataclass(frozen=True)
 class ModelInfo(_AsDict):
     """What the server serves, and its load right now."""
 
@@ -199,6 +214,7 @@ class ModelInfo(_AsDict):
     num_free_kv_blocks: int
     num_running: int
     num_waiting: int
+    stats: EngineStats = EngineStats()
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.ModelInfo) -> ModelInfo:
@@ -213,4 +229,5 @@ class ModelInfo(_AsDict):
             num_free_kv_blocks=msg.num_free_kv_blocks,
             num_running=msg.num_running,
             num_waiting=msg.num_waiting,
+            stats=EngineStats.from_proto(msg.stats),
         )

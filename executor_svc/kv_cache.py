@@ -6,7 +6,8 @@ import torch
 
 
 class PagedKVCache:
-    """Per-layer KV tensors laid out as FlashInfer reads them: [num_blocks, 2, block_size, num_kv_heads, head_dim] (NHD).
+    """Per-layer KV tensors laid out as FlashInfer reads them (NHD):
+    [num_blocks, 2, block_size, num_kv_heads, head_dim].
 
     Index 0 of the second axis holds keys, 1 values. Token slot s lives in block s // block_size
     at offset s % block_size.

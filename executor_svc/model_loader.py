@@ -6,12 +6,16 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
+from executor_svc.attention.backend import AttentionBackend
 from executor_svc.models.llama import LlamaModelForCausalLM
 from executor_svc.models.registry import model_class_for
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 _SAFETENSORS_INDEX = "model.safetensors.index.json"
 
@@ -47,7 +51,7 @@ def find_checkpoint(model_path: str | Path) -> CheckpointFiles:
     raise FileNotFoundError(f"model_dir: {path} holds no *.safetensors or *.gguf checkpoint")
 
 
-def load_hf_config(model_dir: str | Path) -> Any:
+def load_hf_config(model_dir: str | Path) -> "PretrainedConfig":
     """The transformers config of a checkpoint directory or GGUF file."""
     from transformers import AutoConfig
 
@@ -61,16 +65,18 @@ def load_model(
     model_dir: str | Path,
     dtype: torch.dtype,
     device: torch.device | str,
-    attention_backend: Any,
+    attention_backend: AttentionBackend,
     max_model_len: int | None = None,
 ) -> LlamaModelForCausalLM:
     """Build the model for the checkpoint's architecture and load its weights, in `dtype` on `device`."""
     files = find_checkpoint(model_dir)
     config = load_hf_config(model_dir)
     model_class = model_class_for(config)
-    with torch.device(device):
+    # Built on the meta device and materialised in the target dtype: no transient fp32 copy of the weights.
+    with torch.device("meta"):
         model = model_class(config, attention_backend, max_model_len=max_model_len)
-    model.to(dtype=dtype)
+    model = model.to(dtype=dtype).to_empty(device=device)
+    model.reset_rope_tables()
     model.load_weights(_gguf_tensors(files.gguf) if files.gguf is not None else _safetensors_tensors(files.safetensors))
     return model.eval()
 

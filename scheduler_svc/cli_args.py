@@ -7,12 +7,17 @@ import argparse
 from scheduler_svc.config import SchedulerServiceConfig, SchedulingConfig
 
 
-def add_scheduler_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by `stepahead scheduler` and `stepahead serve`."""
+def add_scheduler_arguments(parser: argparse.ArgumentParser, several_inflight_values: bool = False) -> None:
+    """Flags shared by `stepahead scheduler`, `serve` and `bench` (which may compare several inflight depths)."""
     group = parser.add_argument_group("scheduler")
     group.add_argument("--max-num-seqs", type=int, default=64, help="most requests running at once (default 64)")
     group.add_argument("--max-num-batched-tokens", type=int, default=512, help="token budget of one step (default 512)")
-    group.add_argument("--max-inflight-steps", type=int, default=1, help="steps outstanding on the executor (default 1)")
+    if several_inflight_values:
+        group.add_argument("--max-inflight-steps", type=int, nargs="+", default=[1, 2],
+                           help="compare these run-ahead depths in one run (default 1 2)")
+    else:
+        group.add_argument("--max-inflight-steps", type=int, default=2,
+                           help="steps outstanding on the executor; 1 = synchronous (default 2)")
     group.add_argument("--default-max-tokens", type=int, default=256, help="max_tokens when a request sets none (default 256)")
 
 

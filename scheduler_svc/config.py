@@ -18,7 +18,7 @@ class SchedulingConfig:
     """Most requests running at once."""
     max_num_batched_tokens: int = 512
     """Token budget of one step (prefill chunks + decode tokens)."""
-    max_inflight_steps: int = 1
+    max_inflight_steps: int = 2
     """StepRequests outstanding on the Execute stream (1 = synchronous)."""
 
     def __post_init__(self) -> None:

@@ -58,7 +58,9 @@ class Engine:
         self._inflight: deque[SchedulerOutput] = deque()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self.steps_completed = 0
+        self.stats = generation_pb2.EngineStats()
+        self._last_compute_end: float | None = None
+        """When the executor finished the previous step; None after the engine went idle."""
 
     # ---- requests ----------------------------------------------------------------------------
     def add_request(self, request: Request) -> asyncio.Queue[StreamItem]:
@@ -114,6 +116,7 @@ class Engine:
         while True:
             await self._fill_pipeline(call)
             if not self._inflight:
+                self._last_compute_end = None  # an idle executor with nothing to do is not a bubble
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
@@ -138,13 +141,22 @@ class Engine:
     def _process_result(self, output: SchedulerOutput, result: executor_pb2.StepResult) -> None:
         if result.step_id != output.step_id:
             raise RuntimeError(f"step results out of order: expected {output.step_id}, got {result.step_id}")
-        self.steps_completed += 1
+        self._account_executor_time(result)
         now = time.monotonic()
         for step_output in result.outputs:
             request = self.scheduler.accept_result(output, step_output.request_id)
             if request is None or not step_output.token_ids:
                 continue
             self._deliver(request.request_id, list(step_output.token_ids), list(step_output.logprobs), now)
+
+    def _account_executor_time(self, result: executor_pb2.StepResult) -> None:
+        """Busy time of this step, and the executor's idle gap since the previous one (the bubble)."""
+        self.stats.steps += 1
+        self.stats.executor_busy_s += result.compute_end_s - result.compute_start_s
+        if self._last_compute_end is not None:
+            self.stats.executor_bubble_s += max(0.0, result.compute_start_s - self._last_compute_end)
+        self._last_compute_end = result.compute_end_s
+        self.stats.num_preemptions = self.scheduler.num_preemptions
 
     def _deliver(self, request_id: str, token_ids: list[int], logprobs: list, now: float) -> None:
         state = self._states[request_id]
@@ -159,6 +171,7 @@ class Engine:
 
     def _fail_all(self, code: grpc.StatusCode, message: str) -> None:
         self._inflight.clear()
+        self._last_compute_end = None
         for request_id in list(self._queues):
             self.scheduler.finish_request(request_id)
             self._queues.pop(request_id).put_nowait(EngineError(code, message))

@@ -56,4 +56,5 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):
             num_free_kv_blocks=block_manager.num_free_blocks,
             num_running=self.engine.scheduler.num_running,
             num_waiting=self.engine.scheduler.num_waiting,
+            stats=self.engine.stats,
         )

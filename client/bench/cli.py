@@ -22,7 +22,7 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--out", default="bench/out", help="directory for the JSON report and PNG plot")
     bench.add_argument("--host", default="127.0.0.1")
     bench.add_argument("--served-model-name", default="")
-    add_scheduler_arguments(bench)
+    add_scheduler_arguments(bench, several_inflight_values=True)
     add_executor_arguments(bench)
     bench.set_defaults(num_threads=2)
 
@@ -35,9 +35,7 @@ def _prompts_for(concurrency: int, num_prompts: int | None, prompts: list[str]) 
 def run_bench(args: argparse.Namespace) -> dict:
     """Run every load configuration against a fresh local stack, then the baselines; write the report."""
     from client.bench.baselines import hf_generate_throughput, measure_bare_decode_forward
-    from client.bench.load import run_load
     from client.bench.report import format_table, write_json, write_plot
-    from client.bench.stats import summarize
     from client.model_resolver import resolve_model
     from client.mtbench import load_mtbench_first_turns
     from client.stack import LocalStack
@@ -49,14 +47,11 @@ def run_bench(args: argparse.Namespace) -> dict:
     report: dict = {"model": model_dir, "num_threads": args.num_threads, "max_tokens": args.max_tokens,
                     "title": f"stepahead bench: {Path(model_dir).name}, {args.num_threads} torch threads",
                     "runs": [], "hf": [], "bare_forward": []}
-    with LocalStack(model_dir, executor_flags(args), scheduler_flags(args), host=args.host) as stack:
-        for concurrency in args.concurrency:
-            result = run_load(stack.address, _prompts_for(concurrency, args.num_prompts, prompts), concurrency, args.max_tokens)
-            summary = summarize(result)
-            summary["label"] = f"c={concurrency} inflight={args.max_inflight_steps}"
-            summary["max_inflight_steps"] = args.max_inflight_steps
-            report["runs"].append(summary)
-            print(f"done: {summary['label']}: {summary['throughput_tok_s']:.1f} tok/s", flush=True)
+    for inflight in args.max_inflight_steps:
+        flags = scheduler_flags(argparse.Namespace(**{**vars(args), "max_inflight_steps": inflight}))
+        with LocalStack(model_dir, executor_flags(args), flags, host=args.host) as stack:
+            for concurrency in args.concurrency:
+                report["runs"].append(_measure(stack.address, prompts, concurrency, inflight, args))
     for batch_size in sorted({1, max(args.concurrency)}):
         report["bare_forward"].append(measure_bare_decode_forward(model_dir, args.num_threads, batch_size=batch_size))
     if not args.no_hf:
@@ -75,15 +70,44 @@ def run_bench(args: argparse.Namespace) -> dict:
     return report
 
 
+def _measure(address: str, prompts: list[str], concurrency: int, inflight: int, args: argparse.Namespace) -> dict:
+    """One load run, with the executor's busy and bubble time over exactly that run."""
+    from client.bench.load import run_load
+    from client.bench.stats import summarize
+    from client.sync_client import Client
+
+    with Client(address) as client:
+        before = client.model_info().stats
+        result = run_load(address, _prompts_for(concurrency, args.num_prompts, prompts), concurrency, args.max_tokens)
+        after = client.model_info().stats
+    summary = summarize(result)
+    summary.update(
+        label=f"c={concurrency} inflight={inflight}",
+        max_inflight_steps=inflight,
+        steps=after.steps - before.steps,
+        executor_busy_s=after.executor_busy_s - before.executor_busy_s,
+        executor_bubble_s=after.executor_bubble_s - before.executor_bubble_s,
+    )
+    summary["bubble_fraction"] = summary["executor_bubble_s"] / result.wall_s
+    summary["executor_step_ms_mean"] = 1000 * summary["executor_busy_s"] / max(summary["steps"], 1)
+    print(f"done: {summary['label']}: {summary['throughput_tok_s']:.1f} tok/s, "
+          f"bubble {100 * summary['bubble_fraction']:.1f}%", flush=True)
+    return summary
+
+
 def _ratios(report: dict) -> dict:
     """The acceptance ratios: ITL vs bare forward at concurrency 1, throughput vs HF at equal batch."""
     ratios = {}
     bare = {b["batch_size"]: b["median_ms"] for b in report["bare_forward"]}
     hf = {h["batch_size"]: h["throughput_tok_s"] for h in report["hf"]}
+    by_label = {run["label"]: run for run in report["runs"]}
     for run in report["runs"]:
         c = run["concurrency"]
-        if c == 1 and 1 in bare:
-            ratios[f"itl_p50_over_bare_forward[{run['label']}]"] = run["itl_ms_p50"] / bare[1]
+        if c in bare:
+            ratios[f"itl_p50_over_bare_forward_batch{c}[{run['label']}]"] = run["itl_ms_p50"] / bare[c]
         if c in hf:
             ratios[f"throughput_over_hf_batch{c}[{run['label']}]"] = run["throughput_tok_s"] / hf[c]
+        sync = by_label.get(f"c={c} inflight=1")
+        if sync is not None and run is not sync:
+            ratios[f"throughput_over_sync[{run['label']}]"] = run["throughput_tok_s"] / sync["throughput_tok_s"]
     return ratios

@@ -103,7 +103,8 @@ def _validate(query_lens: list[int], seq_lens: list[int], block_tables: list[lis
         raise ValueError(f"block_size: must be >= 1, got {block_size}")
     if not len(query_lens) == len(seq_lens) == len(block_tables):
         raise ValueError(
-            f"query_lens, seq_lens, block_tables: lengths differ ({len(query_lens)}, {len(seq_lens)}, {len(block_tables)})"
+            "query_lens, seq_lens, block_tables: lengths differ "
+            f"({len(query_lens)}, {len(seq_lens)}, {len(block_tables)})"
         )
     for i, (query_len, seq_len, table) in enumerate(zip(query_lens, seq_lens, block_tables)):
         if query_len < 1 or seq_len < query_len:

@@ -113,7 +113,7 @@ def _attend_batched(q: torch.Tensor, kv_layer: torch.Tensor, batch: _BatchedGrou
     keys = _gather(kv_layer, 0, batch.block_ids).view(seqs, -1, num_kv_heads, head_dim).transpose(1, 2)
     values = _gather(kv_layer, 1, batch.block_ids).view(seqs, -1, num_kv_heads, head_dim).transpose(1, 2)
     out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=batch.mask, scale=scale)
-    out = out.view(seqs, num_kv_heads, group, qlen, head_dim).permute(0, 3, 1, 2, 4)
+    out = out.reshape(seqs, num_kv_heads, group, qlen, head_dim).permute(0, 3, 1, 2, 4)
     return out.reshape(seqs * qlen, num_heads, head_dim)
 
 
@@ -155,61 +155,72 @@ def _build_plan(meta: AttentionMetadata, group: int, max_batched_query_len: int)
     block_size = meta.block_size
     blocks = meta.slot_mapping // block_size
     key_rows = blocks * (2 * block_size) + meta.slot_mapping % block_size
+    starts = _host_starts(meta)
     short = [i for i, n in enumerate(meta.query_lens_list) if n <= max_batched_query_len]
-    short_set = set(short)
-    long = [i for i in range(meta.num_seqs) if i not in short_set]
-    batched = _build_batched(meta, short, group) if short else None
+    long = [i for i, n in enumerate(meta.query_lens_list) if n > max_batched_query_len]
+    batched = _build_batched(meta, starts, short, group) if short else None
     return _Plan(
         key_rows=key_rows,
         value_rows=key_rows + block_size,
         batched=batched,
-        singles=[_build_single(meta, i, device) for i in long],
+        singles=[_build_single(meta, starts[i], i, device) for i in long],
         output_is_batched=batched is not None and not long and batched.query_rows is None,
     )
 
 
-def _build_batched(meta: AttentionMetadata, seqs: list[int], group: int) -> _BatchedGroup:
+def _build_batched(meta: AttentionMetadata, starts: list[int], seqs: list[int], group: int) -> _BatchedGroup:
     device = meta.device
-    starts = _host_starts(meta)
     qlen = max(meta.query_lens_list[i] for i in seqs)
     width = max(len(meta.block_tables_list[i]) for i in seqs)
     padded_len = width * meta.block_size
-    query_rows: list[int] = []
-    query_positions: list[int] = []
-    keep_padded: list[int] = []
-    keep_flat: list[int] = []
+    rows = _PaddedRows.build(meta, starts, seqs, qlen)
     block_ids: list[int] = []
     for i in seqs:
-        n, seq_len, start = meta.query_lens_list[i], meta.seq_lens_list[i], starts[i]
-        for j in range(qlen):
-            real = min(j, n - 1)  # padded queries repeat the last real one and are dropped afterwards
-            query_rows.append(start + real)
-            query_positions.append(seq_len - n + real)
-            if j < n:
-                keep_padded.append(len(query_rows) - 1)
-                keep_flat.append(start + j)
         table = meta.block_tables_list[i]
         block_ids.extend(table + [table[0]] * (width - len(table)))
-    in_order = query_rows == list(range(meta.num_tokens))
-    positions = torch.tensor(query_positions, dtype=torch.int64, device=device).view(len(seqs), 1, 1, qlen, 1)
+    positions = _tensor(rows.positions, device).view(len(seqs), 1, 1, qlen, 1)
     mask = torch.arange(padded_len, device=device).view(1, 1, 1, 1, -1) <= positions
     mask = mask.expand(len(seqs), 1, group, qlen, padded_len).reshape(len(seqs), 1, group * qlen, padded_len)
-    all_real = len(keep_padded) == len(query_rows)
+    in_order = rows.tokens == list(range(meta.num_tokens))
     return _BatchedGroup(
         num_seqs=len(seqs),
         max_query_len=qlen,
         block_ids=_tensor(block_ids, device),
-        query_rows=None if in_order else _tensor(query_rows, device),
-        keep_padded=None if all_real else _tensor(keep_padded, device),
-        keep_flat=None if in_order else _tensor(keep_flat, device),
+        query_rows=None if in_order else _tensor(rows.tokens, device),
+        keep_padded=None if len(rows.keep_padded) == len(rows.tokens) else _tensor(rows.keep_padded, device),
+        keep_flat=None if in_order else _tensor(rows.keep_flat, device),
         mask=mask,
     )
 
 
-def _build_single(meta: AttentionMetadata, i: int, device: torch.device) -> _SingleSequence:
-    starts = _host_starts(meta)
+@dataclass
+class _PaddedRows:
+    """Host-side layout of a padded query batch: max_query_len rows per sequence."""
+
+    tokens: list[int]
+    """Flat token each padded row reads its query from (padding repeats the sequence's last query)."""
+    positions: list[int]
+    """Position in its sequence of each padded row's query."""
+    keep_padded: list[int]
+    keep_flat: list[int]
+
+    @classmethod
+    def build(cls, meta: AttentionMetadata, starts: list[int], seqs: list[int], qlen: int) -> "_PaddedRows":
+        rows = cls([], [], [], [])
+        for i in seqs:
+            n, seq_len, start = meta.query_lens_list[i], meta.seq_lens_list[i], starts[i]
+            for j in range(qlen):
+                real = min(j, n - 1)
+                if j < n:
+                    rows.keep_padded.append(len(rows.tokens))
+                    rows.keep_flat.append(start + j)
+                rows.tokens.append(start + real)
+                rows.positions.append(seq_len - n + real)
+        return rows
+
+
+def _build_single(meta: AttentionMetadata, start: int, i: int, device: torch.device) -> _SingleSequence:
     query_len, seq_len = meta.query_lens_list[i], meta.seq_lens_list[i]
-    start = starts[i]
     if query_len == seq_len:
         return _SingleSequence(start=start, end=start + query_len, seq_len=seq_len, block_ids=None, mask=None)
     query_positions = torch.arange(seq_len - query_len, seq_len, device=device)

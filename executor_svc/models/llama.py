@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from executor_svc.attention.backend import AttentionBackend
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.kv_cache import PagedKVCache
-from executor_svc.models.layers import apply_rotary, linear, rms_norm, rope_inverse_frequencies, rope_parameters
+from executor_svc.models.layers import linear, rms_norm
 from executor_svc.models.llama_weights import WeightRouter
+from executor_svc.models.rope import apply_rotary, rope_inverse_frequencies, rope_parameters
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 
-def _is_family(config: Any, model_type: str) -> bool:
+def _is_family(config: "PretrainedConfig", model_type: str) -> bool:
     """Whether config is of this HF model_type (GGUF configs carry a model_type but no architectures)."""
     return getattr(config, "model_type", None) == model_type
 
 
-def _check_supported(config: Any) -> None:
+def _check_supported(config: "PretrainedConfig") -> None:
     """Reject config features this model code does not implement, naming the field."""
     if getattr(config, "hidden_act", "silu") != "silu":
         raise ValueError(f"hidden_act: {config.hidden_act!r} is not supported (silu only)")
@@ -30,14 +35,14 @@ def _check_supported(config: Any) -> None:
         raise ValueError("use_sliding_window: sliding-window attention is not supported")
 
 
-def _head_dim(config: Any) -> int:
+def _head_dim(config: "PretrainedConfig") -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
 class LlamaAttention(nn.Module):
     """Self-attention with a fused qkv projection, RoPE, optional q/k RMSNorm (Qwen3) and GQA."""
 
-    def __init__(self, config: Any, attention_backend: Any) -> None:
+    def __init__(self, config: "PretrainedConfig", attention_backend: AttentionBackend) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
@@ -50,7 +55,9 @@ class LlamaAttention(nn.Module):
         qkv_bias = bool(getattr(config, "attention_bias", False)) or _is_family(config, "qwen2")
         self.qkv_weight = nn.Parameter(torch.empty(qkv_rows, config.hidden_size), requires_grad=False)
         self.qkv_bias = nn.Parameter(torch.zeros(qkv_rows), requires_grad=False) if qkv_bias else None
-        self.o_weight = nn.Parameter(torch.empty(config.hidden_size, self.num_heads * self.head_dim), requires_grad=False)
+        self.o_weight = nn.Parameter(
+            torch.empty(config.hidden_size, self.num_heads * self.head_dim), requires_grad=False
+        )
         o_bias = bool(getattr(config, "attention_bias", False))
         self.o_bias = nn.Parameter(torch.zeros(config.hidden_size), requires_grad=False) if o_bias else None
         qk_heads = self.num_heads + self.num_kv_heads
@@ -86,7 +93,7 @@ class LlamaAttention(nn.Module):
 class LlamaMLP(nn.Module):
     """SwiGLU feed-forward with a fused gate/up projection."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: "PretrainedConfig") -> None:
         super().__init__()
         self.intermediate_size = config.intermediate_size
         self.gate_up_weight = nn.Parameter(
@@ -106,7 +113,7 @@ class LlamaMLP(nn.Module):
 class LlamaDecoderLayer(nn.Module):
     """Pre-norm decoder layer: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, config: Any, attention_backend: Any) -> None:
+    def __init__(self, config: "PretrainedConfig", attention_backend: AttentionBackend) -> None:
         super().__init__()
         self.eps = config.rms_norm_eps
         self.input_norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
@@ -130,7 +137,9 @@ class LlamaDecoderLayer(nn.Module):
 class LlamaModelForCausalLM(nn.Module):
     """Llama-family decoder (Llama, SmolLM2, Qwen2 with qkv bias, Qwen3 with q/k norm) over a flattened token batch."""
 
-    def __init__(self, config: Any, attention_backend: Any, max_model_len: int | None = None) -> None:
+    def __init__(
+        self, config: "PretrainedConfig", attention_backend: AttentionBackend, max_model_len: int | None = None
+    ) -> None:
         super().__init__()
         _check_supported(config)
         self.config = config
@@ -141,17 +150,34 @@ class LlamaModelForCausalLM(nn.Module):
             [LlamaDecoderLayer(config, attention_backend) for _ in range(config.num_hidden_layers)]
         )
         self.norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
-        self.lm_head_weight = (
-            self.embed_weight
+        # Tied models hold one tensor: a second attribute would be untied by to()/to_empty().
+        self.untied_lm_head_weight = (
+            None
             if self.tie_word_embeddings
             else nn.Parameter(torch.empty(config.vocab_size, config.hidden_size), requires_grad=False)
         )
-        max_positions = max_model_len or config.max_position_embeddings
-        inv_freq = rope_inverse_frequencies(_head_dim(config), rope_parameters(config), config.max_position_embeddings)
-        angles = torch.arange(max_positions, dtype=torch.float32).unsqueeze(1) * inv_freq.unsqueeze(0)
-        # Non-persistent buffers: built in fp32 once, then cast and moved with the module like HF's tables.
-        self.register_buffer("rope_cos", angles.cos(), persistent=False)
-        self.register_buffer("rope_sin", angles.sin(), persistent=False)
+        self.max_positions = max_model_len or config.max_position_embeddings
+        # Non-persistent buffers, cast and moved with the module (HF also casts its fp32 cos/sin to the model dtype).
+        self.register_buffer("rope_cos", torch.empty(0), persistent=False)
+        self.register_buffer("rope_sin", torch.empty(0), persistent=False)
+        self.reset_rope_tables()
+
+    @property
+    def lm_head_weight(self) -> torch.Tensor:
+        """[vocab, hidden] output projection (the embedding matrix when tie_word_embeddings)."""
+        return self.embed_weight if self.untied_lm_head_weight is None else self.untied_lm_head_weight
+
+    def reset_rope_tables(self) -> None:
+        """(Re)compute the RoPE cos/sin tables [max_positions, head_dim / 2] in fp32, then cast them to the
+        dtype and device the tables already have (call after to_empty())."""
+        config = self.config
+        with torch.device("cpu"):  # also when constructed under `with torch.device("meta")`
+            params = rope_parameters(config)
+            inv_freq = rope_inverse_frequencies(_head_dim(config), params, config.max_position_embeddings)
+            angles = torch.arange(self.max_positions, dtype=torch.float32).unsqueeze(1) * inv_freq.unsqueeze(0)
+        dtype, device = self.rope_cos.dtype, self.rope_cos.device
+        self.rope_cos = angles.cos().to(dtype=dtype, device=device)
+        self.rope_sin = angles.sin().to(dtype=dtype, device=device)
 
     def forward(
         self,

@@ -67,7 +67,11 @@ def _layer_targets(prefix: str, layer: "LlamaDecoderLayer") -> dict[str, _Target
     attn, mlp = layer.attn, layer.mlp
     q_rows = attn.num_heads * attn.head_dim
     kv_rows = attn.num_kv_heads * attn.head_dim
-    qkv_parts = {"q_proj": (0, q_rows), "k_proj": (q_rows, q_rows + kv_rows), "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows)}
+    qkv_parts = {
+        "q_proj": (0, q_rows),
+        "k_proj": (q_rows, q_rows + kv_rows),
+        "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows),
+    }
     targets = {
         prefix + "input_layernorm.weight": _whole(layer.input_norm_weight),
         prefix + "post_attention_layernorm.weight": _whole(layer.post_attention_norm_weight),

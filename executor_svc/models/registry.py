@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from executor_svc.models.llama import LlamaModelForCausalLM
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 MODEL_CLASSES: dict[str, type] = {
     "LlamaForCausalLM": LlamaModelForCausalLM,
@@ -16,7 +19,7 @@ MODEL_CLASSES: dict[str, type] = {
 _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 
 
-def model_class_for(config: Any) -> type:
+def model_class_for(config: "PretrainedConfig") -> type:
     """The model class for config.architectures (or, when absent, config.model_type).
 
     Raises ValueError naming `architectures` when none is supported.

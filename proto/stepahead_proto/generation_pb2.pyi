@@ -140,7 +140,7 @@ class GetModelInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("model", "max_model_len", "vocab_size", "eos_token_ids", "block_size", "num_kv_blocks", "num_free_kv_blocks", "num_running", "num_waiting")
+    __slots__ = ("model", "max_model_len", "vocab_size", "eos_token_ids", "block_size", "num_kv_blocks", "num_free_kv_blocks", "num_running", "num_waiting", "stats")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +150,7 @@ class ModelInfo(_message.Message):
     NUM_FREE_KV_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     NUM_RUNNING_FIELD_NUMBER: _ClassVar[int]
     NUM_WAITING_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
     model: str
     max_model_len: int
     vocab_size: int
@@ -159,4 +160,17 @@ class ModelInfo(_message.Message):
     num_free_kv_blocks: int
     num_running: int
     num_waiting: int
-    def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., num_free_kv_blocks: _Optional[int] = ..., num_running: _Optional[int] = ..., num_waiting: _Optional[int] = ...) -> None: ...
+    stats: EngineStats
+    def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., num_free_kv_blocks: _Optional[int] = ..., num_running: _Optional[int] = ..., num_waiting: _Optional[int] = ..., stats: _Optional[_Union[EngineStats, _Mapping]] = ...) -> None: ...
+
+class EngineStats(_message.Message):
+    __slots__ = ("steps", "executor_busy_s", "executor_bubble_s", "num_preemptions")
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_BUSY_S_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_BUBBLE_S_FIELD_NUMBER: _ClassVar[int]
+    NUM_PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    steps: int
+    executor_busy_s: float
+    executor_bubble_s: float
+    num_preemptions: int
+    def __init__(self, steps: _Optional[int] = ..., executor_busy_s: _Optional[float] = ..., executor_bubble_s: _Optional[float] = ..., num_preemptions: _Optional[int] = ...) -> None: ...

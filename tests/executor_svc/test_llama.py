@@ -13,7 +13,8 @@ from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.attention.torch_backend import TorchAttentionBackend
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.model_loader import load_model
-from executor_svc.models.layers import linear, rope_inverse_frequencies, weight_stationary_rows
+from executor_svc.models.layers import linear, weight_stationary_rows
+from executor_svc.models.rope import rope_inverse_frequencies, rope_parameters
 
 BLOCK_SIZE = 16
 NUM_BLOCKS = 40
@@ -38,7 +39,8 @@ class PagedSession:
     """Drives our model step by step over shuffled, non-contiguous blocks and checks every row against HF."""
 
     def __init__(self, checkpoint: Path, hf_model, max_batched_query_len: int) -> None:
-        self.model = load_model(checkpoint, torch.float32, torch.device("cpu"), TorchAttentionBackend(max_batched_query_len))
+        backend = TorchAttentionBackend(max_batched_query_len)
+        self.model = load_model(checkpoint, torch.float32, torch.device("cpu"), backend)
         self.hf_model = hf_model
         config = self.model.config
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
@@ -93,9 +95,11 @@ def test_chunked_prefill_mixed_with_decode_matches_hf(checkpoint, hf_model, max_
     session.step([("a", session.random_tokens(12)), ("b", session.random_tokens(9))])
     prompt = session.random_tokens(23)
     for start in range(0, len(prompt), 5):
-        session.step([("a", session.random_tokens(1)), ("chunked", prompt[start : start + 5]), ("b", session.random_tokens(1))])
+        chunk = prompt[start : start + 5]
+        session.step([("a", session.random_tokens(1)), ("chunked", chunk), ("b", session.random_tokens(1))])
     # Draft verification: several short queries per sequence, of different lengths, in one batch.
-    session.step([("chunked", session.random_tokens(3)), ("a", session.random_tokens(1)), ("b", session.random_tokens(4))])
+    verify = [("chunked", 3), ("a", 1), ("b", 4)]
+    session.step([(name, session.random_tokens(n)) for name, n in verify])
 
 
 def test_tied_embeddings_share_the_lm_head(tmp_path):
@@ -144,6 +148,17 @@ def test_llama3_rope_frequencies_match_transformers():
     ours = rope_inverse_frequencies(128, rope, config.max_position_embeddings)
     torch.testing.assert_close(ours, expected)
     assert not torch.equal(ours, rope_inverse_frequencies(128, {**rope, "rope_type": "default"}, 131072))
+
+
+def test_rope_parameters_read_both_config_generations():
+    from types import SimpleNamespace
+
+    legacy = SimpleNamespace(rope_theta=500000.0, rope_scaling={"type": "linear", "factor": 2.0})
+    assert rope_parameters(legacy) == {"rope_theta": 500000.0, "type": "linear", "factor": 2.0, "rope_type": "linear"}
+    plain = SimpleNamespace(rope_theta=1e4, rope_scaling=None)
+    assert rope_parameters(plain) == {"rope_theta": 1e4, "rope_type": "default"}
+    current = SimpleNamespace(rope_parameters={"rope_type": "default", "rope_theta": 100000.0})
+    assert rope_parameters(current) == {"rope_type": "default", "rope_theta": 100000.0}
 
 
 def test_unsupported_rope_type_is_rejected():

@@ -69,7 +69,8 @@ def test_pure_decode_batch_returns_rows_in_token_order():
         keys = kv_layer[table, 0].reshape(-1, KV_HEADS, HEAD_DIM)[: seq_lens[i]]
         values = kv_layer[table, 1].reshape(-1, KV_HEADS, HEAD_DIM)[: seq_lens[i]]
         torch.testing.assert_close(keys[-1], k[i])
-        torch.testing.assert_close(out[i : i + 1], dense_attention(q[i : i + 1], keys, values, 0.5), atol=1e-5, rtol=1e-5)
+        expected = dense_attention(q[i : i + 1], keys, values, 0.5)
+        torch.testing.assert_close(out[i : i + 1], expected, atol=1e-5, rtol=1e-5)
 
 
 def test_threshold_must_be_positive():

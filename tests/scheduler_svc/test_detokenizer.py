@@ -1,6 +1,5 @@
 """Tests for scheduler_svc.detokenizer: streamed deltas always add up to the tokenizer's own decode."""
 
-import os
 import random
 from pathlib import Path
 
@@ -20,13 +19,11 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module", params=["byte_level", "metaspace", "env_model_dir"])
+@pytest.fixture(scope="module", params=["byte_level", "metaspace", pytest.param("default_model", marks=pytest.mark.slow)])
 def tokenizer(request, tmp_path_factory) -> Tokenizer:
-    """The two tiny tokenizers, and STEPAHEAD_TEST_MODEL_DIR's when it is set."""
-    if request.param == "env_model_dir":
-        env_dir = os.environ.get("STEPAHEAD_TEST_MODEL_DIR")
-        if not env_dir:
-            pytest.skip("STEPAHEAD_TEST_MODEL_DIR is not set")
+    """The two tiny tokenizers, and the real default model's."""
+    if request.param == "default_model":
+        env_dir = request.getfixturevalue("default_model_dir")
         return Tokenizer.from_dir(env_dir)
     builder = build_byte_level if request.param == "byte_level" else build_metaspace
     return Tokenizer.from_dir(builder(tmp_path_factory.mktemp(request.param)))

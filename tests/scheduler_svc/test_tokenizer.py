@@ -1,7 +1,6 @@
 """Tests for scheduler_svc.tokenizer, checked against transformers.AutoTokenizer on the same directories."""
 
 import json
-import os
 from datetime import datetime
 from pathlib import Path
 
@@ -36,13 +35,11 @@ CONVERSATIONS = [
 ]
 
 
-@pytest.fixture(scope="module", params=["byte_level", "metaspace", "env_model_dir"])
+@pytest.fixture(scope="module", params=["byte_level", "metaspace", pytest.param("default_model", marks=pytest.mark.slow)])
 def model_dir(request, tmp_path_factory) -> Path:
-    """A tokenizer directory: the two tiny ones, and STEPAHEAD_TEST_MODEL_DIR when it is set."""
-    if request.param == "env_model_dir":
-        env_dir = os.environ.get("STEPAHEAD_TEST_MODEL_DIR")
-        if not env_dir:
-            pytest.skip("STEPAHEAD_TEST_MODEL_DIR is not set")
+    """A tokenizer directory: the two tiny ones, and the real default model's."""
+    if request.param == "default_model":
+        env_dir = request.getfixturevalue("default_model_dir")
         return Path(env_dir)
     builder = build_byte_level if request.param == "byte_level" else build_metaspace
     return builder(tmp_path_factory.mktemp(request.param))

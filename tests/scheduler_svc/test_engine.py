@@ -1,0 +1,164 @@
+"""The engine loop against an in-process fake executor: run-ahead ordering, stops found late, aborts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+import pytest
+from stepahead_proto import executor_pb2, generation_pb2, sampling_pb2
+
+from scheduler_svc.block_manager import KVBlockManager
+from scheduler_svc.config import SchedulingConfig
+from scheduler_svc.engine import Engine
+from scheduler_svc.request import Request, StopParams
+from scheduler_svc.scheduler import Scheduler
+from scheduler_svc.tokenizer import Tokenizer
+from tiny_tokenizers import build_byte_level
+
+EOS = 2
+
+
+class FakeExecutorCall:
+    """A bidirectional Execute stream whose executor samples token (10 + number of outputs) % 300,
+    or EOS once a request has `eos_after` outputs. Records the order of writes and reads."""
+
+    def __init__(self, log: list[tuple[str, int]], eos_after: int | None) -> None:
+        self.log = log
+        self.eos_after = eos_after
+        self.pending: deque[executor_pb2.StepRequest] = deque()
+        self.state: dict[str, list[int]] = {}  # request id -> [known tokens, computed, outputs]
+        self.arrived = asyncio.Event()
+
+    async def write(self, step: executor_pb2.StepRequest) -> None:
+        self.log.append(("write", step.step_id))
+        if step.new_requests or step.cached_requests:
+            self.log.append(("compute", step.step_id))
+        self.pending.append(step)
+        self.arrived.set()
+
+    async def read(self) -> executor_pb2.StepResult:
+        await asyncio.sleep(0)  # a real stream read always suspends
+        while not self.pending:
+            self.arrived.clear()
+            await self.arrived.wait()
+        step = self.pending.popleft()
+        self.log.append(("read", step.step_id))
+        return self._run(step)
+
+    def _run(self, step: executor_pb2.StepRequest) -> executor_pb2.StepResult:
+        for request_id in step.finished_request_ids:
+            self.state.pop(request_id, None)
+        result = executor_pb2.StepResult(step_id=step.step_id)
+        scheduled = [(n.request_id, n.num_scheduled_tokens) for n in step.new_requests]
+        for new in step.new_requests:
+            self.state[new.request_id] = [len(new.prompt_token_ids) + len(new.output_token_ids), new.num_computed_tokens, len(new.output_token_ids)]
+        scheduled += [(c.request_id, c.num_scheduled_tokens) for c in step.cached_requests]
+        for request_id, num in scheduled:
+            entry = self.state[request_id]
+            entry[1] += num
+            output = result.outputs.add(request_id=request_id)
+            if entry[1] == entry[0]:
+                outputs = entry[2]
+                token = EOS if self.eos_after is not None and outputs >= self.eos_after else 10 + outputs % 300
+                output.token_ids.append(token)
+                entry[0] += 1
+                entry[2] += 1
+        return result
+
+    def cancel(self) -> None:
+        pass
+
+
+class FakeExecutorStub:
+    def __init__(self, eos_after: int | None = None) -> None:
+        self.log: list[tuple[str, int]] = []
+        self.eos_after = eos_after
+
+    def Execute(self):
+        return FakeExecutorCall(self.log, self.eos_after)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory) -> Tokenizer:
+    return Tokenizer.from_dir(build_byte_level(tmp_path_factory.mktemp("tok")))
+
+
+def make_request(request_id: str, max_tokens: int, ignore_eos: bool = False) -> Request:
+    stop = StopParams(max_tokens=max_tokens, eos_token_ids=frozenset({EOS}), ignore_eos=ignore_eos)
+    return Request(request_id, [5, 6, 7, 8], sampling_pb2.SamplingParams(), stop)
+
+
+async def run_requests(tokenizer, inflight: int, requests: list[Request], eos_after=None, num_blocks=64):
+    stub = FakeExecutorStub(eos_after)
+    scheduler = Scheduler(SchedulingConfig(max_num_batched_tokens=64, max_inflight_steps=inflight),
+                          KVBlockManager(num_blocks, 16), max_model_len=1024)
+    engine = Engine(scheduler, tokenizer, stub, max_model_len=1024, max_inflight_steps=inflight)
+    engine.start()
+    queues = [engine.add_request(r) for r in requests]
+    finals = []
+    for queue in queues:
+        tokens = []
+        while True:
+            message = await asyncio.wait_for(queue.get(), 10)
+            tokens.extend(message.token_ids)
+            if message.finish_reason:
+                finals.append((tokens, message))
+                break
+    await engine.stop()
+    return finals, stub.log, scheduler
+
+
+def test_run_ahead_writes_next_step_before_reading_result(tokenizer):
+    finals, log, _ = asyncio.run(run_requests(tokenizer, 2, [make_request("a", 6)]))
+    assert log.index(("write", 1)) < log.index(("read", 0))
+    assert finals[0][0] == [10, 11, 12, 13, 14, 15]
+
+
+def test_synchronous_mode_never_runs_ahead(tokenizer):
+    finals, log, _ = asyncio.run(run_requests(tokenizer, 1, [make_request("a", 6)]))
+    for step_id in range(1, 6):
+        assert log.index(("read", step_id - 1)) < log.index(("write", step_id))
+    assert finals[0][0] == [10, 11, 12, 13, 14, 15]
+
+
+@pytest.mark.parametrize("inflight", [1, 2, 3])
+def test_stop_found_late_discards_inflight_token_and_frees_blocks(tokenizer, inflight):
+    requests = [make_request("a", 50), make_request("b", 50, ignore_eos=True)]
+    finals, _, scheduler = asyncio.run(run_requests(tokenizer, inflight, requests, eos_after=3))
+    tokens_a, last_a = finals[0]
+    assert tokens_a == [10, 11, 12, EOS] and last_a.finish_reason == generation_pb2.FINISH_REASON_STOP
+    assert last_a.usage.completion_tokens == 4
+    tokens_b, last_b = finals[1]
+    assert len(tokens_b) == 50 and last_b.finish_reason == generation_pb2.FINISH_REASON_LENGTH
+    assert scheduler.block_manager.num_free_blocks == 64
+
+
+@pytest.mark.parametrize("inflight", [1, 2])
+def test_max_tokens_is_never_over_scheduled(tokenizer, inflight):
+    finals, log, _ = asyncio.run(run_requests(tokenizer, inflight, [make_request("a", 3, ignore_eos=True)]))
+    assert finals[0][0] == [10, 11, 12]
+    assert max(step for kind, step in log if kind == "compute") == 2  # steps 0, 1, 2 and no more
+
+
+def test_abort_while_step_in_flight_drops_its_result(tokenizer):
+    async def scenario():
+        stub = FakeExecutorStub()
+        scheduler = Scheduler(SchedulingConfig(max_inflight_steps=2), KVBlockManager(64, 16), max_model_len=1024)
+        engine = Engine(scheduler, tokenizer, stub, max_model_len=1024, max_inflight_steps=2)
+        engine.start()
+        queue = engine.add_request(make_request("a", 500, ignore_eos=True))
+        await asyncio.wait_for(queue.get(), 10)
+        assert engine.abort("a")
+        messages = []
+        while not queue.empty():
+            messages.append(queue.get_nowait())
+        for _ in range(5):  # let in-flight results arrive; none may reach the aborted stream
+            await asyncio.sleep(0)
+        assert queue.empty()
+        await engine.stop()
+        return messages, scheduler
+
+    messages, scheduler = asyncio.run(scenario())
+    assert messages[-1].finish_reason == generation_pb2.FINISH_REASON_ABORT
+    assert scheduler.block_manager.num_free_blocks == 64
