@@ -40,9 +40,12 @@ def generate(client: Client, case: dict) -> list[int]:
     return list(result.token_ids)
 
 
-@pytest.fixture(scope="module")
-def default_stack(launch_module_stack, default_model_dir):
-    return launch_module_stack(default_model_dir)
+@pytest.fixture(scope="module", params=[1, 2], ids=["sync", "async"])
+def default_stack(request, launch_module_stack, default_model_dir):
+    """The default model served synchronously (1 step in flight) and running one step ahead (2)."""
+    stack = launch_module_stack(default_model_dir, [], ["--max-inflight-steps", str(request.param)])
+    yield stack
+    stack.stop()
 
 
 def test_fixture_covers_twenty_prompts():
