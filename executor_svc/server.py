@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 from concurrent import futures
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from grpc_reflection.v1alpha import reflection
 from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 from executor_svc.attention.torch_backend import TorchAttentionBackend
+from executor_svc.compute_loop import ComputeLoop
 from executor_svc.config import ExecutorConfig
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.model_loader import load_hf_config, load_model
@@ -80,7 +82,8 @@ def serve(config: ExecutorConfig) -> None:
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-    executor_servicer = ExecutorServicer()
+    compute = ComputeLoop()
+    executor_servicer = ExecutorServicer(compute)
     executor_pb2_grpc.add_ExecutorServicer_to_server(executor_servicer, server)
     reflection.enable_server_reflection((EXECUTOR_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     port = server.add_insecure_port(f"{config.host}:{config.port}")
@@ -98,4 +101,10 @@ def serve(config: ExecutorConfig) -> None:
         f"{description.num_kv_blocks} KV blocks, {description.num_threads} threads)",
         flush=True,
     )
-    server.wait_for_termination()
+    signal.signal(signal.SIGTERM, lambda *_: compute.stop())
+    try:
+        compute.run_forever()  # model work stays on this (main) thread; see compute_loop.py
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop(grace=1.0)

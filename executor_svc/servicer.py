@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 
 import grpc
 from stepahead_proto import executor_pb2, executor_pb2_grpc
 
+from executor_svc.compute_loop import ComputeLoop
 from executor_svc.model_runner import ModelRunner, StepError
 
 logger = logging.getLogger(__name__)
 
+_END = None
+
 
 class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
-    """Serves one Execute stream at a time: the KV cache belongs to a single scheduler."""
+    """Serves one Execute stream at a time: the KV cache belongs to a single scheduler.
 
-    def __init__(self) -> None:
+    Steps are read off the stream by a reader thread and queued on the compute loop as soon as they
+    arrive, so step N+1 is already waiting when step N finishes; results are written in order.
+    """
+
+    def __init__(self, compute: ComputeLoop) -> None:
+        self.compute = compute
         self.runner: ModelRunner | None = None
         self.description: executor_pb2.ExecutorDescription | None = None
         self._stream_lock = threading.Lock()
@@ -38,14 +47,27 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
         self._require_ready(context)
         if not self._stream_lock.acquire(blocking=False):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "another scheduler already holds the Execute stream")
+        pending: queue.SimpleQueue = queue.SimpleQueue()
         try:
-            self.runner.reset()
-            for step in request_iterator:
+            self.compute.call(self.runner.reset)
+            threading.Thread(target=self._read_steps, args=(request_iterator, pending), daemon=True).start()
+            while (item := pending.get()) is not _END:
+                step_id, future = item
                 try:
-                    yield self.runner.execute(step)
+                    yield future.result()
                 except StepError as error:
-                    logger.error("bad step %d: %s", step.step_id, error)
+                    logger.error("bad step %d: %s", step_id, error)
                     context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
         finally:
-            self.runner.reset()
+            context.cancel()  # stops the reader if the stream ended early
+            self.compute.call(self.runner.reset)
             self._stream_lock.release()
+
+    def _read_steps(self, request_iterator, pending: queue.SimpleQueue) -> None:
+        try:
+            for step in request_iterator:
+                pending.put((step.step_id, self.compute.submit(self.runner.execute, step)))
+        except grpc.RpcError:
+            pass  # the stream was cancelled
+        finally:
+            pending.put(_END)

@@ -19,6 +19,8 @@ def add_bench_parser(commands) -> None:
                        help="prompts per run (default: 8 at concurrency 1, else 2x concurrency)")
     bench.add_argument("--max-tokens", type=int, default=256, help="max tokens per request; EOS stops earlier (default 256)")
     bench.add_argument("--no-hf", action="store_true", help="skip the HF transformers baselines")
+    bench.add_argument("--small-model", action="store_true",
+                       help="serve a small random 2-layer checkpoint with the default tokenizer (scheduling-bound regime)")
     bench.add_argument("--out", default="bench/out", help="directory for the JSON report and PNG plot")
     bench.add_argument("--host", default="127.0.0.1")
     bench.add_argument("--served-model-name", default="")
@@ -34,7 +36,7 @@ def _prompts_for(concurrency: int, num_prompts: int | None, prompts: list[str]) 
 
 def run_bench(args: argparse.Namespace) -> dict:
     """Run every load configuration against a fresh local stack, then the baselines; write the report."""
-    from client.bench.baselines import hf_generate_throughput, measure_bare_decode_forward
+    from client.bench.baselines import hf_generate_throughput, measure_bare_decode_forward_in_subprocess
     from client.bench.report import format_table, write_json, write_plot
     from client.model_resolver import resolve_model
     from client.mtbench import load_mtbench_first_turns
@@ -43,6 +45,11 @@ def run_bench(args: argparse.Namespace) -> dict:
     from scheduler_svc.cli_args import scheduler_flags
 
     model_dir = str(resolve_model(args.model))
+    if args.small_model:
+        from client.bench.small_model import make_small_checkpoint
+        from client.cache import stepahead_cache_dir
+
+        model_dir = str(make_small_checkpoint(stepahead_cache_dir() / "models" / "small-random-llama", Path(model_dir)))
     prompts = load_mtbench_first_turns()
     report: dict = {"model": model_dir, "num_threads": args.num_threads, "max_tokens": args.max_tokens,
                     "title": f"stepahead bench: {Path(model_dir).name}, {args.num_threads} torch threads",
@@ -53,7 +60,7 @@ def run_bench(args: argparse.Namespace) -> dict:
             for concurrency in args.concurrency:
                 report["runs"].append(_measure(stack.address, prompts, concurrency, inflight, args))
     for batch_size in sorted({1, max(args.concurrency)}):
-        report["bare_forward"].append(measure_bare_decode_forward(model_dir, args.num_threads, batch_size=batch_size))
+        report["bare_forward"].append(measure_bare_decode_forward_in_subprocess(model_dir, args.num_threads, batch_size))
     if not args.no_hf:
         for concurrency in args.concurrency:
             hf = hf_generate_throughput(model_dir, _prompts_for(concurrency, args.num_prompts, prompts),
@@ -90,6 +97,7 @@ def _measure(address: str, prompts: list[str], concurrency: int, inflight: int, 
     )
     summary["bubble_fraction"] = summary["executor_bubble_s"] / result.wall_s
     summary["executor_step_ms_mean"] = 1000 * summary["executor_busy_s"] / max(summary["steps"], 1)
+    summary["itl_p50_over_executor_step"] = summary["itl_ms_p50"] / summary["executor_step_ms_mean"]
     print(f"done: {summary['label']}: {summary['throughput_tok_s']:.1f} tok/s, "
           f"bubble {100 * summary['bubble_fraction']:.1f}%", flush=True)
     return summary

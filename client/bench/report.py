@@ -46,11 +46,12 @@ def write_plot(report: dict, path: Path) -> None:
 
 def format_table(report: dict) -> str:
     """A plain-text summary of every run and baseline."""
-    lines = [f"{'run':<28}{'tok/s':>9}{'TTFT p50':>10}{'ITL p50':>9}{'ITL p99':>9}{'bubble':>8}{'reqs':>6}"]
+    lines = [f"{'run':<28}{'tok/s':>9}{'TTFT p50':>10}{'ITL p50':>9}{'ITL p99':>9}{'step':>7}{'bubble':>8}{'reqs':>6}"]
     for r in report["runs"]:
         lines.append(f"{r['label']:<28}{r['throughput_tok_s']:>9.1f}{r['ttft_ms_p50']:>10.1f}"
-                     f"{r['itl_ms_p50']:>9.1f}{r['itl_ms_p99']:>9.1f}{100 * r['bubble_fraction']:>7.1f}%"
-                     f"{r['num_requests']:>6}")
+                     f"{r['itl_ms_p50']:>9.1f}{r['itl_ms_p99']:>9.1f}{r['executor_step_ms_mean']:>7.1f}"
+                     f"{100 * r['bubble_fraction']:>7.1f}%{r['num_requests']:>6}")
+    lines.append("(ms; step = the executor's mean compute time per step during the run)")
     for hf in report.get("hf", []):
         lines.append(f"{'HF generate batch ' + str(hf['batch_size']):<28}{hf['throughput_tok_s']:>9.1f}"
                      f"{'':>10}{'':>9}{'':>9}{hf['num_requests']:>6}")
