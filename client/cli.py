@@ -1,9 +1,14 @@
-"""The `stepahead` command: serve, scheduler, executor, generate, bench."""
+"""The `stepahead` command: serve, scheduler, executor, generate, bench, health.
+
+Every flag of `serve`, `scheduler` and `executor` also reads STEPAHEAD_<FLAG_NAME> from the
+environment (see client/env_defaults.py); docker-compose.yml configures the services that way.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -18,7 +23,7 @@ def _add_model_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from executor_svc.cli_args import add_executor_arguments
+    from executor_svc.cli_args import add_executor_arguments, add_metrics_argument
     from scheduler_svc.cli_args import add_scheduler_arguments
 
     parser = argparse.ArgumentParser(prog="stepahead", description="LLM serving: a scheduler and an executor over gRPC.")
@@ -40,6 +45,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_model_argument(executor)
     executor.add_argument("--port", type=int, default=50061, help="executor API port (default 50061)")
     add_executor_arguments(executor)
+    add_metrics_argument(executor)
 
     generate = commands.add_parser("generate", help="stream a completion from a running server")
     generate.add_argument("prompt")
@@ -52,9 +58,19 @@ def _build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
 
+    health = commands.add_parser("health", help="exit 0 if a service reports SERVING (container health checks)")
+    health.add_argument("address", help="host:port of a scheduler or executor")
+    health.add_argument("--service", default="",
+                        help='"" = liveness (default); stepahead.v1.Generation or stepahead.v1.Executor = readiness')
+    health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer (default 3)")
+
     from client.bench.cli import add_bench_parser
 
     add_bench_parser(commands)
+    from client.env_defaults import attach_env_defaults
+
+    for service_parser in (serve, scheduler, executor):
+        attach_env_defaults(service_parser, os.environ)
     return parser
 
 
@@ -79,6 +95,7 @@ def _run_scheduler(args: argparse.Namespace) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> None:
+    from client.env_defaults import without_flag_variables
     from client.model_resolver import resolve_model
     from client.stack import LocalStack
     from executor_svc.cli_args import executor_flags
@@ -92,6 +109,7 @@ def _run_serve(args: argparse.Namespace) -> None:
         scheduler_flags=scheduler_flags(args) + name_flags,
         port=args.port,
         host=args.host,
+        env=without_flag_variables(os.environ, args),
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -122,9 +140,19 @@ def _run_generate(args: argparse.Namespace) -> None:
         print()
 
 
+def _run_health(args: argparse.Namespace) -> None:
+    from client.health_check import SERVING, health_status
+
+    status = health_status(args.address, args.service, args.timeout)
+    print(status)
+    raise SystemExit(0 if status == SERVING else 1)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `stepahead` console script."""
-    args = _build_parser().parse_args(argv)
+    from client.env_defaults import resolve_env_defaults
+
+    args = resolve_env_defaults(_build_parser().parse_args(argv))
     from client.errors import StepaheadError
     from client.model_resolver import ModelResolutionError
 
@@ -133,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         "scheduler": _run_scheduler,
         "executor": _run_executor,
         "generate": _run_generate,
+        "health": _run_health,
     }
     try:
         if args.command == "bench":

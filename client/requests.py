@@ -7,6 +7,8 @@ from typing import Any, Protocol, TypedDict
 
 from stepahead_proto import generation_pb2, sampling_pb2
 
+from client.tracing import trace_metadata
+
 
 class GenerateOptions(TypedDict, total=False):
     """Optional keyword parameters of a generation; omitted or None: the server default.
@@ -15,7 +17,7 @@ class GenerateOptions(TypedDict, total=False):
     presence_penalty, frequency_penalty, seed, logprobs (number of top alternatives to return).
     Stopping: max_tokens, min_tokens, stop (a string or several), stop_token_ids, ignore_eos,
     include_stop_str_in_output. Request: request_id ("" = server-assigned), model ("" = the
-    served one), skip_special_tokens.
+    served one), skip_special_tokens, disable_speculation (opt out of speculative decoding).
     """
 
     request_id: str | None
@@ -36,6 +38,7 @@ class GenerateOptions(TypedDict, total=False):
     ignore_eos: bool | None
     include_stop_str_in_output: bool | None
     skip_special_tokens: bool | None
+    disable_speculation: bool | None
 
 
 _SAMPLING_FIELDS = (
@@ -85,6 +88,8 @@ def build_generate_request(
     _set_prompt(request, prompt, messages, token_ids)
     if options.get("skip_special_tokens") is not None:
         request.skip_special_tokens = options["skip_special_tokens"]
+    if options.get("disable_speculation"):
+        request.disable_speculation = True
     request.sampling.CopyFrom(build_sampling_params(options))
     request.stopping.CopyFrom(build_stopping_params(options))
     return request
@@ -114,8 +119,8 @@ def build_stopping_params(options: Mapping[str, Any]) -> sampling_pb2.StoppingPa
 
 
 def call_metadata() -> tuple[tuple[str, str], ...]:
-    """Metadata sent with every call; the one place tracing context will be injected."""
-    return ()
+    """Metadata sent with every call: the caller's W3C trace context, when a span is current."""
+    return trace_metadata()
 
 
 def _check_option_names(options: Mapping[str, Any]) -> None:

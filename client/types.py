@@ -93,6 +93,23 @@ class Timings(_AsDict):
 
 
 @dataclass(frozen=True)
+class SpecStats(_AsDict):
+    """What speculative decoding did for one request."""
+
+    drafted: int
+    accepted: int
+    accepted_per_position: tuple[int, ...]
+    mean_acceptance_length: float
+    verify_steps: int
+
+    @classmethod
+    def from_proto(cls, msg: generation_pb2.SpecStats) -> SpecStats:
+        """Build from a SpecStats message."""
+        return cls(msg.drafted, msg.accepted, tuple(msg.accepted_per_position), msg.mean_acceptance_length,
+                   msg.verify_steps)
+
+
+@dataclass(frozen=True)
 class GenerationChunk(_AsDict):
     """One message of a generation stream: the output produced since the previous chunk.
 
@@ -110,6 +127,7 @@ class GenerationChunk(_AsDict):
     usage: Usage | None
     timings: Timings | None
     prompt_tokens: int
+    spec: SpecStats | None = None
 
     @property
     def finished(self) -> bool:
@@ -129,6 +147,7 @@ class GenerationChunk(_AsDict):
             usage=Usage.from_proto(msg.usage) if msg.HasField("usage") else None,
             timings=Timings.from_proto(msg.timings) if msg.HasField("timings") else None,
             prompt_tokens=msg.prompt_tokens,
+            spec=SpecStats.from_proto(msg.spec) if msg.HasField("spec") else None,
         )
 
 
@@ -145,6 +164,7 @@ class GenerationResult(_AsDict):
     usage: Usage | None
     timings: Timings | None
     prompt_tokens: int
+    spec: SpecStats | None = None
 
 
 class ResultBuilder:
@@ -183,6 +203,7 @@ class ResultBuilder:
             usage=last.usage,
             timings=last.timings,
             prompt_tokens=prompt_tokens,
+            spec=last.spec,
         )
 
 
@@ -194,11 +215,15 @@ class EngineStats(_AsDict):
     executor_busy_s: float = 0.0
     executor_bubble_s: float = 0.0
     num_preemptions: int = 0
+    spec_drafted: int = 0
+    spec_accepted: int = 0
+    executor_draft_s: float = 0.0
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.EngineStats) -> EngineStats:
         """Build from an EngineStats message."""
-        return cls(msg.steps, msg.executor_busy_s, msg.executor_bubble_s, msg.num_preemptions)
+        return cls(msg.steps, msg.executor_busy_s, msg.executor_bubble_s, msg.num_preemptions,
+                   msg.spec_drafted, msg.spec_accepted, msg.executor_draft_s)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,18 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--kv-cache-memory-gb", type=float, default=1.0, help="KV cache size when --num-kv-blocks is unset (default 1)")
     group.add_argument("--max-model-len", type=int, default=None, help="longest prompt+output (default: the model's)")
     group.add_argument("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    group.add_argument("--spec-method", default="none", choices=("none", "ngram", "draft_model"),
+                       help="speculative decoding drafter (default none)")
+    group.add_argument("--num-spec-tokens", type=int, default=3, help="draft tokens per step, K (default 3)")
+    group.add_argument("--draft-model", default=None, help="HF directory of the draft model (--spec-method draft_model)")
+    group.add_argument("--ngram-min-n", type=int, default=2, help="shortest n-gram to look up (default 2)")
+    group.add_argument("--ngram-max-n", type=int, default=4, help="longest n-gram to look up (default 4)")
+
+
+def add_metrics_argument(parser: argparse.ArgumentParser) -> None:
+    """--metrics-port of `stepahead executor` (under `serve` the flag belongs to the scheduler)."""
+    parser.add_argument("--metrics-port", type=int, default=None,
+                        help="serve the executor's Prometheus /metrics on this port (0: any free port; default off)")
 
 
 def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: int, host: str) -> ExecutorConfig:
@@ -33,6 +45,12 @@ def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: in
         kv_cache_memory_gb=args.kv_cache_memory_gb,
         max_model_len=args.max_model_len,
         num_threads=args.num_threads,
+        spec_method=args.spec_method,
+        num_spec_tokens=args.num_spec_tokens,
+        draft_model_dir=args.draft_model,
+        ngram_min_n=args.ngram_min_n,
+        ngram_max_n=args.ngram_max_n,
+        metrics_port=getattr(args, "metrics_port", None),
     )
 
 
@@ -40,7 +58,9 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
     """The same flags as a list, to start an executor process from `stepahead serve`."""
     flags = ["--device", args.device, "--dtype", args.dtype, "--block-size", str(args.block_size)]
     flags += ["--kv-cache-memory-gb", str(args.kv_cache_memory_gb)]
-    for name in ("num_kv_blocks", "max_model_len", "num_threads"):
+    flags += ["--spec-method", args.spec_method, "--num-spec-tokens", str(args.num_spec_tokens)]
+    flags += ["--ngram-min-n", str(args.ngram_min_n), "--ngram-max-n", str(args.ngram_max_n)]
+    for name in ("num_kv_blocks", "max_model_len", "num_threads", "draft_model"):
         value = getattr(args, name)
         if value is not None:
             flags += ["--" + name.replace("_", "-"), str(value)]

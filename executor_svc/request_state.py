@@ -21,6 +21,10 @@ class ExecutorRequestState:
     block_ids: list[int]
     params: RowSamplingParams
     num_computed_tokens: int = 0
+    draft_token_ids: list[int] = field(default_factory=list)
+    """Drafts proposed after the last step, to be verified by the next one."""
+    speculative: bool = False
+    """True once drafts were asked for: from then on the executor's token count leads the scheduler's."""
     token_ids: list[int] = field(init=False)
 
     def __post_init__(self) -> None:

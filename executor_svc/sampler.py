@@ -110,8 +110,7 @@ class Sampler:
                 f"logits shape {tuple(logits.shape)} does not match metadata "
                 f"({meta.num_rows}, {meta.vocab_size})")
         raw_logprobs = _raw_logprobs(logits, meta.logprobs)
-        if meta.penalties is not None:
-            logits = apply_penalties(logits, meta.penalties)
+        logits = self.processed_logits(logits, meta)
         if meta.sampling is None:
             token_ids = logits.argmax(dim=-1)
         else:
@@ -121,24 +120,34 @@ class Sampler:
             logprobs = _gather_logprobs(token_ids, raw_logprobs, meta.logprobs)
         return DeviceSamplerOutput(token_ids=token_ids, logprobs=logprobs)
 
-    def _sample_rows(self, logits: Tensor, sampling: RandomSampling) -> Tensor:
-        """Samples every row, then puts the argmax back into greedy rows."""
+    def processed_logits(self, logits: Tensor, meta: SamplingMetadata) -> Tensor:
+        """The logits after penalties (a new tensor when penalties apply; the input is never modified)."""
+        if meta.penalties is not None:
+            return apply_penalties(logits, meta.penalties)
+        return logits
+
+    def probabilities(self, logits: Tensor, sampling: RandomSampling) -> Tensor:
+        """The distribution each sampling row draws from: temperature, min-p, top-k, top-p, softmax."""
         scaled = logits.float() / sampling.temperature
         if sampling.min_p is not None:
             apply_min_p_(scaled, sampling.min_p)
         if sampling.top_k_top_p is not None:
             apply_top_k_top_p_(scaled, sampling.top_k_top_p)
-        probs = scaled.softmax(dim=-1)
-        sampled = probs.div_(self._exponential_noise(probs, sampling.seeded_rows)).argmax(dim=-1)
+        return scaled.softmax(dim=-1)
+
+    def _sample_rows(self, logits: Tensor, sampling: RandomSampling) -> Tensor:
+        """Samples every row, then puts the argmax back into greedy rows."""
+        probs = self.probabilities(logits, sampling)
+        sampled = probs.div_(self.exponential_noise(probs, sampling.seeded_rows)).argmax(dim=-1)
         if sampling.greedy_mask is None:
             return sampled
         return torch.where(sampling.greedy_mask, logits.argmax(dim=-1), sampled)
 
-    def _exponential_noise(self, like: Tensor, seeded_rows: list[tuple[int, int]]) -> Tensor:
+    def exponential_noise(self, like: Tensor, seeded_rows: list[tuple[int, int]]) -> Tensor:
         """Exp(1) noise shaped like ``like``; seeded rows use their own (seed, position) stream."""
         uniform = torch.empty_like(like)
         if len(seeded_rows) < like.shape[0]:
-            uniform.uniform_(generator=self._generator(like.device))
+            uniform.uniform_(generator=self.shared_generator(like.device))
         for row, seed in seeded_rows:
             uniform[row].uniform_(generator=torch.Generator(device=like.device).manual_seed(seed))
         # -log(U) is Exp(1) and ~5x cheaper than exponential_() on CPU. The clamps keep it
@@ -146,7 +155,7 @@ class Sampler:
         tiny = torch.finfo(like.dtype).tiny
         return uniform.clamp_min_(tiny).log_().neg_().clamp_min_(tiny)
 
-    def _generator(self, device: torch.device) -> torch.Generator:
+    def shared_generator(self, device: torch.device) -> torch.Generator:
         """The generator of unseeded rows on ``device``, created on first use."""
         if device not in self._generators:
             generator = torch.Generator(device=device)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from concurrent import futures
 from pathlib import Path
@@ -16,10 +17,13 @@ from stepahead_proto import executor_pb2, executor_pb2_grpc
 from executor_svc.attention.torch_backend import TorchAttentionBackend
 from executor_svc.compute_loop import ComputeLoop
 from executor_svc.config import ExecutorConfig
+from executor_svc.drafters.factory import build_drafter
 from executor_svc.kv_cache import PagedKVCache
+from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_loader import load_hf_config, load_model
 from executor_svc.model_runner import ModelRunner
 from executor_svc.servicer import ExecutorServicer
+from executor_svc.tracing import ExecutorTracing
 from executor_svc.warmup import warm_up
 
 logger = logging.getLogger(__name__)
@@ -58,7 +62,8 @@ def build_runner(config: ExecutorConfig) -> tuple[ModelRunner, executor_pb2.Exec
     kv_cache = PagedKVCache(
         hf_config.num_hidden_layers, num_blocks, config.block_size, hf_config.num_key_value_heads, head_dim, dtype, device
     )
-    runner = ModelRunner(model, kv_cache, config.block_size, hf_config.vocab_size, device)
+    drafter = build_drafter(config, hf_config, num_blocks, TorchAttentionBackend())
+    runner = ModelRunner(model, kv_cache, config.block_size, hf_config.vocab_size, device, drafter)
     max_model_len = min(config.max_model_len or hf_config.max_position_embeddings, hf_config.max_position_embeddings)
     description = executor_pb2.ExecutorDescription(
         model=config.model_name or Path(config.model_dir).name,
@@ -71,6 +76,8 @@ def build_runner(config: ExecutorConfig) -> tuple[ModelRunner, executor_pb2.Exec
         dtype=config.dtype,
         attention_backend="torch",
         num_threads=torch.get_num_threads(),
+        spec_method=config.spec_method,
+        max_num_spec_tokens=config.num_spec_tokens if drafter is not None else 0,
     )
     return runner, description
 
@@ -78,24 +85,31 @@ def build_runner(config: ExecutorConfig) -> tuple[ModelRunner, executor_pb2.Exec
 def serve(config: ExecutorConfig) -> None:
     """Run the executor until terminated."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s executor %(levelname)s %(message)s")
+    tracing = ExecutorTracing.from_env(os.environ)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)  # liveness
+    health_servicer.set(EXECUTOR_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)  # readiness: after warm-up
     compute = ComputeLoop()
-    executor_servicer = ExecutorServicer(compute)
+    metrics = ExecutorMetrics()
+    executor_servicer = ExecutorServicer(compute, metrics)
     executor_pb2_grpc.add_ExecutorServicer_to_server(executor_servicer, server)
     reflection.enable_server_reflection((EXECUTOR_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     port = server.add_insecure_port(f"{config.host}:{config.port}")
     if port == 0:
         raise OSError(f"port: cannot bind {config.host}:{config.port}")
     server.start()
+    if config.metrics_port is not None:
+        metrics_port = metrics.serve_http(config.host, config.metrics_port)
+        print(f"stepahead executor metrics on {config.host}:{metrics_port}", flush=True)
     print(f"stepahead executor bound to {config.host}:{port}, loading {config.model_dir}", flush=True)
     runner, description = build_runner(config)
     warm_up(runner)
+    runner.tracer = tracing.phase_tracer
     executor_servicer.set_ready(runner, description)
-    for service in ("", EXECUTOR_SERVICE):
-        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    metrics.bind_runner(lambda: len(runner.requests), description.num_kv_blocks)
+    health_servicer.set(EXECUTOR_SERVICE, health_pb2.HealthCheckResponse.SERVING)
     print(
         f"stepahead executor listening on {config.host}:{port} (model {description.model}, "
         f"{description.num_kv_blocks} KV blocks, {description.num_threads} threads)",
@@ -108,3 +122,4 @@ def serve(config: ExecutorConfig) -> None:
         pass
     finally:
         server.stop(grace=1.0)
+        tracing.shutdown()

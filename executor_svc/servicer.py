@@ -10,6 +10,7 @@ import grpc
 from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 from executor_svc.compute_loop import ComputeLoop
+from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_runner import ModelRunner, StepError
 
 logger = logging.getLogger(__name__)
@@ -24,8 +25,9 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
     arrive, so step N+1 is already waiting when step N finishes; results are written in order.
     """
 
-    def __init__(self, compute: ComputeLoop) -> None:
+    def __init__(self, compute: ComputeLoop, metrics: ExecutorMetrics | None = None) -> None:
         self.compute = compute
+        self.metrics = metrics or ExecutorMetrics()
         self.runner: ModelRunner | None = None
         self.description: executor_pb2.ExecutorDescription | None = None
         self._stream_lock = threading.Lock()
@@ -52,12 +54,14 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
             self.compute.call(self.runner.reset)
             threading.Thread(target=self._read_steps, args=(request_iterator, pending), daemon=True).start()
             while (item := pending.get()) is not _END:
-                step_id, future = item
+                step, future = item
                 try:
-                    yield future.result()
+                    result = future.result()
                 except StepError as error:
-                    logger.error("bad step %d: %s", step_id, error)
+                    logger.error("bad step %d: %s", step.step_id, error)
                     context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+                yield result
+                self.metrics.observe_step(step, result)  # after the write: off the result's path
         finally:
             context.cancel()  # stops the reader if the stream ended early
             self.compute.call(self.runner.reset)
@@ -66,7 +70,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
     def _read_steps(self, request_iterator, pending: queue.SimpleQueue) -> None:
         try:
             for step in request_iterator:
-                pending.put((step.step_id, self.compute.submit(self.runner.execute, step)))
+                pending.put((step, self.compute.submit(self.runner.execute, step)))
         except grpc.RpcError:
             pass  # the stream was cancelled
         finally:

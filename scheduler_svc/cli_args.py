@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scheduler_svc.config import SchedulerServiceConfig, SchedulingConfig
+from scheduler_svc.config import ReadinessConfig, SchedulerServiceConfig, SchedulingConfig
 
 
 def add_scheduler_arguments(parser: argparse.ArgumentParser, several_inflight_values: bool = False) -> None:
@@ -19,6 +19,10 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser, several_inflight_va
         group.add_argument("--max-inflight-steps", type=int, default=2,
                            help="steps outstanding on the executor; 1 = synchronous (default 2)")
     group.add_argument("--default-max-tokens", type=int, default=256, help="max_tokens when a request sets none (default 256)")
+    group.add_argument("--metrics-port", type=int, default=None,
+                       help="serve the scheduler's Prometheus /metrics on this port (0: any free port; default off)")
+    group.add_argument("--executor-stall-timeout-s", type=float, default=5.0,
+                       help="not ready when the executor returns no step for this long with work pending (default 5)")
 
 
 def scheduler_config_from_args(
@@ -37,14 +41,20 @@ def scheduler_config_from_args(
             max_inflight_steps=args.max_inflight_steps,
         ),
         default_max_tokens=args.default_max_tokens,
+        metrics_port=args.metrics_port,
+        readiness=ReadinessConfig(executor_stall_timeout_s=args.executor_stall_timeout_s),
     )
 
 
 def scheduler_flags(args: argparse.Namespace) -> list[str]:
     """The same flags as a list, to start a scheduler process from `stepahead serve`."""
-    return [
+    flags = [
         "--max-num-seqs", str(args.max_num_seqs),
         "--max-num-batched-tokens", str(args.max_num_batched_tokens),
         "--max-inflight-steps", str(args.max_inflight_steps),
         "--default-max-tokens", str(args.default_max_tokens),
+        "--executor-stall-timeout-s", str(args.executor_stall_timeout_s),
     ]
+    if args.metrics_port is not None:
+        flags += ["--metrics-port", str(args.metrics_port)]
+    return flags

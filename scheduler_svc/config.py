@@ -36,6 +36,23 @@ class SchedulingConfig:
 
 
 @dataclass(frozen=True)
+class ReadinessConfig:
+    """How the scheduler decides it is ready: its executor answers health checks and makes progress."""
+
+    executor_stall_timeout_s: float = 5.0
+    """Not ready when no step result arrived for this long while requests are queued or running."""
+    poll_interval_s: float = 0.5
+    """How often the executor's readiness and step progress are checked."""
+    check_timeout_s: float = 1.0
+    """Deadline of one health Check to the executor (a stopped process never answers)."""
+
+    def __post_init__(self) -> None:
+        for name in ("executor_stall_timeout_s", "poll_interval_s", "check_timeout_s"):
+            value = getattr(self, name)
+            _require(value > 0, name, f"must be > 0, got {value}")
+
+
+@dataclass(frozen=True)
 class SchedulerServiceConfig:
     """Everything the scheduler process needs to start."""
 
@@ -51,11 +68,19 @@ class SchedulerServiceConfig:
     default_max_tokens: int = 256
     executor_connect_timeout_s: float = 600.0
     """How long to wait for the executor to answer Describe at start-up (it may be loading weights)."""
+    metrics_port: int | None = None
+    """Port of the Prometheus /metrics endpoint (None: off, 0: any free port)."""
+    readiness: ReadinessConfig = field(default_factory=ReadinessConfig)
 
     def __post_init__(self) -> None:
         _require(bool(self.model_dir), "model_dir", "must be set")
         _require(":" in self.executor_address, "executor_address", f"must be host:port, got {self.executor_address!r}")
         _require(0 <= self.port < 65536, "port", f"must be in [0, 65535], got {self.port}")
+        _require(
+            self.metrics_port is None or 0 <= self.metrics_port < 65536,
+            "metrics_port",
+            f"must be in [0, 65535], got {self.metrics_port}",
+        )
         _require(self.default_max_tokens >= 1, "default_max_tokens", f"must be >= 1, got {self.default_max_tokens}")
         _require(
             self.executor_connect_timeout_s > 0,

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 import grpc
 from stepahead_proto import executor_pb2, executor_pb2_grpc, generation_pb2
 
+from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.output_processor import RequestOutputState
 from scheduler_svc.request import Request
 from scheduler_svc.request_timing import RequestTiming
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.scheduler_output import SchedulerOutput
 from scheduler_svc.step_codec import to_step_request
+from scheduler_svc.step_tracing import EngineTracing
 from scheduler_svc.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -47,8 +49,13 @@ class Engine:
         executor: executor_pb2_grpc.ExecutorStub,
         max_model_len: int,
         max_inflight_steps: int,
+        metrics: SchedulerMetrics | None = None,
+        tracing: EngineTracing | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.tracing = tracing or EngineTracing()
+        self.metrics = metrics or SchedulerMetrics()
+        self.metrics.bind_engine(self)
         self.tokenizer = tokenizer
         self.executor = executor
         self.max_model_len = max_model_len
@@ -66,6 +73,7 @@ class Engine:
     def add_request(self, request: Request) -> asyncio.Queue[StreamItem]:
         """Queue a validated request; its messages arrive on the returned queue."""
         self.scheduler.add_request(request)
+        self.tracing.register_request(request.request_id)
         queue: asyncio.Queue[StreamItem] = asyncio.Queue()
         self._queues[request.request_id] = queue
         self._states[request.request_id] = RequestOutputState(
@@ -81,7 +89,9 @@ class Engine:
         if state is None or queue is None:
             return False
         self.scheduler.finish_request(request_id)
-        queue.put_nowait(state.abort_message(time.monotonic()))
+        now = time.monotonic()
+        queue.put_nowait(state.abort_message(now))
+        self.metrics.observe_finished(state.request, state.timing, generation_pb2.FINISH_REASON_ABORT, now)
         self._wakeup.set()
         return True
 
@@ -123,6 +133,7 @@ class Engine:
             result = await call.read()
             if result is grpc.aio.EOF:
                 raise ConnectionError("the executor closed the Execute stream")
+            self.tracing.end_step(result)
             self._process_result(self._inflight.popleft(), result)
 
     async def _fill_pipeline(self, call) -> None:
@@ -133,7 +144,9 @@ class Engine:
             now = time.monotonic()
             for scheduled in output.new_requests:
                 self._states[scheduled.request.request_id].timing.mark_scheduled(now)
-            await call.write(to_step_request(output))
+            step = to_step_request(output)
+            self.tracing.start_step(output, step)
+            await call.write(step)
             self._inflight.append(output)
             if output.num_scheduled_requests == 0:
                 return
@@ -144,18 +157,28 @@ class Engine:
         self._account_executor_time(result)
         now = time.monotonic()
         for step_output in result.outputs:
-            request = self.scheduler.accept_result(output, step_output.request_id)
+            request = self.scheduler.accept_result(output, step_output.request_id, step_output.num_accepted)
             if request is None or not step_output.token_ids:
                 continue
+            num_drafts = output.num_draft_tokens.get(request.request_id, 0)
+            if num_drafts:
+                self._states[request.request_id].spec.record(num_drafts, step_output.num_drafted, step_output.num_accepted)
+                self.stats.spec_drafted += step_output.num_drafted
+                self.stats.spec_accepted += step_output.num_accepted
             self._deliver(request.request_id, list(step_output.token_ids), list(step_output.logprobs), now)
 
     def _account_executor_time(self, result: executor_pb2.StepResult) -> None:
         """Busy time of this step, and the executor's idle gap since the previous one (the bubble)."""
         self.stats.steps += 1
-        self.stats.executor_busy_s += result.compute_end_s - result.compute_start_s
+        busy_s = result.compute_end_s - result.compute_start_s
+        self.stats.executor_busy_s += busy_s
+        self.stats.executor_draft_s += result.draft_s
+        bubble_s = None
         if self._last_compute_end is not None:
-            self.stats.executor_bubble_s += max(0.0, result.compute_start_s - self._last_compute_end)
+            bubble_s = max(0.0, result.compute_start_s - self._last_compute_end)
+            self.stats.executor_bubble_s += bubble_s
         self._last_compute_end = result.compute_end_s
+        self.metrics.observe_step(busy_s, bubble_s)
         self.stats.num_preemptions = self.scheduler.num_preemptions
 
     def _deliver(self, request_id: str, token_ids: list[int], logprobs: list, now: float) -> None:
@@ -163,6 +186,7 @@ class Engine:
         message = state.append_tokens(token_ids, logprobs, now)
         if state.finish is not None:
             state.final_fields(message, now)
+            self.metrics.observe_finished(state.request, state.timing, message.finish_reason, now)
             self.scheduler.finish_request(request_id)
             del self._states[request_id]
             self._queues.pop(request_id).put_nowait(message)
@@ -171,9 +195,11 @@ class Engine:
 
     def _fail_all(self, code: grpc.StatusCode, message: str) -> None:
         self._inflight.clear()
+        self.tracing.abandon_steps(message)
         self._last_compute_end = None
         for request_id in list(self._queues):
             self.scheduler.finish_request(request_id)
             self._queues.pop(request_id).put_nowait(EngineError(code, message))
+            self.metrics.count_error(code.name)
             del self._states[request_id]
         self.scheduler.discard_finished_ids()

@@ -9,6 +9,7 @@ from stepahead_proto import generation_pb2
 from scheduler_svc.detokenizer import IncrementalDetokenizer
 from scheduler_svc.request import Request
 from scheduler_svc.request_timing import RequestTiming
+from scheduler_svc.spec_stats import SpecStatsTracker
 from scheduler_svc.stop_checker import StopStringChecker
 from scheduler_svc.tokenizer import Tokenizer
 
@@ -35,6 +36,7 @@ class RequestOutputState:
         )
         self._sent_first_message = False
         self._stop_string_matched = False
+        self.spec = SpecStatsTracker()
         self.finish: _Finish | None = None
 
     def append_tokens(
@@ -108,6 +110,8 @@ class RequestOutputState:
         message.usage.completion_tokens = self.request.num_output_tokens
         message.usage.num_preemptions = self.request.num_preemptions
         message.timings.CopyFrom(self.timing.to_proto(now, self.request.num_output_tokens))
+        if self.spec.verify_steps:
+            message.spec.CopyFrom(self.spec.to_proto())
 
     def abort_message(self, now: float) -> generation_pb2.GenerateResponse:
         """The last message of a request aborted before it finished."""

@@ -51,6 +51,12 @@ class Request:
     sent_to_executor: bool = False
     """False until the executor holds this request's state (again, after a preemption)."""
     first_scheduled_time: float | None = None
+    spec_enabled: bool = True
+    """False when the request opted out of speculative decoding."""
+    num_pending_drafts: int = 0
+    """Drafts the executor will hold for this request after the last scheduled sampling step."""
+    num_unresolved_drafts: int = 0
+    """Drafts in steps still in flight: the executor may be that many tokens ahead of num_computed_tokens."""
 
     @property
     def num_tokens(self) -> int:

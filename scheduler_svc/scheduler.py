@@ -22,10 +22,14 @@ from scheduler_svc.scheduler_output import (
 class Scheduler:
     """Owns the waiting queue, the running batch and the KV block tables."""
 
-    def __init__(self, config: SchedulingConfig, block_manager: KVBlockManager, max_model_len: int) -> None:
+    def __init__(
+        self, config: SchedulingConfig, block_manager: KVBlockManager, max_model_len: int, num_spec_tokens: int = 0
+    ) -> None:
         self.config = config
         self.block_manager = block_manager
         self.max_model_len = max_model_len
+        self.num_spec_tokens = num_spec_tokens
+        """K: drafts proposed after each sampling step of requests that speculate (0: no speculation)."""
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
@@ -102,17 +106,33 @@ class Scheduler:
             if num_new == 0:
                 index += 1
                 continue
-            if not self._make_room(request, num_new):
+            num_drafts, num_spec = self._spec_plan(request, num_new, budget)
+            if not self._make_room(request, self._tokens_to_cover(request, num_new, num_drafts, num_spec)):
                 break  # the request preempted itself: everything after it is gone too
-            new_block_ids = self.block_manager.allocate(request.request_id, request.num_computed_tokens + num_new)
-            self._record(output, request, num_new, new_block_ids)
-            budget -= num_new
+            new_block_ids = self.block_manager.allocate(
+                request.request_id, self._tokens_to_cover(request, num_new, num_drafts, num_spec)
+            )
+            self._record(output, request, num_new, new_block_ids, num_drafts, num_spec)
+            budget -= num_new + num_drafts
             index += 1
         return budget
 
-    def _make_room(self, request: Request, num_new: int) -> bool:
-        """Preempt from the back of the running batch until the request's blocks fit."""
-        total = request.num_computed_tokens + num_new
+    def _spec_plan(self, request: Request, num_new: int, budget: int) -> tuple[int, int]:
+        """Drafts to verify now and drafts to propose for the next step, within budget and context."""
+        samples = request.num_computed_tokens + num_new >= request.num_tokens_with_placeholders
+        room = self.max_model_len - (request.num_computed_tokens + num_new + request.num_unresolved_drafts)
+        num_drafts = max(0, min(request.num_pending_drafts, budget - num_new, room))
+        wanted = self.num_spec_tokens if samples and request.spec_enabled else 0
+        return num_drafts, max(0, min(wanted, room - num_drafts))
+
+    @staticmethod
+    def _tokens_to_cover(request: Request, num_new: int, num_drafts: int, num_spec: int) -> int:
+        """KV slots the executor may write this step: the tokens, the drafts it verifies, the drafts it
+        proposes next, and the drafts of steps in flight it may already have accepted."""
+        return request.num_computed_tokens + num_new + request.num_unresolved_drafts + num_drafts + num_spec
+
+    def _make_room(self, request: Request, total: int) -> bool:
+        """Preempt from the back of the running batch until the request's blocks cover ``total`` tokens."""
         while not self.block_manager.can_allocate(request.request_id, total):
             victim = self.running[-1]
             self._preempt(victim)
@@ -126,21 +146,30 @@ class Scheduler:
             num_new = self._num_tokens_to_schedule(request, budget)
             if num_new == 0:
                 break
-            total = request.num_computed_tokens + num_new
+            _, num_spec = self._spec_plan(request, num_new, budget)
+            total = self._tokens_to_cover(request, num_new, 0, num_spec)
             if not self.block_manager.can_allocate(request.request_id, total):
                 break
             self.waiting.popleft()
             self.block_manager.allocate(request.request_id, total)
             request.status = RequestStatus.RUNNING
             self.running.append(request)
-            self._record(output, request, num_new, new_block_ids=[])
+            self._record(output, request, num_new, [], 0, num_spec)
             budget -= num_new
 
-    def _record(self, output: SchedulerOutput, request: Request, num_new: int, new_block_ids: list[int]) -> None:
+    def _record(
+        self,
+        output: SchedulerOutput,
+        request: Request,
+        num_new: int,
+        new_block_ids: list[int],
+        num_drafts: int,
+        num_spec: int,
+    ) -> None:
         computed_before = request.num_computed_tokens
         if request.sent_to_executor:
             output.cached_requests.append(
-                ScheduledCachedRequest(request.request_id, new_block_ids, computed_before, num_new)
+                ScheduledCachedRequest(request.request_id, new_block_ids, computed_before, num_new, num_drafts, num_spec)
             )
         else:
             output.new_requests.append(
@@ -149,13 +178,18 @@ class Scheduler:
                     block_ids=self.block_manager.block_ids(request.request_id),
                     num_computed_tokens=computed_before,
                     num_scheduled_tokens=num_new,
+                    num_spec_tokens=num_spec,
                 )
             )
             request.sent_to_executor = True
         request.num_computed_tokens += num_new
         output.request_epochs[request.request_id] = request.epoch
+        if num_drafts:
+            output.num_draft_tokens[request.request_id] = num_drafts
+            request.num_unresolved_drafts += num_drafts
         if request.num_computed_tokens >= request.num_tokens_with_placeholders:
             request.num_output_placeholders += 1
+            request.num_pending_drafts = num_spec
             output.sampling_request_ids.add(request.request_id)
 
     def _preempt(self, request: Request) -> None:
@@ -168,21 +202,26 @@ class Scheduler:
         request.sent_to_executor = False
         request.num_computed_tokens = 0
         request.num_output_placeholders = 0
+        request.num_pending_drafts = 0
+        request.num_unresolved_drafts = 0
         request.epoch += 1
         request.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(request)
 
     # ---- results ---------------------------------------------------------------------------
-    def accept_result(self, output: SchedulerOutput, request_id: str) -> Request | None:
-        """Match a step's result to its request and settle its placeholder.
+    def accept_result(self, output: SchedulerOutput, request_id: str, num_accepted: int = 0) -> Request | None:
+        """Match a step's result to its request, settle its placeholder and its verified drafts.
 
         Returns None when the result is stale: the request finished, was aborted or was preempted
         after the step was scheduled. The caller appends the tokens (it knows the stop rules).
+        Accepted drafts become computed tokens; rejected ones simply never were.
         """
         request = self.requests.get(request_id)
         if request is None or output.request_epochs.get(request_id) != request.epoch:
             return None
         if request_id in output.sampling_request_ids:
             request.num_output_placeholders -= 1
+        request.num_unresolved_drafts -= output.num_draft_tokens.get(request_id, 0)
+        request.num_computed_tokens += num_accepted
         return request

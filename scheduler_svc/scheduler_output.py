@@ -15,6 +15,7 @@ class ScheduledNewRequest:
     block_ids: list[int]
     num_computed_tokens: int
     num_scheduled_tokens: int
+    num_spec_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class ScheduledCachedRequest:
     new_block_ids: list[int]
     num_computed_tokens: int
     num_scheduled_tokens: int
+    num_draft_tokens: int = 0
+    num_spec_tokens: int = 0
 
 
 @dataclass
@@ -39,6 +42,8 @@ class SchedulerOutput:
     """Epoch of each scheduled request when scheduled; a result from an older epoch is stale."""
     sampling_request_ids: set[str] = field(default_factory=set)
     """Requests whose scheduled tokens reach their end, so the step samples a token for them."""
+    num_draft_tokens: dict[str, int] = field(default_factory=dict)
+    """Drafts each request verifies in this step (absent: 0)."""
 
     @property
     def num_scheduled_requests(self) -> int:
@@ -46,8 +51,10 @@ class SchedulerOutput:
 
     @property
     def total_num_scheduled_tokens(self) -> int:
-        return sum(r.num_scheduled_tokens for r in self.new_requests) + sum(
-            r.num_scheduled_tokens for r in self.cached_requests
+        return (
+            sum(r.num_scheduled_tokens for r in self.new_requests)
+            + sum(r.num_scheduled_tokens for r in self.cached_requests)
+            + sum(self.num_draft_tokens.values())
         )
 
     @property

@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from stepahead_proto import executor_pb2, executor_pb2_grpc, generation_pb2, generation_pb2_grpc
+from stepahead_proto import executor_pb2, executor_pb2_grpc, generation_pb2_grpc
 
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulerServiceConfig
 from scheduler_svc.engine import Engine
+from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.readiness import GENERATION_SERVICE, ReadinessMonitor, executor_health_probe
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.servicer import GenerationServicer
 from scheduler_svc.tokenizer import Tokenizer
+from scheduler_svc.tracing import SchedulerTracing
 from scheduler_svc.validation import ModelLimits
 
 logger = logging.getLogger(__name__)
-
-GENERATION_SERVICE = generation_pb2.DESCRIPTOR.services_by_name["Generation"].full_name
 
 
 async def describe_executor(stub: executor_pb2_grpc.ExecutorStub, timeout_s: float) -> executor_pb2.ExecutorDescription:
@@ -50,19 +52,46 @@ def model_limits(config: SchedulerServiceConfig, description: executor_pb2.Execu
     )
 
 
+def readiness_monitor(
+    config: SchedulerServiceConfig,
+    channel: grpc.aio.Channel,
+    engine: Engine,
+    health_servicer: health.aio.HealthServicer,
+) -> ReadinessMonitor:
+    """The Generation service's health status follows the executor's readiness and step progress."""
+
+    async def publish(ready: bool, reason: str) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        await health_servicer.set(GENERATION_SERVICE, status)
+        engine.metrics.ready.set(1 if ready else 0)
+        logger.log(logging.INFO if ready else logging.WARNING, "readiness %s: %s", "on" if ready else "off", reason)
+
+    probe = executor_health_probe(channel, config.readiness.check_timeout_s)
+    return ReadinessMonitor(
+        config.readiness, probe, lambda: (engine.stats.steps, engine.scheduler.has_unfinished_requests), publish
+    )
+
+
 async def serve(config: SchedulerServiceConfig) -> None:
     """Run the scheduler until cancelled."""
+    tracing = SchedulerTracing.from_env(os.environ)
     tokenizer = Tokenizer.from_dir(config.model_dir)
     channel = grpc.aio.insecure_channel(config.executor_address)
     executor = executor_pb2_grpc.ExecutorStub(channel)
     description = await describe_executor(executor, config.executor_connect_timeout_s)
     limits = model_limits(config, description, tokenizer)
     block_manager = KVBlockManager(description.num_kv_blocks, description.block_size)
-    scheduler = Scheduler(config.scheduling, block_manager, limits.max_model_len)
-    engine = Engine(scheduler, tokenizer, executor, limits.max_model_len, config.scheduling.max_inflight_steps)
+    num_spec_tokens = description.max_num_spec_tokens if description.spec_method not in ("", "none") else 0
+    scheduler = Scheduler(config.scheduling, block_manager, limits.max_model_len, num_spec_tokens)
+    metrics = SchedulerMetrics()
+    engine = Engine(
+        scheduler, tokenizer, executor, limits.max_model_len, config.scheduling.max_inflight_steps, metrics,
+        tracing=tracing.engine,
+    )
 
-    server = grpc.aio.server()
-    generation_pb2_grpc.add_GenerationServicer_to_server(GenerationServicer(engine, tokenizer, limits), server)
+    server = grpc.aio.server(interceptors=tracing.server_interceptors())
+    servicer = tracing.wrap_servicer(GenerationServicer(engine, tokenizer, limits), limits.model_name)
+    generation_pb2_grpc.add_GenerationServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((GENERATION_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
@@ -71,15 +100,22 @@ async def serve(config: SchedulerServiceConfig) -> None:
         raise OSError(f"port: cannot bind {config.host}:{config.port}")
     await server.start()
     engine.start()
-    for service in ("", GENERATION_SERVICE):
-        await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)  # liveness
+    monitor = readiness_monitor(config, channel, engine, health_servicer)
+    await monitor.poll_once()
+    monitor_task = asyncio.get_running_loop().create_task(monitor.run_forever())
+    if config.metrics_port is not None:
+        metrics_port = metrics.serve_http(config.host, config.metrics_port)
+        print(f"stepahead scheduler metrics on {config.host}:{metrics_port}", flush=True)
     print(f"stepahead scheduler listening on {config.host}:{port} (model {limits.model_name})", flush=True)
     try:
         await server.wait_for_termination()
     finally:
+        monitor_task.cancel()
         await engine.stop()
         await server.stop(grace=1.0)
         await channel.close()
+        tracing.shutdown()
 
 
 def run(config: SchedulerServiceConfig) -> None:

@@ -7,7 +7,7 @@ from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 from scheduler_svc.engine import Engine, EngineError
 from scheduler_svc.tokenizer import Tokenizer
-from scheduler_svc.validation import InvalidRequestError, ModelLimits, build_request
+from scheduler_svc.validation import ModelLimits, build_request
 
 
 class GenerationServicer(generation_pb2_grpc.GenerationServicer):
@@ -22,9 +22,8 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):
         try:
             scheduled = build_request(request, self.tokenizer, self.limits)
             queue = self.engine.add_request(scheduled)
-        except InvalidRequestError as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        except ValueError as error:  # duplicate request id
+        except ValueError as error:  # InvalidRequestError, or a duplicate request id
+            self.engine.metrics.count_error(grpc.StatusCode.INVALID_ARGUMENT.name)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         finished = False
         try:

@@ -23,6 +23,7 @@ def to_step_request(output: SchedulerOutput) -> executor_pb2.StepRequest:
                 block_ids=scheduled.block_ids,
                 num_computed_tokens=scheduled.num_computed_tokens,
                 num_scheduled_tokens=scheduled.num_scheduled_tokens,
+                num_spec_tokens=scheduled.num_spec_tokens,
             )
         )
     for cached in output.cached_requests:
@@ -32,6 +33,8 @@ def to_step_request(output: SchedulerOutput) -> executor_pb2.StepRequest:
                 new_block_ids=cached.new_block_ids,
                 num_computed_tokens=cached.num_computed_tokens,
                 num_scheduled_tokens=cached.num_scheduled_tokens,
+                num_draft_tokens=cached.num_draft_tokens,
+                num_spec_tokens=cached.num_spec_tokens,
             )
         )
     return step

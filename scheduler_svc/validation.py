@@ -56,6 +56,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         prompt_token_ids=prompt_ids,
         sampling=pb.sampling,
         stop_params=stop_params,
+        spec_enabled=not pb.disable_speculation,
     )
 
 

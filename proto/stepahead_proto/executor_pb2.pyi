@@ -13,7 +13,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ExecutorDescription(_message.Message):
-    __slots__ = ("model", "max_model_len", "vocab_size", "eos_token_ids", "block_size", "num_kv_blocks", "device", "dtype", "attention_backend", "num_threads")
+    __slots__ = ("model", "max_model_len", "vocab_size", "eos_token_ids", "block_size", "num_kv_blocks", "device", "dtype", "attention_backend", "num_threads", "spec_method", "max_num_spec_tokens")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,8 @@ class ExecutorDescription(_message.Message):
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     ATTENTION_BACKEND_FIELD_NUMBER: _ClassVar[int]
     NUM_THREADS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_METHOD_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_SPEC_TOKENS_FIELD_NUMBER: _ClassVar[int]
     model: str
     max_model_len: int
     vocab_size: int
@@ -34,10 +36,12 @@ class ExecutorDescription(_message.Message):
     dtype: str
     attention_backend: str
     num_threads: int
-    def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., attention_backend: _Optional[str] = ..., num_threads: _Optional[int] = ...) -> None: ...
+    spec_method: str
+    max_num_spec_tokens: int
+    def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., attention_backend: _Optional[str] = ..., num_threads: _Optional[int] = ..., spec_method: _Optional[str] = ..., max_num_spec_tokens: _Optional[int] = ...) -> None: ...
 
 class NewRequestData(_message.Message):
-    __slots__ = ("request_id", "prompt_token_ids", "output_token_ids", "sampling", "block_ids", "num_computed_tokens", "num_scheduled_tokens")
+    __slots__ = ("request_id", "prompt_token_ids", "output_token_ids", "sampling", "block_ids", "num_computed_tokens", "num_scheduled_tokens", "num_spec_tokens")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +49,7 @@ class NewRequestData(_message.Message):
     BLOCK_IDS_FIELD_NUMBER: _ClassVar[int]
     NUM_COMPUTED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     NUM_SCHEDULED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    NUM_SPEC_TOKENS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     output_token_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -52,19 +57,24 @@ class NewRequestData(_message.Message):
     block_ids: _containers.RepeatedScalarFieldContainer[int]
     num_computed_tokens: int
     num_scheduled_tokens: int
-    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., block_ids: _Optional[_Iterable[int]] = ..., num_computed_tokens: _Optional[int] = ..., num_scheduled_tokens: _Optional[int] = ...) -> None: ...
+    num_spec_tokens: int
+    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., block_ids: _Optional[_Iterable[int]] = ..., num_computed_tokens: _Optional[int] = ..., num_scheduled_tokens: _Optional[int] = ..., num_spec_tokens: _Optional[int] = ...) -> None: ...
 
 class CachedRequestData(_message.Message):
-    __slots__ = ("request_id", "new_block_ids", "num_computed_tokens", "num_scheduled_tokens")
+    __slots__ = ("request_id", "new_block_ids", "num_computed_tokens", "num_scheduled_tokens", "num_draft_tokens", "num_spec_tokens")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     NEW_BLOCK_IDS_FIELD_NUMBER: _ClassVar[int]
     NUM_COMPUTED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     NUM_SCHEDULED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    NUM_DRAFT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    NUM_SPEC_TOKENS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     new_block_ids: _containers.RepeatedScalarFieldContainer[int]
     num_computed_tokens: int
     num_scheduled_tokens: int
-    def __init__(self, request_id: _Optional[str] = ..., new_block_ids: _Optional[_Iterable[int]] = ..., num_computed_tokens: _Optional[int] = ..., num_scheduled_tokens: _Optional[int] = ...) -> None: ...
+    num_draft_tokens: int
+    num_spec_tokens: int
+    def __init__(self, request_id: _Optional[str] = ..., new_block_ids: _Optional[_Iterable[int]] = ..., num_computed_tokens: _Optional[int] = ..., num_scheduled_tokens: _Optional[int] = ..., num_draft_tokens: _Optional[int] = ..., num_spec_tokens: _Optional[int] = ...) -> None: ...
 
 class StepRequest(_message.Message):
     __slots__ = ("step_id", "new_requests", "cached_requests", "finished_request_ids", "num_steps", "trace_context")
@@ -90,27 +100,33 @@ class StepRequest(_message.Message):
     def __init__(self, step_id: _Optional[int] = ..., new_requests: _Optional[_Iterable[_Union[NewRequestData, _Mapping]]] = ..., cached_requests: _Optional[_Iterable[_Union[CachedRequestData, _Mapping]]] = ..., finished_request_ids: _Optional[_Iterable[str]] = ..., num_steps: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RequestStepOutput(_message.Message):
-    __slots__ = ("request_id", "token_ids", "logprobs")
+    __slots__ = ("request_id", "token_ids", "logprobs", "num_drafted", "num_accepted")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    NUM_DRAFTED_FIELD_NUMBER: _ClassVar[int]
+    NUM_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     logprobs: _containers.RepeatedCompositeFieldContainer[_generation_pb2.PositionLogprobs]
-    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ...) -> None: ...
+    num_drafted: int
+    num_accepted: int
+    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., num_drafted: _Optional[int] = ..., num_accepted: _Optional[int] = ...) -> None: ...
 
 class StepResult(_message.Message):
-    __slots__ = ("step_id", "outputs", "compute_start_s", "compute_end_s", "forward_s", "sample_s")
+    __slots__ = ("step_id", "outputs", "compute_start_s", "compute_end_s", "forward_s", "sample_s", "draft_s")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_START_S_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_END_S_FIELD_NUMBER: _ClassVar[int]
     FORWARD_S_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_S_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_S_FIELD_NUMBER: _ClassVar[int]
     step_id: int
     outputs: _containers.RepeatedCompositeFieldContainer[RequestStepOutput]
     compute_start_s: float
     compute_end_s: float
     forward_s: float
     sample_s: float
-    def __init__(self, step_id: _Optional[int] = ..., outputs: _Optional[_Iterable[_Union[RequestStepOutput, _Mapping]]] = ..., compute_start_s: _Optional[float] = ..., compute_end_s: _Optional[float] = ..., forward_s: _Optional[float] = ..., sample_s: _Optional[float] = ...) -> None: ...
+    draft_s: float
+    def __init__(self, step_id: _Optional[int] = ..., outputs: _Optional[_Iterable[_Union[RequestStepOutput, _Mapping]]] = ..., compute_start_s: _Optional[float] = ..., compute_end_s: _Optional[float] = ..., forward_s: _Optional[float] = ..., sample_s: _Optional[float] = ..., draft_s: _Optional[float] = ...) -> None: ...

@@ -40,7 +40,7 @@ class TokenIdsPrompt(_message.Message):
     def __init__(self, ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("request_id", "model", "text", "chat", "token_ids", "sampling", "stopping", "skip_special_tokens")
+    __slots__ = ("request_id", "model", "text", "chat", "token_ids", "sampling", "stopping", "skip_special_tokens", "disable_speculation")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class GenerateRequest(_message.Message):
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     STOPPING_FIELD_NUMBER: _ClassVar[int]
     SKIP_SPECIAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_SPECULATION_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model: str
     text: str
@@ -57,7 +58,8 @@ class GenerateRequest(_message.Message):
     sampling: _sampling_pb2.SamplingParams
     stopping: _sampling_pb2.StoppingParams
     skip_special_tokens: bool
-    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[ChatPrompt, _Mapping]] = ..., token_ids: _Optional[_Union[TokenIdsPrompt, _Mapping]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., stopping: _Optional[_Union[_sampling_pb2.StoppingParams, _Mapping]] = ..., skip_special_tokens: _Optional[bool] = ...) -> None: ...
+    disable_speculation: bool
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[ChatPrompt, _Mapping]] = ..., token_ids: _Optional[_Union[TokenIdsPrompt, _Mapping]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., stopping: _Optional[_Union[_sampling_pb2.StoppingParams, _Mapping]] = ..., skip_special_tokens: _Optional[bool] = ..., disable_speculation: _Optional[bool] = ...) -> None: ...
 
 class TokenLogprob(_message.Message):
     __slots__ = ("token_id", "logprob")
@@ -102,7 +104,7 @@ class Timings(_message.Message):
     def __init__(self, queue_s: _Optional[float] = ..., ttft_s: _Optional[float] = ..., itl_mean_s: _Optional[float] = ..., itl_p50_s: _Optional[float] = ..., itl_max_s: _Optional[float] = ..., e2e_s: _Optional[float] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("request_id", "text", "token_ids", "logprobs", "finish_reason", "stop_reason", "usage", "timings", "prompt_tokens")
+    __slots__ = ("request_id", "text", "token_ids", "logprobs", "finish_reason", "stop_reason", "usage", "timings", "prompt_tokens", "spec")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +114,7 @@ class GenerateResponse(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     text: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -121,7 +124,22 @@ class GenerateResponse(_message.Message):
     usage: Usage
     timings: Timings
     prompt_tokens: int
-    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[PositionLogprobs, _Mapping]]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., stop_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
+    spec: SpecStats
+    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[PositionLogprobs, _Mapping]]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., stop_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., spec: _Optional[_Union[SpecStats, _Mapping]] = ...) -> None: ...
+
+class SpecStats(_message.Message):
+    __slots__ = ("drafted", "accepted", "accepted_per_position", "mean_acceptance_length", "verify_steps")
+    DRAFTED_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_PER_POSITION_FIELD_NUMBER: _ClassVar[int]
+    MEAN_ACCEPTANCE_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_STEPS_FIELD_NUMBER: _ClassVar[int]
+    drafted: int
+    accepted: int
+    accepted_per_position: _containers.RepeatedScalarFieldContainer[int]
+    mean_acceptance_length: float
+    verify_steps: int
+    def __init__(self, drafted: _Optional[int] = ..., accepted: _Optional[int] = ..., accepted_per_position: _Optional[_Iterable[int]] = ..., mean_acceptance_length: _Optional[float] = ..., verify_steps: _Optional[int] = ...) -> None: ...
 
 class AbortRequest(_message.Message):
     __slots__ = ("request_id",)
@@ -164,13 +182,19 @@ class ModelInfo(_message.Message):
     def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., num_free_kv_blocks: _Optional[int] = ..., num_running: _Optional[int] = ..., num_waiting: _Optional[int] = ..., stats: _Optional[_Union[EngineStats, _Mapping]] = ...) -> None: ...
 
 class EngineStats(_message.Message):
-    __slots__ = ("steps", "executor_busy_s", "executor_bubble_s", "num_preemptions")
+    __slots__ = ("steps", "executor_busy_s", "executor_bubble_s", "num_preemptions", "spec_drafted", "spec_accepted", "executor_draft_s")
     STEPS_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_BUSY_S_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_BUBBLE_S_FIELD_NUMBER: _ClassVar[int]
     NUM_PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_DRAFTED_FIELD_NUMBER: _ClassVar[int]
+    SPEC_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_DRAFT_S_FIELD_NUMBER: _ClassVar[int]
     steps: int
     executor_busy_s: float
     executor_bubble_s: float
     num_preemptions: int
-    def __init__(self, steps: _Optional[int] = ..., executor_busy_s: _Optional[float] = ..., executor_bubble_s: _Optional[float] = ..., num_preemptions: _Optional[int] = ...) -> None: ...
+    spec_drafted: int
+    spec_accepted: int
+    executor_draft_s: float
+    def __init__(self, steps: _Optional[int] = ..., executor_busy_s: _Optional[float] = ..., executor_bubble_s: _Optional[float] = ..., num_preemptions: _Optional[int] = ..., spec_drafted: _Optional[int] = ..., spec_accepted: _Optional[int] = ..., executor_draft_s: _Optional[float] = ...) -> None: ...

@@ -9,6 +9,7 @@ from executor_svc.penalties import apply_penalties, build_penalty_tensors
 from executor_svc.sampler import Sampler, apply_top_k_top_p_
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata, mix_seed
 from stepahead_proto import sampling_pb2
+from stats_helpers import chi_square_p_value
 
 VOCAB = 256
 P = RowSamplingParams
@@ -40,21 +41,6 @@ def draw_counts(
         tokens = sampler.sample(batch, meta).token_ids
         counts += torch.bincount(tokens, minlength=logits_row.numel()).float()
     return counts
-
-
-def chi_square_p_value(counts: torch.Tensor, probs: torch.Tensor) -> float:
-    """Pearson chi-square p-value of observed counts against expected probabilities.
-
-    Tokens expected fewer than 5 times are pooled into one bin, as the test requires.
-    """
-    expected = probs.double() * counts.sum().double()
-    rare = expected < 5
-    observed = torch.cat([counts.double()[~rare], counts.double()[rare].sum().view(1)])
-    expected = torch.cat([expected[~rare], expected[rare].sum().view(1)])
-    keep = expected > 0
-    stat = ((observed[keep] - expected[keep]) ** 2 / expected[keep]).sum()
-    dof = torch.tensor(float(keep.sum().item() - 1), dtype=torch.float64)
-    return torch.special.gammaincc(dof / 2, stat / 2).item()
 
 
 def reference_allowed(logits_row: torch.Tensor, top_k: int, top_p: float) -> set[int]:

@@ -1,0 +1,25 @@
+"""One grpc.health.v1 Check, for `stepahead health` (container health checks) and scripts."""
+
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+SERVING = "SERVING"
+
+
+def health_status(address: str, service: str = "", timeout_s: float = 3.0) -> str:
+    """The status name the service at ``address`` reports for ``service``.
+
+    ``service`` "" is the process's liveness; a service's full name (stepahead.v1.Generation,
+    stepahead.v1.Executor) its readiness. Returns SERVING, NOT_SERVING, ... or, when the call
+    itself fails, the gRPC code's name (UNAVAILABLE, DEADLINE_EXCEEDED, NOT_FOUND for an
+    unknown service).
+    """
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
+        except grpc.RpcError as error:
+            return error.code().name
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)

@@ -1,0 +1,1 @@
+"""Drafters for speculative decoding: they propose tokens that the target then verifies."""

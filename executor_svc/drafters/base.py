@@ -1,0 +1,39 @@
+"""The interface every drafter implements (n-gram lookup, draft model, and later EAGLE-style heads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from executor_svc.request_state import ExecutorRequestState
+
+
+@dataclass(frozen=True)
+class DraftRequest:
+    """One request that wants drafts after this step's tokens were accepted."""
+
+    state: ExecutorRequestState
+    num_tokens: int
+    """How many drafts to propose (the drafter may return fewer)."""
+    target_hidden: torch.Tensor | None = None
+    """The target's last hidden state for the request's newest token (what an EAGLE-style head reads)."""
+
+
+class Drafter(Protocol):
+    """Proposes draft tokens for a batch of requests; argmax drafts (q is one-hot at each draft)."""
+
+    name: str
+
+    def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
+        """Drafts following each request's current tokens, at most num_tokens each."""
+        ...
+
+    def drop(self, request_id: str) -> None:
+        """Forget a finished or preempted request."""
+        ...
+
+    def reset(self) -> None:
+        """Forget every request."""
+        ...

@@ -1,0 +1,180 @@
+"""Prometheus metrics of the scheduler, in a registry of its own, served on /metrics when asked.
+
+Cheap by construction: queue and KV gauges and the preemption counter are read from the engine only
+when Prometheus scrapes; per step the engine makes a few .inc()/.observe() calls; per-request
+histograms and token counters are observed once, when the request ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from stepahead_proto import generation_pb2
+
+from scheduler_svc.request import Request
+from scheduler_svc.request_timing import RequestTiming
+
+PREFIX = "stepahead_scheduler"
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
+"""TTFT and queue time, seconds."""
+E2E_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0)
+ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0)
+"""Inter-token latency, step time and executor gaps, seconds."""
+SPEC_K_BUCKETS = tuple(float(k) for k in range(0, 17))
+
+
+class EngineView(Protocol):
+    """What the scrape-time collector reads from the engine (duck-typed: the Engine itself)."""
+
+    @property
+    def scheduler(self): ...
+
+
+def finish_reason_label(finish_reason: int) -> str:
+    """FINISH_REASON_STOP -> "stop"."""
+    name = generation_pb2.FinishReason.Name(finish_reason)
+    return name.removeprefix("FINISH_REASON_").lower()
+
+
+class _EngineStateCollector(Collector):
+    """Running/waiting requests, KV blocks and preemptions, read from the engine at scrape time."""
+
+    def __init__(self) -> None:
+        self.engine: EngineView | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        if self.engine is None:
+            return
+        scheduler = self.engine.scheduler
+        blocks = scheduler.block_manager
+        yield _gauge("requests_running", "Requests in the running batch.", scheduler.num_running)
+        yield _gauge("requests_waiting", "Requests waiting to be scheduled (new or preempted).", scheduler.num_waiting)
+        yield _gauge("kv_blocks_used", "KV cache blocks referenced by requests.", blocks.num_total_blocks - blocks.num_free_blocks)
+        yield _gauge("kv_blocks_free", "KV cache blocks free.", blocks.num_free_blocks)
+        yield _gauge("kv_blocks_total", "KV cache blocks on the executor.", blocks.num_total_blocks)
+        preemptions = CounterMetricFamily(f"{PREFIX}_preemptions", "Requests preempted (recomputed later) so far.")
+        preemptions.add_metric([], scheduler.num_preemptions)
+        yield preemptions
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # names are only known once bound; keeps registration free of a collect() call
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{PREFIX}_{name}", documentation, value=value)
+
+
+class SchedulerMetrics:
+    """Every scheduler series; one instance per scheduler process (or per test)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._engine_state = _EngineStateCollector()
+        self.registry.register(self._engine_state)
+        ProcessCollector(registry=self.registry)
+        self._define_request_series()
+        self._define_step_series()
+        self._define_speculation_series()
+        self.ready = Gauge(f"{PREFIX}_ready", "1 while the scheduler reports ready (its executor is).", registry=self.registry)
+
+    def _define_request_series(self) -> None:
+        registry = self.registry
+        self.prompt_tokens = Counter(f"{PREFIX}_prompt_tokens", "Prompt tokens of ended requests.", registry=registry)
+        self.generation_tokens = Counter(
+            f"{PREFIX}_generation_tokens", "Output tokens streamed by ended requests.", registry=registry
+        )
+        self.ttft = Histogram(f"{PREFIX}_time_to_first_token_seconds", "Arrival to first output token.",
+                              buckets=LATENCY_BUCKETS, registry=registry)
+        self.itl = Histogram(f"{PREFIX}_inter_token_latency_seconds",
+                             "Gaps between a request's consecutive token deliveries.", buckets=ITL_BUCKETS, registry=registry)
+        self.e2e = Histogram(f"{PREFIX}_e2e_request_latency_seconds", "Arrival to the last message.",
+                             buckets=E2E_BUCKETS, registry=registry)
+        self.queue_time = Histogram(f"{PREFIX}_request_queue_time_seconds", "Arrival to first scheduled.",
+                                    buckets=LATENCY_BUCKETS, registry=registry)
+        self.finished = Counter(f"{PREFIX}_requests_finished", "Requests that ended with a finish reason.",
+                                ["finish_reason"], registry=registry)
+        self.failed = Counter(f"{PREFIX}_requests_failed", "Requests that ended with a gRPC error, by status code.",
+                              ["code"], registry=registry)
+
+    def _define_step_series(self) -> None:
+        registry = self.registry
+        self.steps = Counter(f"{PREFIX}_steps", "Step results received from the executor.", registry=registry)
+        self.step_time = Histogram(f"{PREFIX}_step_time_seconds", "Executor compute time per step (end - start).",
+                                   buckets=ITL_BUCKETS, registry=registry)
+        self.bubble = Counter(f"{PREFIX}_executor_bubble_seconds",
+                              "Executor idle time between consecutive steps while work was in flight.", registry=registry)
+        self.bubble_gap = Histogram(f"{PREFIX}_executor_bubble_gap_seconds",
+                                    "Executor idle gap before each step while work was in flight.",
+                                    buckets=ITL_BUCKETS, registry=registry)
+
+    def _define_speculation_series(self) -> None:
+        registry = self.registry
+        self.spec_drafted = Counter(f"{PREFIX}_spec_draft_tokens", "Draft tokens verified.", registry=registry)
+        self.spec_accepted = Counter(f"{PREFIX}_spec_accepted_tokens", "Draft tokens accepted.", registry=registry)
+        self.spec_accepted_per_position = Counter(
+            f"{PREFIX}_spec_accepted_tokens_per_position", "Draft tokens accepted at each draft position (0-based).",
+            ["position"], registry=registry,
+        )
+        self._position_children: list = []
+        self.spec_k = Histogram(f"{PREFIX}_spec_num_draft_tokens", "K chosen per step (draft tokens to propose).",
+                                buckets=SPEC_K_BUCKETS, registry=registry)
+
+    # ---- wiring ------------------------------------------------------------------------------
+    def bind_engine(self, engine: EngineView) -> None:
+        """Read queue, KV and preemption series from this engine at scrape time."""
+        self._engine_state.engine = engine
+
+    def serve_http(self, host: str, port: int) -> int:
+        """Serve /metrics on host:port (0: any free port) from a daemon thread; returns the bound port."""
+        server, _ = start_http_server(port, addr=host, registry=self.registry)
+        return server.server_port
+
+    # ---- observations ------------------------------------------------------------------------
+    def observe_step(self, compute_s: float, bubble_s: float | None) -> None:
+        """One step result: its compute time and the executor's idle gap before it (None after idling)."""
+        self.steps.inc()
+        self.step_time.observe(compute_s)
+        if bubble_s is not None:
+            self.bubble.inc(bubble_s)
+            self.bubble_gap.observe(bubble_s)
+
+    def observe_finished(self, request: Request, timing: RequestTiming, finish_reason: int, now: float) -> None:
+        """A request ended with a finish reason (stop, length, abort): tokens, latencies, outcome."""
+        self.finished.labels(finish_reason=finish_reason_label(finish_reason)).inc()
+        self.prompt_tokens.inc(len(request.prompt_token_ids))
+        self.generation_tokens.inc(request.num_output_tokens)
+        self.e2e.observe(now - timing.arrival)
+        if timing.first_scheduled is not None:
+            self.queue_time.observe(timing.first_scheduled - timing.arrival)
+        if timing.deliveries:
+            self.ttft.observe(timing.deliveries[0] - timing.arrival)
+        for earlier, later in zip(timing.deliveries, timing.deliveries[1:]):
+            self.itl.observe(later - earlier)
+
+    def count_error(self, code_name: str) -> None:
+        """A request ended with a gRPC error; ``code_name`` is the status code's name, e.g. "UNAVAILABLE"."""
+        self.failed.labels(code=code_name).inc()
+
+    def observe_speculation(
+        self, drafted: int, accepted: int, accepted_per_position: Sequence[int], k: int | None = None
+    ) -> None:
+        """One step's speculation totals: drafts verified, accepted, accepted at each position, and the K chosen."""
+        self.spec_drafted.inc(drafted)
+        self.spec_accepted.inc(accepted)
+        for position, count in enumerate(accepted_per_position):
+            if count:
+                self._position_counter(position).inc(count)
+        if k is not None:
+            self.spec_k.observe(k)
+
+    def _position_counter(self, position: int):
+        while len(self._position_children) <= position:  # label lookups cached: one per position, ever
+            self._position_children.append(
+                self.spec_accepted_per_position.labels(position=str(len(self._position_children)))
+            )
+        return self._position_children[position]

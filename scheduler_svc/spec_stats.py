@@ -1,0 +1,37 @@
+"""Per-request statistics of speculative decoding, as reported in the final message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stepahead_proto import generation_pb2
+
+
+@dataclass
+class SpecStatsTracker:
+    """Counts drafts verified and accepted for one request, per draft position."""
+
+    drafted: int = 0
+    accepted: int = 0
+    verify_steps: int = 0
+    accepted_per_position: list[int] = field(default_factory=list)
+
+    def record(self, num_slots: int, num_drafted: int, num_accepted: int) -> None:
+        """One verify step with ``num_slots`` draft slots, of which ``num_drafted`` held real drafts."""
+        self.verify_steps += 1
+        self.drafted += num_drafted
+        self.accepted += num_accepted
+        if len(self.accepted_per_position) < num_slots:
+            self.accepted_per_position.extend([0] * (num_slots - len(self.accepted_per_position)))
+        for position in range(num_accepted):
+            self.accepted_per_position[position] += 1
+
+    def to_proto(self) -> generation_pb2.SpecStats:
+        mean_length = 1 + self.accepted / self.verify_steps if self.verify_steps else 0.0
+        return generation_pb2.SpecStats(
+            drafted=self.drafted,
+            accepted=self.accepted,
+            accepted_per_position=self.accepted_per_position,
+            mean_acceptance_length=mean_length,
+            verify_steps=self.verify_steps,
+        )

@@ -1,0 +1,139 @@
+"""Scheduler metrics: scrape-time engine gauges, step and request observations, speculation, /metrics."""
+
+from __future__ import annotations
+
+import urllib.request
+from types import SimpleNamespace
+
+import pytest
+from stepahead_proto import generation_pb2, sampling_pb2
+
+from scheduler_svc.block_manager import KVBlockManager
+from scheduler_svc.metrics import SchedulerMetrics, finish_reason_label
+from scheduler_svc.request import Request, StopParams
+from scheduler_svc.request_timing import RequestTiming
+
+
+def value(metrics: SchedulerMetrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def fake_engine(num_running: int, num_waiting: int, used_blocks: int, preemptions: int) -> SimpleNamespace:
+    blocks = KVBlockManager(num_blocks=10, block_size=4)
+    blocks.allocate("r", used_blocks * 4)
+    scheduler = SimpleNamespace(
+        block_manager=blocks, num_running=num_running, num_waiting=num_waiting, num_preemptions=preemptions
+    )
+    return SimpleNamespace(scheduler=scheduler)
+
+
+def make_request(num_prompt: int, num_output: int) -> Request:
+    request = Request(
+        request_id="r1",
+        prompt_token_ids=list(range(num_prompt)),
+        sampling=sampling_pb2.SamplingParams(),
+        stop_params=StopParams(max_tokens=64),
+    )
+    request.output_token_ids.extend(range(num_output))
+    return request
+
+
+def test_engine_state_is_read_at_scrape_time():
+    metrics = SchedulerMetrics()
+    assert value(metrics, "stepahead_scheduler_requests_running") is None  # not bound yet
+    engine = fake_engine(num_running=3, num_waiting=2, used_blocks=4, preemptions=5)
+    metrics.bind_engine(engine)
+    assert value(metrics, "stepahead_scheduler_requests_running") == 3
+    assert value(metrics, "stepahead_scheduler_requests_waiting") == 2
+    assert value(metrics, "stepahead_scheduler_kv_blocks_used") == 4
+    assert value(metrics, "stepahead_scheduler_kv_blocks_free") == 6
+    assert value(metrics, "stepahead_scheduler_kv_blocks_total") == 10
+    assert value(metrics, "stepahead_scheduler_preemptions_total") == 5
+    engine.scheduler.block_manager.free("r")
+    engine.scheduler.num_running = 0
+    assert value(metrics, "stepahead_scheduler_kv_blocks_used") == 0
+    assert value(metrics, "stepahead_scheduler_requests_running") == 0
+
+
+def test_steps_time_and_bubble():
+    metrics = SchedulerMetrics()
+    metrics.observe_step(0.05, None)  # first step after idling: no bubble
+    metrics.observe_step(0.04, 0.01)
+    metrics.observe_step(0.03, 0.0)
+    assert value(metrics, "stepahead_scheduler_steps_total") == 3
+    assert value(metrics, "stepahead_scheduler_step_time_seconds_count") == 3
+    assert value(metrics, "stepahead_scheduler_step_time_seconds_sum") == pytest.approx(0.12)
+    assert value(metrics, "stepahead_scheduler_executor_bubble_seconds_total") == pytest.approx(0.01)
+    assert value(metrics, "stepahead_scheduler_executor_bubble_gap_seconds_count") == 2
+
+
+def test_finished_request_observes_tokens_latencies_and_reason():
+    metrics = SchedulerMetrics()
+    timing = RequestTiming(arrival=100.0, first_scheduled=100.5, deliveries=[101.0, 101.25, 101.75])
+    metrics.observe_finished(make_request(7, 3), timing, generation_pb2.FINISH_REASON_LENGTH, now=102.0)
+    assert value(metrics, "stepahead_scheduler_prompt_tokens_total") == 7
+    assert value(metrics, "stepahead_scheduler_generation_tokens_total") == 3
+    assert value(metrics, "stepahead_scheduler_time_to_first_token_seconds_sum") == pytest.approx(1.0)
+    assert value(metrics, "stepahead_scheduler_request_queue_time_seconds_sum") == pytest.approx(0.5)
+    assert value(metrics, "stepahead_scheduler_e2e_request_latency_seconds_sum") == pytest.approx(2.0)
+    assert value(metrics, "stepahead_scheduler_inter_token_latency_seconds_count") == 2
+    assert value(metrics, "stepahead_scheduler_inter_token_latency_seconds_sum") == pytest.approx(0.75)
+    assert value(metrics, "stepahead_scheduler_requests_finished_total", finish_reason="length") == 1
+    assert value(metrics, "stepahead_scheduler_requests_finished_total", finish_reason="stop") is None
+
+
+def test_request_aborted_before_scheduling_has_no_ttft_or_queue_time():
+    metrics = SchedulerMetrics()
+    metrics.observe_finished(make_request(4, 0), RequestTiming(arrival=1.0), generation_pb2.FINISH_REASON_ABORT, now=3.0)
+    assert value(metrics, "stepahead_scheduler_requests_finished_total", finish_reason="abort") == 1
+    assert value(metrics, "stepahead_scheduler_time_to_first_token_seconds_count") == 0
+    assert value(metrics, "stepahead_scheduler_request_queue_time_seconds_count") == 0
+    assert value(metrics, "stepahead_scheduler_e2e_request_latency_seconds_count") == 1
+
+
+def test_errors_are_counted_by_code():
+    metrics = SchedulerMetrics()
+    metrics.count_error("INVALID_ARGUMENT")
+    metrics.count_error("UNAVAILABLE")
+    metrics.count_error("UNAVAILABLE")
+    assert value(metrics, "stepahead_scheduler_requests_failed_total", code="INVALID_ARGUMENT") == 1
+    assert value(metrics, "stepahead_scheduler_requests_failed_total", code="UNAVAILABLE") == 2
+
+
+def test_speculation_counters_per_position_and_chosen_k():
+    metrics = SchedulerMetrics()
+    metrics.observe_speculation(drafted=6, accepted=4, accepted_per_position=[2, 1, 1], k=3)
+    metrics.observe_speculation(drafted=3, accepted=1, accepted_per_position=[1, 0, 0], k=0)
+    assert value(metrics, "stepahead_scheduler_spec_draft_tokens_total") == 9
+    assert value(metrics, "stepahead_scheduler_spec_accepted_tokens_total") == 5
+    per_position = [
+        value(metrics, "stepahead_scheduler_spec_accepted_tokens_per_position_total", position=str(p)) for p in range(3)
+    ]
+    assert per_position == [3, 1, 1]
+    assert value(metrics, "stepahead_scheduler_spec_num_draft_tokens_count") == 2
+    assert value(metrics, "stepahead_scheduler_spec_num_draft_tokens_bucket", le="0.0") == 1
+
+
+def test_each_instance_has_its_own_registry():
+    first, second = SchedulerMetrics(), SchedulerMetrics()
+    first.observe_step(0.1, None)
+    assert value(first, "stepahead_scheduler_steps_total") == 1
+    assert value(second, "stepahead_scheduler_steps_total") == 0
+
+
+def test_finish_reason_labels():
+    assert finish_reason_label(generation_pb2.FINISH_REASON_STOP) == "stop"
+    assert finish_reason_label(generation_pb2.FINISH_REASON_ABORT) == "abort"
+
+
+def test_http_endpoint_serves_the_registry():
+    metrics = SchedulerMetrics()
+    metrics.bind_engine(fake_engine(num_running=1, num_waiting=0, used_blocks=2, preemptions=0))
+    metrics.observe_step(0.02, None)
+    port = metrics.serve_http("127.0.0.1", 0)
+    assert port > 0
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    assert "stepahead_scheduler_steps_total 1.0" in text
+    assert "stepahead_scheduler_kv_blocks_used 2.0" in text
+    assert "process_cpu_seconds_total" in text

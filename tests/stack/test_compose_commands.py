@@ -1,0 +1,136 @@
+"""The compose file's scheduler and executor, run as local processes with exactly its commands and
+environment, serve a generation; so docker-compose.yml cannot drift from what works.
+
+Substituted, and nothing else: the bind host (127.0.0.1), the ports (0: any free port), the cache
+directory, and, through the variables the compose file itself reads from the shell, the model
+(STEPAHEAD_MODEL), the executor address (STEPAHEAD_EXECUTOR) and the collector endpoint
+(OTEL_EXPORTER_OTLP_ENDPOINT, a local OTLP sink here).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import urllib.request
+from concurrent import futures
+
+import grpc
+import pytest
+from compose_file import load_compose, service_environment
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+from client import Client
+from client.launcher import ServiceProcess, wait_until_serving
+from client.stack import EXECUTOR_BOUND, SCHEDULER_LISTENING
+
+pytestmark = pytest.mark.stack
+
+METRICS_LINE = r"metrics on (\S+)"
+SUBSTITUTED = {"STEPAHEAD_HOST": "127.0.0.1", "STEPAHEAD_PORT": "0", "STEPAHEAD_METRICS_PORT": "0"}
+
+
+class OtlpSink(trace_service_pb2_grpc.TraceServiceServicer):
+    """Accepts OTLP trace exports and drops them: the collector's stand-in."""
+
+    def Export(self, request, context):
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+@pytest.fixture(scope="module")
+def otlp_endpoint():
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(OtlpSink(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop(grace=None)
+
+
+class ComposeService:
+    """One compose service started locally from its compose command, environment and health check."""
+
+    def __init__(self, name: str, compose: dict, cache_dir: str) -> None:
+        self.spec = compose["services"][name]
+        self.compose_env = service_environment(self.spec)
+        self.env = local_environment(self.compose_env, cache_dir)
+        self.process = ServiceProcess(name, ServiceProcess.cli_argv(*self.spec["command"]), self.env)
+        self.address = ""
+
+    def start(self, address_pattern: str) -> str:
+        self.address = self.process.start(address_pattern, timeout_s=300)
+        return self.address
+
+    def health_check_argv(self) -> list[str]:
+        """The compose health check, pointed at the local port instead of the container's."""
+        kind, program, *args = self.spec["healthcheck"]["test"]
+        assert (kind, program) == ("CMD", "stepahead")
+        container_address = f"127.0.0.1:{self.compose_env['STEPAHEAD_PORT']}"
+        assert container_address in args
+        return ServiceProcess.cli_argv(*(self.address if arg == container_address else arg for arg in args))
+
+    def metrics_address(self) -> str:
+        match = re.search(METRICS_LINE, self.process.log())
+        assert match, f"{self.process.name} prints no metrics address:\n{self.process.log()}"
+        return match.group(1)
+
+
+def local_environment(compose_env: dict[str, str], cache_dir: str) -> dict[str, str]:
+    """This machine's environment without stepahead/OTel settings, then the compose file's, then the substitutions."""
+    missing = set(SUBSTITUTED) - set(compose_env)
+    assert not missing, f"the compose file no longer sets {missing}; update this test"
+    compose_cache = compose_env["STEPAHEAD_CACHE"]
+    under_cache = {key: cache_dir + value[len(compose_cache):] for key, value in compose_env.items()
+                   if value.startswith(compose_cache)}
+    inherited = {key: value for key, value in os.environ.items() if not key.startswith(("STEPAHEAD_", "OTEL_"))}
+    return {**inherited, **compose_env, **under_cache, **SUBSTITUTED}
+
+
+@pytest.fixture(scope="module")
+def compose_stack(tiny_model_dir, otlp_endpoint, tmp_path_factory):
+    shell = {"STEPAHEAD_MODEL": str(tiny_model_dir), "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint}
+    cache_dir = str(tmp_path_factory.mktemp("compose_cache"))
+    executor = ComposeService("executor", load_compose(shell), cache_dir)
+    scheduler = None
+    try:
+        executor_address = executor.start(EXECUTOR_BOUND)
+        scheduler = ComposeService("scheduler", load_compose({**shell, "STEPAHEAD_EXECUTOR": executor_address}), cache_dir)
+        wait_until_serving(scheduler.start(SCHEDULER_LISTENING), timeout_s=300, service="stepahead.v1.Generation")
+        yield executor, scheduler
+    finally:
+        if scheduler is not None:
+            scheduler.process.stop()
+        executor.process.stop()
+
+
+def logs(*services: ComposeService) -> str:
+    return "\n".join(f"--- {service.process.name} ---\n{service.process.log()}" for service in services)
+
+
+def test_compose_environment_reaches_the_processes(compose_stack):
+    executor, scheduler = compose_stack
+    assert executor.env["STEPAHEAD_MODEL"] == scheduler.env["STEPAHEAD_MODEL"] != "default"
+    assert scheduler.env["STEPAHEAD_EXECUTOR"] == executor.address
+    assert executor.env["OTEL_SERVICE_NAME"] != scheduler.env["OTEL_SERVICE_NAME"]
+
+
+def test_generation_runs_through_the_compose_services(compose_stack):
+    executor, scheduler = compose_stack
+    with Client(scheduler.address) as client:
+        result = client.generate(prompt="hello compose", max_tokens=8, ignore_eos=True, temperature=0.0)
+    assert len(result.token_ids) == 8 and result.finish_reason == "length", logs(executor, scheduler)
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["executor", "scheduler"])
+def test_compose_health_checks_pass(compose_stack, index):
+    service = compose_stack[index]
+    done = subprocess.run(service.health_check_argv(), env=service.env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "SERVING", f"{done.stdout}{done.stderr}\n{logs(service)}"
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["executor", "scheduler"])
+def test_compose_metrics_ports_serve_prometheus_text(compose_stack, index):
+    service = compose_stack[index]
+    with urllib.request.urlopen(f"http://{service.metrics_address()}/metrics", timeout=10) as response:
+        body = response.read().decode()
+    assert response.status == 200 and "# TYPE" in body, logs(service)
