@@ -21,6 +21,7 @@ from scheduler_svc.request import Request
 from scheduler_svc.request_timing import RequestTiming
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.scheduler_output import SchedulerOutput
+from scheduler_svc.spec_stats import SpecStatsTracker
 from scheduler_svc.step_codec import to_step_request
 from scheduler_svc.step_tracing import EngineTracing
 from scheduler_svc.tokenizer import Tokenizer
@@ -156,16 +157,26 @@ class Engine:
             raise RuntimeError(f"step results out of order: expected {output.step_id}, got {result.step_id}")
         self._account_executor_time(result)
         now = time.monotonic()
+        step_spec = SpecStatsTracker()
         for step_output in result.outputs:
             request = self.scheduler.accept_result(output, step_output.request_id, step_output.num_accepted)
             if request is None or not step_output.token_ids:
                 continue
-            num_drafts = output.num_draft_tokens.get(request.request_id, 0)
-            if num_drafts:
-                self._states[request.request_id].spec.record(num_drafts, step_output.num_drafted, step_output.num_accepted)
-                self.stats.spec_drafted += step_output.num_drafted
-                self.stats.spec_accepted += step_output.num_accepted
+            num_slots = output.num_draft_tokens.get(request.request_id, 0)
+            if num_slots:
+                for tracker in (self._states[request.request_id].spec, step_spec):
+                    tracker.record(num_slots, step_output.num_drafted, step_output.num_accepted)
             self._deliver(request.request_id, list(step_output.token_ids), list(step_output.logprobs), now)
+        if step_spec.verify_steps:
+            self._account_speculation(step_spec)
+
+    def _account_speculation(self, step_spec: SpecStatsTracker) -> None:
+        """One step's drafts verified and accepted, into the engine counters and the metrics."""
+        self.stats.spec_drafted += step_spec.drafted
+        self.stats.spec_accepted += step_spec.accepted
+        self.metrics.observe_speculation(
+            step_spec.drafted, step_spec.accepted, step_spec.accepted_per_position, self.scheduler.num_spec_tokens
+        )
 
     def _account_executor_time(self, result: executor_pb2.StepResult) -> None:
         """Busy time of this step, and the executor's idle gap since the previous one (the bubble)."""

@@ -24,6 +24,11 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--out", default="bench/out", help="directory for the JSON report and PNG plot")
     bench.add_argument("--host", default="127.0.0.1")
     bench.add_argument("--served-model-name", default="")
+    bench.add_argument("--tracing", action="store_true",
+                       help="run each configuration with tracing off and on (OTLP to an in-process receiver) "
+                            "and report the throughput ratio")
+    bench.add_argument("--tracing-rounds", type=int, default=1,
+                       help="off/on stack pairs per configuration with --tracing (default 1)")
     add_scheduler_arguments(bench, several_inflight_values=True)
     add_executor_arguments(bench)
     bench.set_defaults(num_threads=2)
@@ -38,11 +43,9 @@ def run_bench(args: argparse.Namespace) -> dict:
     """Run every load configuration against a fresh local stack, then the baselines; write the report."""
     from client.bench.baselines import hf_generate_throughput, measure_bare_decode_forward_in_subprocess
     from client.bench.report import format_table, write_json, write_plot
+    from client.bench.tracing_compare import tracing_ratios
     from client.model_resolver import resolve_model
     from client.mtbench import load_mtbench_first_turns
-    from client.stack import LocalStack
-    from executor_svc.cli_args import executor_flags
-    from scheduler_svc.cli_args import scheduler_flags
 
     model_dir = str(resolve_model(args.model))
     if args.small_model:
@@ -54,11 +57,9 @@ def run_bench(args: argparse.Namespace) -> dict:
     report: dict = {"model": model_dir, "num_threads": args.num_threads, "max_tokens": args.max_tokens,
                     "title": f"stepahead bench: {Path(model_dir).name}, {args.num_threads} torch threads",
                     "runs": [], "hf": [], "bare_forward": []}
-    for inflight in args.max_inflight_steps:
-        flags = scheduler_flags(argparse.Namespace(**{**vars(args), "max_inflight_steps": inflight}))
-        with LocalStack(model_dir, executor_flags(args), flags, host=args.host) as stack:
-            for concurrency in args.concurrency:
-                report["runs"].append(_measure(stack.address, prompts, concurrency, inflight, args))
+    report["runs"], tracing = _load_runs(model_dir, prompts, args)
+    if tracing:
+        report["tracing"] = tracing
     for batch_size in sorted({1, max(args.concurrency)}):
         report["bare_forward"].append(measure_bare_decode_forward_in_subprocess(model_dir, args.num_threads, batch_size))
     if not args.no_hf:
@@ -68,6 +69,7 @@ def run_bench(args: argparse.Namespace) -> dict:
             report["hf"].append(hf)
             print(f"done: HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s", flush=True)
     report["ratios"] = _ratios(report)
+    report["ratios"].update(tracing_ratios(report["runs"]))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out)
     write_json(report, out / f"bench-{stamp}.json")
@@ -77,7 +79,42 @@ def run_bench(args: argparse.Namespace) -> dict:
     return report
 
 
-def _measure(address: str, prompts: list[str], concurrency: int, inflight: int, args: argparse.Namespace) -> dict:
+def _load_runs(model_dir: str, prompts: list[str], args: argparse.Namespace) -> tuple[list[dict], dict | None]:
+    """Every load configuration on a fresh stack; with --tracing, on stacks with tracing off and on.
+
+    Returns the runs and, with --tracing, what the in-process OTLP receiver saw.
+    """
+    from client.bench.otlp_receiver import OtlpReceiver
+    from client.bench.tracing_compare import mode_label, stack_env, step_trace_rate, tracing_order
+    from client.stack import LocalStack
+    from executor_svc.cli_args import executor_flags
+    from scheduler_svc.cli_args import scheduler_flags
+
+    runs: list[dict] = []
+    receiver = OtlpReceiver(keep_spans=False) if args.tracing else None
+    modes = tracing_order(args.tracing_rounds) if args.tracing else [None]
+    try:
+        endpoint = receiver.start() if receiver else ""
+        for inflight in args.max_inflight_steps:
+            flags = scheduler_flags(argparse.Namespace(**{**vars(args), "max_inflight_steps": inflight}))
+            for tracing_on in modes:
+                env = None if tracing_on is None else stack_env(tracing_on, endpoint)
+                suffix = "" if tracing_on is None else mode_label(tracing_on)
+                with LocalStack(model_dir, executor_flags(args), flags, host=args.host, env=env) as stack:
+                    for concurrency in args.concurrency:
+                        run = _measure(stack.address, prompts, concurrency, inflight, args, suffix)
+                        runs.append(run if tracing_on is None else {**run, "tracing": tracing_on})
+    finally:
+        if receiver:
+            receiver.stop()
+    if receiver is None:
+        return runs, None
+    return runs, {"step_trace_rate": step_trace_rate(), "spans_received": receiver.num_spans}
+
+
+def _measure(
+    address: str, prompts: list[str], concurrency: int, inflight: int, args: argparse.Namespace, label_suffix: str = ""
+) -> dict:
     """One load run, with the executor's busy and bubble time over exactly that run."""
     from client.bench.load import run_load
     from client.bench.stats import summarize
@@ -89,7 +126,7 @@ def _measure(address: str, prompts: list[str], concurrency: int, inflight: int, 
         after = client.model_info().stats
     summary = summarize(result)
     summary.update(
-        label=f"c={concurrency} inflight={inflight}",
+        label=f"c={concurrency} inflight={inflight}{label_suffix}",
         max_inflight_steps=inflight,
         steps=after.steps - before.steps,
         executor_busy_s=after.executor_busy_s - before.executor_busy_s,

@@ -137,3 +137,11 @@ def test_http_endpoint_serves_the_registry():
     assert "stepahead_scheduler_steps_total 1.0" in text
     assert "stepahead_scheduler_kv_blocks_used 2.0" in text
     assert "process_cpu_seconds_total" in text
+
+
+def test_metrics_port_is_validated():
+    from scheduler_svc.config import SchedulerServiceConfig
+
+    assert SchedulerServiceConfig(model_dir="m", executor_address="h:1", metrics_port=0).metrics_port == 0
+    with pytest.raises(ValueError, match="metrics_port"):
+        SchedulerServiceConfig(model_dir="m", executor_address="h:1", metrics_port=70000)

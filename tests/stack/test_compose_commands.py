@@ -1,5 +1,6 @@
 """The compose file's scheduler and executor, run as local processes with exactly its commands and
-environment, serve a generation; so docker-compose.yml cannot drift from what works.
+environment, serve a generation, pass their compose health checks, serve /metrics and export traces
+to the configured endpoint; so docker-compose.yml cannot drift from what works.
 
 Substituted, and nothing else: the bind host (127.0.0.1), the ports (0: any free port), the cache
 directory, and, through the variables the compose file itself reads from the shell, the model
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import urllib.request
 from concurrent import futures
 
@@ -31,19 +33,34 @@ SUBSTITUTED = {"STEPAHEAD_HOST": "127.0.0.1", "STEPAHEAD_PORT": "0", "STEPAHEAD_
 
 
 class OtlpSink(trace_service_pb2_grpc.TraceServiceServicer):
-    """Accepts OTLP trace exports and drops them: the collector's stand-in."""
+    """The collector's stand-in: accepts OTLP trace exports and notes which services sent spans."""
+
+    def __init__(self) -> None:
+        self.endpoint = ""
+        self.services: set[str] = set()
+        self._changed = threading.Condition()
 
     def Export(self, request, context):
+        names = {attribute.value.string_value for spans in request.resource_spans
+                 for attribute in spans.resource.attributes if attribute.key == "service.name"}
+        with self._changed:
+            self.services |= names
+            self._changed.notify_all()
         return trace_service_pb2.ExportTraceServiceResponse()
+
+    def wait_for_service(self, name: str, timeout_s: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: name in self.services, timeout_s)
 
 
 @pytest.fixture(scope="module")
-def otlp_endpoint():
+def otlp_sink():
+    sink = OtlpSink()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(OtlpSink(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(sink, server)
+    sink.endpoint = f"http://127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
     server.start()
-    yield f"http://127.0.0.1:{port}"
+    yield sink
     server.stop(grace=None)
 
 
@@ -87,20 +104,23 @@ def local_environment(compose_env: dict[str, str], cache_dir: str) -> dict[str, 
 
 
 @pytest.fixture(scope="module")
-def compose_stack(tiny_model_dir, otlp_endpoint, tmp_path_factory):
-    shell = {"STEPAHEAD_MODEL": str(tiny_model_dir), "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint}
+def compose_stack(tiny_model_dir, otlp_sink, tmp_path_factory):
+    shell = {"STEPAHEAD_MODEL": str(tiny_model_dir), "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_sink.endpoint}
     cache_dir = str(tmp_path_factory.mktemp("compose_cache"))
     executor = ComposeService("executor", load_compose(shell), cache_dir)
-    scheduler = None
+    started = [executor]
     try:
-        executor_address = executor.start(EXECUTOR_BOUND)
+        executor_address = executor.start(EXECUTOR_BOUND)  # a failed start raises with the service's log
         scheduler = ComposeService("scheduler", load_compose({**shell, "STEPAHEAD_EXECUTOR": executor_address}), cache_dir)
-        wait_until_serving(scheduler.start(SCHEDULER_LISTENING), timeout_s=300, service="stepahead.v1.Generation")
+        started.append(scheduler)
+        try:
+            wait_until_serving(scheduler.start(SCHEDULER_LISTENING), timeout_s=300, service="stepahead.v1.Generation")
+        except TimeoutError as error:
+            raise AssertionError(f"{error}\n{logs(*started)}") from None
         yield executor, scheduler
     finally:
-        if scheduler is not None:
-            scheduler.process.stop()
-        executor.process.stop()
+        for service in reversed(started):
+            service.process.stop()
 
 
 def logs(*services: ComposeService) -> str:
@@ -134,3 +154,12 @@ def test_compose_metrics_ports_serve_prometheus_text(compose_stack, index):
     with urllib.request.urlopen(f"http://{service.metrics_address()}/metrics", timeout=10) as response:
         body = response.read().decode()
     assert response.status == 200 and "# TYPE" in body, logs(service)
+
+
+def test_requests_are_traced_to_the_compose_collector_endpoint(compose_stack, otlp_sink):
+    executor, scheduler = compose_stack
+    with Client(scheduler.address) as client:
+        client.generate(prompt="trace me", max_tokens=4, ignore_eos=True)
+    name = scheduler.env["OTEL_SERVICE_NAME"]
+    # the compose file keeps the SDK's batch delay (5 s by default): spans arrive within a few seconds
+    assert otlp_sink.wait_for_service(name, timeout_s=30), f"no spans from {name}: {otlp_sink.services}\n{logs(scheduler)}"

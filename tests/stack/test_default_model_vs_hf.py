@@ -91,3 +91,25 @@ def test_reference_fixture_is_still_what_hf_computes(default_model_dir):
             fresh = greedy_reference(model, tokenizer, case["prompt"], 64)
         assert fresh["prompt_token_ids"] == case["prompt_token_ids"]
         assert fresh["output_token_ids"] == case["output_token_ids"]
+
+
+def test_ngram_speculation_keeps_hf_output_sync_and_async(launch_stack, default_model_dir):
+    """n-gram speculation on the default model: still HF's greedy output, and the same drafts verified
+    whether the scheduler runs synchronously or one step ahead."""
+    cases = load_cases()
+    counts = {}
+    for inflight in (1, 2):
+        stack = launch_stack(default_model_dir, ["--spec-method", "ngram", "--num-spec-tokens", "3"],
+                             ["--max-inflight-steps", str(inflight)])
+        with Client(stack.address) as client, ThreadPoolExecutor(len(cases)) as pool:
+            results = list(pool.map(
+                lambda case: client.generate(messages=[{"role": "user", "content": case["prompt"]}], max_tokens=64,
+                                             temperature=0.0),
+                cases,
+            ))
+        for result, case in zip(results, cases):
+            assert_matches_reference(list(result.token_ids), case)
+        counts[inflight] = [(r.token_ids, r.spec.drafted, r.spec.accepted) for r in results]
+        stack.stop()
+    assert counts[1] == counts[2]
+    assert sum(accepted for _, _, accepted in counts[1]) > 0

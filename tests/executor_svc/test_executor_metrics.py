@@ -117,3 +117,11 @@ def test_http_endpoint_serves_the_registry():
         text = response.read().decode()
     assert "stepahead_executor_tokens_computed_total 3.0" in text
     assert "stepahead_executor_ready 0.0" in text
+
+
+def test_metrics_port_is_validated():
+    from executor_svc.config import ExecutorConfig
+
+    assert ExecutorConfig(model_dir="m", metrics_port=None).metrics_port is None
+    with pytest.raises(ValueError, match="metrics_port"):
+        ExecutorConfig(model_dir="m", metrics_port=-1)

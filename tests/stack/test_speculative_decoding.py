@@ -1,0 +1,107 @@
+"""Speculative decoding through the stack: greedy output never changes, acceptance behaves, and sync
+and async scheduling verify exactly the same drafts."""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from client import Client
+
+pytestmark = pytest.mark.stack
+
+MAX_TOKENS = 40
+
+
+def make_prompts(count: int = 8, vocab_size: int = 400) -> list[list[int]]:
+    """Random prompts with a repeated stretch, so n-gram lookup finds matches too."""
+    rng = random.Random(11)
+    prompts = []
+    for index in range(count):
+        stretch = [rng.randrange(3, vocab_size) for _ in range(rng.choice([3, 6, 10]))]
+        noise = [rng.randrange(3, vocab_size) for _ in range(rng.choice([2, 15, 40]))]
+        prompts.append(noise + stretch + noise[: index % 5] + stretch)
+    return prompts
+
+
+def run_all(address: str, prompts: list[list[int]], **params) -> list[tuple]:
+    """(token_ids, drafted, accepted) per prompt, all sent concurrently; greedy, fixed length."""
+
+    def one(prompt):
+        with Client(address) as client:
+            result = client.generate(token_ids=prompt, max_tokens=MAX_TOKENS, temperature=0.0, ignore_eos=True,
+                                     **params)
+        spec = result.spec
+        return result.token_ids, spec.drafted if spec else 0, spec.accepted if spec else 0
+
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        return list(pool.map(one, prompts))
+
+
+def assert_all_blocks_free(address: str) -> None:
+    with Client(address) as client:
+        info = client.model_info()
+    assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == 0
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model_dir, launch_module_stack):
+    stack = launch_module_stack(tiny_model_dir)
+    return [tokens for tokens, _, _ in run_all(stack.address, make_prompts())]
+
+
+FORCED = (["--num-kv-blocks", "24"], ["--max-num-batched-tokens", "32"])
+PLAIN = ([], [])
+GRID = [
+    ("same", 1, PLAIN), ("same", 3, FORCED), ("same", 5, PLAIN), ("same", 5, FORCED),
+    ("other", 1, PLAIN), ("other", 3, FORCED), ("other", 5, PLAIN), ("ngram", 3, FORCED),
+]
+
+
+@pytest.mark.parametrize("drafter, k, constraints", GRID, ids=[f"{d}-K{k}-{'forced' if c is FORCED else 'plain'}" for d, k, c in GRID])
+def test_greedy_output_is_unchanged_by_speculation(
+    drafter, k, constraints, reference, tiny_model_dir, tiny_draft_model_dir, launch_stack
+):
+    executor_flags, scheduler_flags = constraints
+    spec = ["--spec-method", "ngram"] if drafter == "ngram" else [
+        "--spec-method", "draft_model", "--draft-model", str(tiny_model_dir if drafter == "same" else tiny_draft_model_dir)]
+    stack = launch_stack(tiny_model_dir, [*executor_flags, *spec, "--num-spec-tokens", str(k)], scheduler_flags)
+    results = run_all(stack.address, make_prompts())
+    assert [tokens for tokens, _, _ in results] == reference
+    drafted = sum(d for _, d, _ in results)
+    accepted = sum(a for _, _, a in results)
+    assert drafted > 0 and accepted <= drafted
+    if drafter == "same":
+        assert accepted == drafted, "a drafter with the target's weights must be accepted every time"
+    if drafter == "other":
+        assert accepted / drafted < 0.2
+    assert_all_blocks_free(stack.address)
+
+
+def test_opt_out_request_is_not_speculated(tiny_model_dir, launch_stack):
+    stack = launch_stack(tiny_model_dir, ["--spec-method", "draft_model", "--draft-model", str(tiny_model_dir)])
+    with Client(stack.address) as client:
+        prompt = make_prompts(1)[0]
+        opted_out = client.generate(token_ids=prompt, max_tokens=10, temperature=0.0, disable_speculation=True)
+        speculated = client.generate(token_ids=prompt, max_tokens=10, temperature=0.0)
+    assert opted_out.spec is None and speculated.spec is not None and speculated.spec.drafted > 0
+    assert opted_out.token_ids == speculated.token_ids
+    assert speculated.spec.mean_acceptance_length > 1
+
+
+@pytest.mark.parametrize("drafter", ["draft_model", "ngram"])
+def test_sync_and_async_verify_identical_drafts(drafter, tiny_model_dir, tiny_draft_model_dir, launch_stack):
+    spec = ["--spec-method", drafter, "--num-spec-tokens", "3"]
+    if drafter == "draft_model":
+        spec += ["--draft-model", str(tiny_draft_model_dir)]
+    prompts = make_prompts(20)
+    outcomes = {}
+    for inflight in (1, 2):
+        stack = launch_stack(tiny_model_dir, spec, ["--max-inflight-steps", str(inflight)])
+        outcomes[inflight] = run_all(stack.address, prompts)
+        assert_all_blocks_free(stack.address)
+        stack.stop()
+    assert outcomes[1] == outcomes[2]
+    assert sum(a for _, _, a in outcomes[1]) > 0
