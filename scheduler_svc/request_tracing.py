@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 from opentelemetry import trace
-from stepahead_proto import generation_pb2, generation_pb2_grpc
+from stepahead_proto import generation_pb2
 
 from scheduler_svc.step_tracing import EngineTracing
 
@@ -31,8 +31,8 @@ FINISH_REASON_NAMES = {
 PHASE_SPAN_NAMES = ("stepahead.queue", "stepahead.prefill", "stepahead.decode")
 
 
-class TracedGenerationServicer(generation_pb2_grpc.GenerationServicer):
-    """Wraps a Generation servicer: Generate gets a request span, the other RPCs pass through."""
+class TracedGenerationServicer:
+    """Wraps a Generation servicer: Generate gets a request span, every other RPC passes through."""
 
     def __init__(self, inner, tracer: Tracer, engine_tracing: EngineTracing, model_name: str) -> None:
         self.inner = inner
@@ -63,11 +63,8 @@ class TracedGenerationServicer(generation_pb2_grpc.GenerationServicer):
             finally:
                 self.engine_tracing.forget_request_span(span.get_span_context())
 
-    async def Abort(self, request, context):
-        return await self.inner.Abort(request, context)
-
-    async def GetModelInfo(self, request, context):
-        return await self.inner.GetModelInfo(request, context)
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
 
 
 def request_attributes(request: generation_pb2.GenerateRequest, operation: str, model: str) -> dict:

@@ -2,13 +2,13 @@
 
 A step serves many requests, each in its own trace. Its span is a child of the first served
 request's span (so a request's trace shows the steps it led) and carries a link to the span of every
-request it served. Its W3C trace context (always W3C: it is part of the step protocol) travels to the executor in ``StepRequest.trace_context``; the
-executor's phase spans are its children. With no tracer every hook returns at once.
+request it served. Its context travels to the executor in ``StepRequest.trace_context``, always as
+W3C traceparent (it is part of the step protocol, whatever OTEL_PROPAGATORS says); the executor's
+phase spans are its children. With no tracer every hook returns at once.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
@@ -19,8 +19,6 @@ from scheduler_svc.scheduler_output import SchedulerOutput
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer
-
-logger = logging.getLogger(__name__)
 
 STEP_SPAN_NAME = "stepahead.step"
 

@@ -56,9 +56,7 @@ class SchedulerTracing:
 
         return [aio_server_interceptor(self.provider, filter_=filters.service_name(GENERATION_SERVICE))]
 
-    def wrap_servicer(
-        self, servicer: generation_pb2_grpc.GenerationServicer, model_name: str
-    ) -> generation_pb2_grpc.GenerationServicer:
+    def wrap_servicer(self, servicer: generation_pb2_grpc.GenerationServicer, model_name: str):
         """The servicer to register: ``servicer`` itself when off, else one that traces each Generate."""
         if not self.enabled:
             return servicer

@@ -10,9 +10,11 @@ import time
 
 
 def measure_bare_decode_forward(
-    model_dir: str, num_threads: int, batch_size: int = 1, context_len: int = 128, repeats: int = 20, warmup: int = 10
+    model_dir: str, num_threads: int, batch_size: int = 1, context_len: int = 128, repeats: int = 20, warmup: int = 10,
+    query_len: int = 1,
 ) -> dict:
-    """Median time of the executor model's forward + LM head for one decode token per sequence.
+    """Median time of the executor model's forward + LM head over ``query_len`` new tokens per sequence
+    (1: a decode step; K + 1: a verify step), logits for every new token.
 
     No scheduler, no RPC, no sampler, no metadata building: the floor the engine's ITL is compared with.
     """
@@ -27,7 +29,7 @@ def measure_bare_decode_forward(
     config = load_hf_config(model_dir)
     model = load_model(model_dir, torch.float32, torch.device("cpu"), TorchAttentionBackend())
     block_size = 16
-    blocks_per_seq = -(-(context_len + warmup + repeats + 2) // block_size)
+    blocks_per_seq = -(-(context_len + warmup + repeats + query_len + 1) // block_size)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kv = PagedKVCache(config.num_hidden_layers, batch_size * blocks_per_seq, block_size,
                       config.num_key_value_heads, head_dim, torch.float32, torch.device("cpu"))
@@ -40,20 +42,23 @@ def measure_bare_decode_forward(
         model(ids, positions, meta, kv)
         times = []
         for step in range(warmup + repeats):
-            seq_len = context_len + step + 1
-            meta = AttentionMetadata.build([1] * batch_size, [seq_len] * batch_size, tables, block_size, "cpu")
-            ids = torch.randint(0, config.vocab_size, (batch_size,), generator=generator)
-            positions = torch.full((batch_size,), seq_len - 1, dtype=torch.long)
+            seq_len = context_len + step + query_len
+            meta = AttentionMetadata.build([query_len] * batch_size, [seq_len] * batch_size, tables, block_size, "cpu")
+            ids = torch.randint(0, config.vocab_size, (batch_size * query_len,), generator=generator)
+            positions = torch.arange(seq_len - query_len, seq_len).repeat(batch_size)
             start = time.perf_counter()
             hidden = model(ids, positions, meta, kv)
             model.compute_logits(hidden).argmax(dim=-1)
             if step >= warmup:
                 times.append(time.perf_counter() - start)
-    return {"batch_size": batch_size, "context_len": context_len, "median_ms": 1000 * statistics.median(times),
+    return {"batch_size": batch_size, "query_len": query_len, "context_len": context_len,
+            "median_ms": 1000 * statistics.median(times),
             "min_ms": 1000 * min(times), "max_ms": 1000 * max(times), "repeats": repeats}
 
 
-def measure_bare_decode_forward_in_subprocess(model_dir: str, num_threads: int, batch_size: int, repeats: int = 40) -> dict:
+def measure_bare_decode_forward_in_subprocess(
+    model_dir: str, num_threads: int, batch_size: int, repeats: int = 40, query_len: int = 1
+) -> dict:
     """measure_bare_decode_forward in a fresh interpreter: its main thread, no gRPC or asyncio around it."""
     import json
     import subprocess
@@ -62,7 +67,8 @@ def measure_bare_decode_forward_in_subprocess(model_dir: str, num_threads: int, 
     code = (
         "import json, sys\n"
         "from client.bench.baselines import measure_bare_decode_forward\n"
-        f"print(json.dumps(measure_bare_decode_forward({model_dir!r}, {num_threads}, batch_size={batch_size}, repeats={repeats})))\n"
+        f"print(json.dumps(measure_bare_decode_forward({model_dir!r}, {num_threads}, batch_size={batch_size}, "
+        f"repeats={repeats}, query_len={query_len})))\n"
     )
     completed = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return json.loads(completed.stdout.strip().splitlines()[-1])

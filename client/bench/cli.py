@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from pathlib import Path
 
@@ -43,6 +44,7 @@ def run_bench(args: argparse.Namespace) -> dict:
     """Run every load configuration against a fresh local stack, then the baselines; write the report."""
     from client.bench.baselines import hf_generate_throughput, measure_bare_decode_forward_in_subprocess
     from client.bench.report import format_table, write_json, write_plot
+    from client.bench.speculation import speculation_ratios
     from client.bench.tracing_compare import tracing_ratios
     from client.model_resolver import resolve_model
     from client.mtbench import load_mtbench_first_turns
@@ -69,6 +71,12 @@ def run_bench(args: argparse.Namespace) -> dict:
             report["hf"].append(hf)
             print(f"done: HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s", flush=True)
     report["ratios"] = _ratios(report)
+    if args.spec_method != "none":
+        report["bare_forward"].append(measure_bare_decode_forward_in_subprocess(
+            model_dir, args.num_threads, 1, query_len=args.num_spec_tokens + 1))
+        report["ratios"].update(speculation_ratios(
+            report["runs"], report["bare_forward"][0]["median_ms"], report["bare_forward"][-1]["median_ms"],
+            args.num_spec_tokens))
     report["ratios"].update(tracing_ratios(report["runs"]))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out)
@@ -85,6 +93,7 @@ def _load_runs(model_dir: str, prompts: list[str], args: argparse.Namespace) -> 
     Returns the runs and, with --tracing, what the in-process OTLP receiver saw.
     """
     from client.bench.otlp_receiver import OtlpReceiver
+    from client.bench.speculation import spec_variants
     from client.bench.tracing_compare import mode_label, stack_env, step_trace_rate, tracing_order
     from client.stack import LocalStack
     from executor_svc.cli_args import executor_flags
@@ -97,12 +106,16 @@ def _load_runs(model_dir: str, prompts: list[str], args: argparse.Namespace) -> 
         endpoint = receiver.start() if receiver else ""
         for inflight in args.max_inflight_steps:
             flags = scheduler_flags(argparse.Namespace(**{**vars(args), "max_inflight_steps": inflight}))
-            for tracing_on in modes:
+            for tracing_on, spec_method in itertools.product(modes, spec_variants(args.spec_method)):
                 env = None if tracing_on is None else stack_env(tracing_on, endpoint)
-                suffix = "" if tracing_on is None else mode_label(tracing_on)
-                with LocalStack(model_dir, executor_flags(args), flags, host=args.host, env=env) as stack:
+                suffix = ("" if tracing_on is None else mode_label(tracing_on)) + (
+                    "" if args.spec_method == "none" else f" spec={spec_method}")
+                draft_model = args.draft_model if spec_method == "draft_model" else None
+                executor_args = argparse.Namespace(**{**vars(args), "spec_method": spec_method, "draft_model": draft_model})
+                with LocalStack(model_dir, executor_flags(executor_args), flags, host=args.host, env=env) as stack:
                     for concurrency in args.concurrency:
                         run = _measure(stack.address, prompts, concurrency, inflight, args, suffix)
+                        run["spec_method"] = spec_method
                         runs.append(run if tracing_on is None else {**run, "tracing": tracing_on})
     finally:
         if receiver:
@@ -131,6 +144,7 @@ def _measure(
         steps=after.steps - before.steps,
         executor_busy_s=after.executor_busy_s - before.executor_busy_s,
         executor_bubble_s=after.executor_bubble_s - before.executor_bubble_s,
+        executor_draft_s=after.executor_draft_s - before.executor_draft_s,
     )
     summary["bubble_fraction"] = summary["executor_bubble_s"] / result.wall_s
     summary["executor_step_ms_mean"] = 1000 * summary["executor_busy_s"] / max(summary["steps"], 1)

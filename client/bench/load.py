@@ -17,6 +17,8 @@ class RequestRecord:
     token_times: list[float] = field(default_factory=list)
     num_tokens: int = 0
     finish_reason: str | None = None
+    spec: object | None = None
+    """The request's SpecStats when speculative decoding ran."""
 
     @property
     def ttft_s(self) -> float:
@@ -45,6 +47,7 @@ async def _one_request(client: AsyncClient, prompt: str, max_tokens: int, record
         record.num_tokens += len(chunk.token_ids)
         if chunk.finish_reason is not None:
             record.finish_reason = chunk.finish_reason
+            record.spec = chunk.spec
 
 
 async def _run(address: str, prompts: list[str], concurrency: int, max_tokens: int) -> LoadResult:

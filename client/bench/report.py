@@ -56,7 +56,8 @@ def format_table(report: dict) -> str:
         lines.append(f"{'HF generate batch ' + str(hf['batch_size']):<28}{hf['throughput_tok_s']:>9.1f}"
                      f"{'':>10}{'':>9}{'':>9}{hf['num_requests']:>6}")
     for bare in report.get("bare_forward", []):
-        lines.append(f"bare forward batch {bare['batch_size']}: median {bare['median_ms']:.1f} ms "
+        lines.append(f"bare forward batch {bare['batch_size']} x {bare.get('query_len', 1)} tokens: "
+                     f"median {bare['median_ms']:.1f} ms "
                      f"(min {bare['min_ms']:.1f}, max {bare['max_ms']:.1f})")
     for name, value in report.get("ratios", {}).items():
         lines.append(f"{name}: {value:.3f}")

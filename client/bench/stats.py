@@ -34,4 +34,22 @@ def summarize(result: LoadResult) -> dict:
         "itl_ms_p50": 1000 * percentile(itls, 50),
         "itl_ms_p99": 1000 * percentile(itls, 99),
         "itl_ms_mean": 1000 * statistics.fmean(itls) if itls else float("nan"),
+        **speculation_summary(result),
+    }
+
+
+def speculation_summary(result: LoadResult) -> dict:
+    """Drafts verified and accepted over the run: acceptance rate a and mean acceptance length AL."""
+    specs = [r.spec for r in result.records if r.spec is not None]
+    if not specs:
+        return {}
+    drafted = sum(s.drafted for s in specs)
+    accepted = sum(s.accepted for s in specs)
+    verify_steps = sum(s.verify_steps for s in specs)
+    return {
+        "spec_drafted": drafted,
+        "spec_accepted": accepted,
+        "spec_verify_steps": verify_steps,
+        "acceptance_rate": accepted / drafted if drafted else 0.0,
+        "mean_acceptance_length": 1 + accepted / verify_steps if verify_steps else 1.0,
     }

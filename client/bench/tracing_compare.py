@@ -46,14 +46,16 @@ def mode_label(tracing_on: bool) -> str:
 
 
 def tracing_ratios(runs: list[dict]) -> dict[str, float]:
-    """Median throughput with tracing on over off, per concurrency and inflight depth."""
-    throughputs: dict[tuple[int, int], dict[bool, list[float]]] = defaultdict(lambda: {False: [], True: []})
+    """Median throughput with tracing on over off, per concurrency, inflight depth and drafter."""
+    throughputs: dict[tuple[int, int, str], dict[bool, list[float]]] = defaultdict(lambda: {False: [], True: []})
     for run in runs:
         if "tracing" in run:
-            throughputs[run["concurrency"], run["max_inflight_steps"]][run["tracing"]].append(run["throughput_tok_s"])
+            configuration = (run["concurrency"], run["max_inflight_steps"], run.get("spec_method", "none"))
+            throughputs[configuration][run["tracing"]].append(run["throughput_tok_s"])
     ratios = {}
-    for (concurrency, inflight), by_mode in sorted(throughputs.items()):
+    for (concurrency, inflight, spec_method), by_mode in sorted(throughputs.items()):
         if by_mode[False] and by_mode[True]:
-            key = f"throughput_tracing_on_over_off[c={concurrency} inflight={inflight}]"
+            spec = "" if spec_method == "none" else f" spec={spec_method}"
+            key = f"throughput_tracing_on_over_off[c={concurrency} inflight={inflight}{spec}]"
             ratios[key] = statistics.median(by_mode[True]) / statistics.median(by_mode[False])
     return ratios

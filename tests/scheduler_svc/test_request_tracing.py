@@ -76,7 +76,9 @@ def tracer(exporter):
 
 def generate_request() -> generation_pb2.GenerateRequest:
     return generation_pb2.GenerateRequest(
-        text="hi", sampling=sampling_pb2.SamplingParams(temperature=0.5), stopping=sampling_pb2.StoppingParams(max_tokens=3)
+        text="hi",
+        sampling=sampling_pb2.SamplingParams(temperature=0.5),
+        stopping=sampling_pb2.StoppingParams(max_tokens=3),
     )
 
 
@@ -134,7 +136,8 @@ def test_request_span_attributes_and_phases(tracer, exporter):
 def test_chat_requests_are_chat_operations(tracer, exporter):
     engine_tracing = EngineTracing(tracer, 1.0)
     servicer = TracedGenerationServicer(FakeGeneration(engine_tracing), tracer, engine_tracing, "tiny")
-    request = generation_pb2.GenerateRequest(chat=generation_pb2.ChatPrompt(messages=[{"role": "user", "content": "hi"}]))
+    chat = generation_pb2.ChatPrompt(messages=[generation_pb2.ChatMessage(role="user", content="hi")])
+    request = generation_pb2.GenerateRequest(chat=chat)
     asyncio.run(collect(servicer, request, FakeContext()))
     assert "chat tiny" in {span.name for span in exporter.get_finished_spans()}
 
@@ -159,3 +162,12 @@ def test_a_cancelled_call_ends_its_span(tracer, exporter):
     assert span.attributes["stepahead.request.cancelled"] is True
     assert "gen_ai.response.finish_reasons" not in span.attributes
     assert not step_is_traced(engine_tracing, "r1")
+
+
+def test_other_rpcs_pass_through(tracer):
+    class Inner:
+        async def GetModelInfo(self, request, context):
+            return "info"
+
+    servicer = TracedGenerationServicer(Inner(), tracer, EngineTracing(tracer, 1.0), "tiny")
+    assert asyncio.run(servicer.GetModelInfo(None, None)) == "info"

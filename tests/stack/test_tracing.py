@@ -42,7 +42,8 @@ def receiver():
 
 @pytest.fixture(scope="module")
 def traced_stack(request, tiny_model_dir, receiver):
-    stack = LocalStack(str(tiny_model_dir), ["--num-threads", "1", "--spec-method", "ngram"], [], env=tracing_env(receiver.endpoint))
+    executor_flags = ["--num-threads", "1", "--spec-method", "ngram"]
+    stack = LocalStack(str(tiny_model_dir), executor_flags, [], env=tracing_env(receiver.endpoint))
     failed_before = request.session.testsfailed
     try:
         stack.start(timeout_s=300)
@@ -147,7 +148,8 @@ def test_one_trace_from_client_to_executor(traced_stack, receiver, client_tracer
     # executor phases: children of the step span, in its trace, inside the step's lifetime
     steps_by_id = {step.span_id: step for step in steps}
     executor_spans = [s for s in spans if s.service_name == "stepahead-executor"]
-    assert {s.name for s in executor_spans} == {"executor.forward", "executor.sample", "executor.verify", "executor.draft"}
+    executor_phases = {"executor.forward", "executor.sample", "executor.verify", "executor.draft"}
+    assert {s.name for s in executor_spans} == executor_phases
     for span in executor_spans:
         step = steps_by_id[span.parent_span_id]
         assert span.trace_id == step.trace_id
