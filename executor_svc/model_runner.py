@@ -14,7 +14,7 @@ from executor_svc.drafters.base import DraftRequest, Drafter
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.rejection_sampler import RejectionSampler
 from executor_svc.request_state import ExecutorRequestState
-from executor_svc.sampler import RowLogprobs, Sampler, _gather_logprobs, _raw_logprobs
+from executor_svc.sampler import RowLogprobs, Sampler
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata, mix_seed
 from executor_svc.tracing import StepPhaseTracer
 
@@ -277,8 +277,7 @@ class ModelRunner:
         for group, tokens in zip(groups, token_ids):
             emitted_per_row.extend(tokens + [tokens[-1]] * (len(group.drafts) + 1 - len(tokens)))
         row_tokens = torch.tensor(emitted_per_row, dtype=torch.long, device=logits.device)
-        raw = _raw_logprobs(logits, meta.logprobs)
-        per_row = _gather_logprobs(row_tokens, raw, meta.logprobs).to_host(len(emitted_per_row))
+        per_row = self.sampler.logprobs_of(logits, meta, row_tokens)
         result = []
         for group, tokens in zip(groups, token_ids):
             result.append(per_row[group.first_row : group.first_row + len(tokens)])

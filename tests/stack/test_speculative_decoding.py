@@ -84,10 +84,15 @@ def test_opt_out_request_is_not_speculated(tiny_model_dir, launch_stack):
     stack = launch_stack(tiny_model_dir, ["--spec-method", "draft_model", "--draft-model", str(tiny_model_dir)])
     with Client(stack.address) as client:
         prompt = make_prompts(1)[0]
-        opted_out = client.generate(token_ids=prompt, max_tokens=10, temperature=0.0, disable_speculation=True)
-        speculated = client.generate(token_ids=prompt, max_tokens=10, temperature=0.0)
+        opted_out = client.generate(token_ids=prompt, max_tokens=10, temperature=0.0, disable_speculation=True,
+                                    logprobs=2)
+        speculated = client.generate(token_ids=prompt, max_tokens=10, temperature=0.0, logprobs=2)
     assert opted_out.spec is None and speculated.spec is not None and speculated.spec.drafted > 0
     assert opted_out.token_ids == speculated.token_ids
+    # Logprobs of accepted drafts come from the verify rows: the same values as one token at a time.
+    assert [p.sampled.logprob for p in speculated.logprobs] == pytest.approx(
+        [p.sampled.logprob for p in opted_out.logprobs], abs=1e-4)
+    assert [[t.token_id for t in p.top] for p in speculated.logprobs] == [[t.token_id for t in p.top] for p in opted_out.logprobs]
     assert speculated.spec.mean_acceptance_length > 1
 
 
