@@ -61,3 +61,22 @@ def default_model_dir() -> Path:
     from client.model_resolver import resolve_model
 
     return resolve_model(None)
+
+
+@pytest.fixture
+def exporter():
+    """An in-memory span exporter for tracing tests."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def tracer(exporter):
+    """An SDK tracer whose spans end up in ``exporter``, synchronously."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider.get_tracer("test")

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from stepahead_proto import executor_pb2
@@ -13,16 +10,6 @@ from stepahead_proto import executor_pb2
 from executor_svc.tracing import StepPhaseTracer
 
 
-@pytest.fixture
-def exporter():
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer(exporter):
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider.get_tracer("test")
 
 
 def traced_step(tracer, num_draft_tokens: int = 0, num_spec_tokens: int = 0):

@@ -7,9 +7,6 @@ import asyncio
 import grpc
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from stepahead_proto import executor_pb2, generation_pb2, sampling_pb2
 
 from scheduler_svc.request_tracing import PHASE_SPAN_NAMES, TracedGenerationServicer
@@ -62,16 +59,6 @@ class FakeGeneration:
         yield final_message("r1")
 
 
-@pytest.fixture
-def exporter():
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer(exporter):
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider.get_tracer("test")
 
 
 def generate_request() -> generation_pb2.GenerateRequest:

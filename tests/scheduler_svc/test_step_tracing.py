@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from stepahead_proto import executor_pb2, sampling_pb2
 
@@ -15,16 +12,6 @@ from scheduler_svc.scheduler_output import ScheduledCachedRequest, ScheduledNewR
 from scheduler_svc.step_tracing import STEP_SPAN_NAME, EngineTracing, sampling_period
 
 
-@pytest.fixture
-def exporter():
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer(exporter):
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider.get_tracer("test")
 
 
 def step_output(step_id: int, new_ids=(), cached_ids=()) -> SchedulerOutput:
