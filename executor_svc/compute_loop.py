@@ -23,11 +23,15 @@ class ComputeLoop:
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
+        self._stopped = False
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         """Queue fn(*args); its result or exception arrives on the returned future."""
         future: Future = Future()
-        self._jobs.put((fn, args, future))
+        if self._stopped:
+            future.set_exception(RuntimeError("the compute loop has stopped"))
+        else:
+            self._jobs.put((fn, args, future))
         return future
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -40,11 +44,13 @@ class ComputeLoop:
         self._jobs.put(_STOP)
 
     def run_forever(self) -> None:
-        """Execute jobs until stop() is called."""
+        """Execute jobs until stop() is called; jobs still queued then fail, so no caller waits forever."""
         self.thread = threading.current_thread()
         while True:
             job = self._jobs.get()
             if job is _STOP:
+                self._stopped = True
+                self._fail_queued()
                 return
             fn, args, future = job
             if not future.set_running_or_notify_cancel():
@@ -53,3 +59,12 @@ class ComputeLoop:
                 future.set_result(fn(*args))
             except BaseException as error:  # delivered to the waiting handler
                 future.set_exception(error)
+
+    def _fail_queued(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job is not _STOP:
+                job[2].set_exception(RuntimeError("the compute loop has stopped"))

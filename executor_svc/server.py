@@ -121,5 +121,5 @@ def serve(config: ExecutorConfig) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        server.stop(grace=1.0)
+        server.stop(grace=1.0).wait()
         tracing.shutdown()

@@ -64,7 +64,10 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
                 self.metrics.observe_step(step, result)  # after the write: off the result's path
         finally:
             context.cancel()  # stops the reader if the stream ended early
-            self.compute.call(self.runner.reset)
+            try:
+                self.compute.call(self.runner.reset)
+            except RuntimeError:
+                pass  # shutting down: the state dies with the process
             self._stream_lock.release()
 
     def _read_steps(self, request_iterator, pending: queue.SimpleQueue) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import os
 import time
 
@@ -108,6 +109,8 @@ async def serve(config: SchedulerServiceConfig) -> None:
         metrics_port = metrics.serve_http(config.host, config.metrics_port)
         print(f"stepahead scheduler metrics on {config.host}:{metrics_port}", flush=True)
     print(f"stepahead scheduler listening on {config.host}:{port} (model {limits.model_name})", flush=True)
+    # SIGTERM (docker stop, process-group stop) ends the server cleanly, so buffered spans get exported.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: asyncio.ensure_future(server.stop(grace=1.0)))
     try:
         await server.wait_for_termination()
     finally:
