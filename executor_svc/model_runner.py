@@ -254,7 +254,8 @@ class ModelRunner:
             for j in range(len(group.drafts) + 1):
                 params.append(state.params)
                 prompts.append(state.prompt_token_ids)
-                outputs.append(state.output_token_ids + real[:j])
+                # Row 0 (the only row without drafts) reads the request's own list: no copy per step.
+                outputs.append(state.output_token_ids + real[:j] if j else state.output_token_ids)
         return SamplingMetadata.build(params, prompts, outputs, self.vocab_size, self.device)
 
     def _verify(self, logits: torch.Tensor, meta: SamplingMetadata, groups: list[SamplingGroup]):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from stepahead_proto import executor_pb2
 
-from scheduler_svc.tracing_config import TracingConfig, build_tracer_provider
+from scheduler_svc.tracing_config import TracingConfig, process_tracer
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -74,11 +74,7 @@ class ExecutorTracing:
     def __init__(self, config: TracingConfig, provider=None) -> None:
         """``provider``: an SDK TracerProvider to use (tests); built from ``config`` when None."""
         self.enabled = config.enabled
-        self.provider = None
-        tracer = None
-        if self.enabled:
-            self.provider = provider or build_tracer_provider(config)
-            tracer = self.provider.get_tracer(TRACER_NAME)
+        self.provider, tracer = process_tracer(config, TRACER_NAME, provider)
         self.phase_tracer = StepPhaseTracer(tracer)
 
     @classmethod

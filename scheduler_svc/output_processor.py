@@ -82,11 +82,16 @@ class RequestOutputState:
         return delta
 
     def _flush(self) -> str:
+        """The text held back until the finish; a stop string inside it still ends the output there."""
         text = self._detokenizer.flush()
-        if self._stop_checker is not None:
-            text, _ = self._stop_checker.feed(text) if text else ("", None)
-            text += self._stop_checker.flush()
-        return text
+        if self._stop_checker is None:
+            return text
+        if text:
+            text, matched = self._stop_checker.feed(text)
+            if matched is not None:
+                self.finish = _Finish(FinishReason.FINISH_REASON_STOP, matched)
+                return text
+        return text + self._stop_checker.flush()
 
     def _message(
         self, token_ids: list[int], logprobs: list[generation_pb2.PositionLogprobs], text: str

@@ -107,11 +107,10 @@ class Scheduler:
                 index += 1
                 continue
             num_drafts, num_spec = self._spec_plan(request, num_new, budget)
-            if not self._make_room(request, self._tokens_to_cover(request, num_new, num_drafts, num_spec)):
+            total = self._tokens_to_cover(request, num_new, num_drafts, num_spec)
+            if not self._make_room(request, total):
                 break  # the request preempted itself: everything after it is gone too
-            new_block_ids = self.block_manager.allocate(
-                request.request_id, self._tokens_to_cover(request, num_new, num_drafts, num_spec)
-            )
+            new_block_ids = self.block_manager.allocate(request.request_id, total)
             self._record(output, request, num_new, new_block_ids, num_drafts, num_spec)
             budget -= num_new + num_drafts
             index += 1

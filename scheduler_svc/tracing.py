@@ -21,7 +21,7 @@ from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 from scheduler_svc.request_tracing import TracedGenerationServicer
 from scheduler_svc.step_tracing import EngineTracing
-from scheduler_svc.tracing_config import TracingConfig, build_tracer_provider
+from scheduler_svc.tracing_config import TracingConfig, process_tracer
 
 DEFAULT_SERVICE_NAME = "stepahead-scheduler"
 TRACER_NAME = "stepahead.scheduler"
@@ -35,11 +35,7 @@ class SchedulerTracing:
         """``provider``: an SDK TracerProvider to use (tests); built from ``config`` when None."""
         self.config = config
         self.enabled = config.enabled
-        self.provider = None
-        tracer = None
-        if self.enabled:
-            self.provider = provider or build_tracer_provider(config)
-            tracer = self.provider.get_tracer(TRACER_NAME)
+        self.provider, tracer = process_tracer(config, TRACER_NAME, provider)
         self._tracer = tracer
         self.engine = EngineTracing(tracer, config.step_trace_rate)
 

@@ -85,6 +85,17 @@ def _parse_rate(text: str | None) -> float:
         raise ValueError(f"{STEP_TRACE_RATE_VAR}: not a number: {text!r}") from None
 
 
+def process_tracer(config: TracingConfig, tracer_name: str, provider=None) -> tuple[TracerProvider | None, object | None]:
+    """A process's tracer provider and tracer, or (None, None) when tracing is off.
+
+    ``provider``: an SDK TracerProvider to use instead of building one from ``config`` (tests).
+    """
+    if not config.enabled:
+        return None, None
+    provider = provider or build_tracer_provider(config)
+    return provider, provider.get_tracer(tracer_name)
+
+
 def build_tracer_provider(config: TracingConfig) -> TracerProvider:
     """An SDK TracerProvider with one batch processor per configured exporter.
 
