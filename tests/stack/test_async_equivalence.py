@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import random
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from simultaneous import run_simultaneously
 
 from client import Client
 
@@ -40,22 +40,22 @@ def workload() -> list[dict]:
 
 
 def run(address: str, requests: list[dict]) -> list[tuple]:
-    def one(spec: dict) -> tuple:
-        with Client(address) as client:
-            stream = client.generate_stream(token_ids=spec["prompt"], **spec["params"])
-            tokens, logprobs, text, finish = [], [], "", None
-            for chunk in stream:
-                tokens += chunk.token_ids
-                logprobs += [round(p.sampled.logprob, 4) for p in chunk.logprobs]
-                text += chunk.text
-                finish = chunk.finish_reason or finish
-                if spec["cancel_after"] is not None and len(tokens) >= spec["cancel_after"]:
-                    stream.cancel()
-                    return tuple(tokens[: spec["cancel_after"]]), "cancelled"
-            return tuple(tokens), tuple(logprobs), text, finish
+    """All requests start together, so that ten KV blocks are too few and preemption must happen."""
 
-    with ThreadPoolExecutor(len(requests)) as pool:
-        return list(pool.map(one, requests))
+    def one(client: Client, spec: dict) -> tuple:
+        stream = client.generate_stream(token_ids=spec["prompt"], **spec["params"])
+        tokens, logprobs, text, finish = [], [], "", None
+        for chunk in stream:
+            tokens += chunk.token_ids
+            logprobs += [round(p.sampled.logprob, 4) for p in chunk.logprobs]
+            text += chunk.text
+            finish = chunk.finish_reason or finish
+            if spec["cancel_after"] is not None and len(tokens) >= spec["cancel_after"]:
+                stream.cancel()
+                return tuple(tokens[: spec["cancel_after"]]), "cancelled"
+        return tuple(tokens), tuple(logprobs), text, finish
+
+    return run_simultaneously(address, one, requests)
 
 
 @pytest.mark.parametrize("config", list(GRID))
@@ -69,7 +69,7 @@ def test_sync_and_async_outputs_are_identical(config, tiny_model_dir, launch_sta
             info = client.model_info()
         assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == 0
         if config == "preemption":
-            assert info.stats.num_preemptions > 0
+            assert info.stats.num_preemptions > 0, info.stats
         stack.stop()
     assert outputs[2] == outputs[1]
     assert outputs[3] == outputs[1]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import random
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from simultaneous import run_simultaneously
 
 from client import Client
 
@@ -85,16 +85,11 @@ def test_constrained_runs_equal_unconstrained(
 
 def test_preemption_really_happens(tiny_model_dir, launch_stack):
     stack = launch_stack(tiny_model_dir, ["--num-kv-blocks", "24"])
-    preemptions = []
-    lock = threading.Lock()
 
-    def one(prompt):
-        with Client(stack.address) as client:
-            result = client.generate(token_ids=prompt, max_tokens=MAX_TOKENS, temperature=0.0, ignore_eos=True)
-        with lock:
-            preemptions.append(result.usage.num_preemptions)
+    def one(client: Client, prompt: list[int]) -> int:
+        result = client.generate(token_ids=prompt, max_tokens=MAX_TOKENS, temperature=0.0, ignore_eos=True)
+        return result.usage.num_preemptions
 
-    with ThreadPoolExecutor(NUM_REQUESTS) as pool:
-        list(pool.map(one, make_prompts()))
-    assert sum(preemptions) > 0
+    preemptions = run_simultaneously(stack.address, one, make_prompts())
+    assert sum(preemptions) > 0, preemptions
     assert_all_blocks_free(stack.address)
