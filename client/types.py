@@ -218,12 +218,13 @@ class EngineStats(_AsDict):
     spec_drafted: int = 0
     spec_accepted: int = 0
     executor_draft_s: float = 0.0
+    executor_forward_s: float = 0.0
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.EngineStats) -> EngineStats:
         """Build from an EngineStats message."""
         return cls(msg.steps, msg.executor_busy_s, msg.executor_bubble_s, msg.num_preemptions,
-                   msg.spec_drafted, msg.spec_accepted, msg.executor_draft_s)
+                   msg.spec_drafted, msg.spec_accepted, msg.executor_draft_s, msg.executor_forward_s)
 
 
 @dataclass(frozen=True)

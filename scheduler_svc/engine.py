@@ -184,6 +184,7 @@ class Engine:
         busy_s = result.compute_end_s - result.compute_start_s
         self.stats.executor_busy_s += busy_s
         self.stats.executor_draft_s += result.draft_s
+        self.stats.executor_forward_s += result.forward_s
         bubble_s = None
         if self._last_compute_end is not None:
             bubble_s = max(0.0, result.compute_start_s - self._last_compute_end)

@@ -10,13 +10,16 @@ import time
 
 
 def measure_bare_decode_forward(
-    model_dir: str, num_threads: int, batch_size: int = 1, context_len: int = 128, repeats: int = 20, warmup: int = 10,
+    model_dir: str, num_threads: int, context_lens: list[int], repeats: int = 20, warmup: int = 10,
     query_len: int = 1,
 ) -> dict:
     """Median time of the executor model's forward + LM head over ``query_len`` new tokens per sequence
-    (1: a decode step; K + 1: a verify step), logits for every new token.
+    (1: a decode step; K + 1: a verify step), logits for every new token, for a batch of
+    ``len(context_lens)`` sequences that each hold that many tokens of context.
 
     No scheduler, no RPC, no sampler, no metadata building: the floor the engine's ITL is compared with.
+    Attention reads every cached token, so the contexts should be the ones the engine decoded at
+    (see ``client.bench.stats.decode_context_quantiles``).
     """
     import torch
 
@@ -25,39 +28,47 @@ def measure_bare_decode_forward(
     from executor_svc.kv_cache import PagedKVCache
     from executor_svc.model_loader import load_hf_config, load_model
 
+    if not context_lens or min(context_lens) < 1:
+        raise ValueError(f"context_lens: need at least one context of >= 1 token, got {context_lens}")
     torch.set_num_threads(num_threads)
+    # Prefill shorter contexts so that the timed steps are centred on the requested ones.
+    prefill_lens = [max(1, n - warmup - repeats // 2) for n in context_lens]
     config = load_hf_config(model_dir)
     model = load_model(model_dir, torch.float32, torch.device("cpu"), TorchAttentionBackend())
     block_size = 16
-    blocks_per_seq = -(-(context_len + warmup + repeats + query_len + 1) // block_size)
+    tables, next_block = [], 0
+    for prefill_len in prefill_lens:
+        blocks = -(-(prefill_len + warmup + repeats + query_len + 1) // block_size)
+        tables.append(list(range(next_block, next_block + blocks)))
+        next_block += blocks
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    kv = PagedKVCache(config.num_hidden_layers, batch_size * blocks_per_seq, block_size,
+    kv = PagedKVCache(config.num_hidden_layers, next_block, block_size,
                       config.num_key_value_heads, head_dim, torch.float32, torch.device("cpu"))
-    tables = [list(range(i * blocks_per_seq, (i + 1) * blocks_per_seq)) for i in range(batch_size)]
     generator = torch.Generator().manual_seed(0)
+    batch_size = len(context_lens)
     with torch.inference_mode():
-        ids = torch.randint(0, config.vocab_size, (batch_size * context_len,), generator=generator)
-        positions = torch.arange(context_len).repeat(batch_size)
-        meta = AttentionMetadata.build([context_len] * batch_size, [context_len] * batch_size, tables, block_size, "cpu")
+        ids = torch.randint(0, config.vocab_size, (sum(prefill_lens),), generator=generator)
+        positions = torch.cat([torch.arange(n) for n in prefill_lens])
+        meta = AttentionMetadata.build(prefill_lens, prefill_lens, tables, block_size, "cpu")
         model(ids, positions, meta, kv)
         times = []
         for step in range(warmup + repeats):
-            seq_len = context_len + step + query_len
-            meta = AttentionMetadata.build([query_len] * batch_size, [seq_len] * batch_size, tables, block_size, "cpu")
+            seq_lens = [n + step + query_len for n in prefill_lens]
+            meta = AttentionMetadata.build([query_len] * batch_size, seq_lens, tables, block_size, "cpu")
             ids = torch.randint(0, config.vocab_size, (batch_size * query_len,), generator=generator)
-            positions = torch.arange(seq_len - query_len, seq_len).repeat(batch_size)
+            positions = torch.cat([torch.arange(n - query_len, n) for n in seq_lens])
             start = time.perf_counter()
             hidden = model(ids, positions, meta, kv)
             model.compute_logits(hidden).argmax(dim=-1)
             if step >= warmup:
                 times.append(time.perf_counter() - start)
-    return {"batch_size": batch_size, "query_len": query_len, "context_len": context_len,
+    return {"batch_size": batch_size, "query_len": query_len, "context_lens": list(context_lens),
             "median_ms": 1000 * statistics.median(times),
             "min_ms": 1000 * min(times), "max_ms": 1000 * max(times), "repeats": repeats}
 
 
 def measure_bare_decode_forward_in_subprocess(
-    model_dir: str, num_threads: int, batch_size: int, repeats: int = 40, query_len: int = 1
+    model_dir: str, num_threads: int, context_lens: list[int], repeats: int = 40, query_len: int = 1
 ) -> dict:
     """measure_bare_decode_forward in a fresh interpreter: its main thread, no gRPC or asyncio around it."""
     import json
@@ -67,7 +78,7 @@ def measure_bare_decode_forward_in_subprocess(
     code = (
         "import json, sys\n"
         "from client.bench.baselines import measure_bare_decode_forward\n"
-        f"print(json.dumps(measure_bare_decode_forward({model_dir!r}, {num_threads}, batch_size={batch_size}, "
+        f"print(json.dumps(measure_bare_decode_forward({model_dir!r}, {num_threads}, {list(context_lens)!r}, "
         f"repeats={repeats}, query_len={query_len})))\n"
     )
     completed = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)

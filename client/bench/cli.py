@@ -62,8 +62,8 @@ def run_bench(args: argparse.Namespace) -> dict:
     report["runs"], tracing = _load_runs(model_dir, prompts, args)
     if tracing:
         report["tracing"] = tracing
-    for batch_size in sorted({1, max(args.concurrency)}):
-        report["bare_forward"].append(measure_bare_decode_forward_in_subprocess(model_dir, args.num_threads, batch_size))
+    contexts = _decode_contexts_by_concurrency(report["runs"])
+    report["bare_forward"] = [run["bare_forward"] for run in _first_run_per_concurrency(report["runs"]).values()]
     if not args.no_hf:
         for concurrency in args.concurrency:
             hf = hf_generate_throughput(model_dir, _prompts_for(concurrency, args.num_prompts, prompts),
@@ -71,12 +71,14 @@ def run_bench(args: argparse.Namespace) -> dict:
             report["hf"].append(hf)
             print(f"done: HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s", flush=True)
     report["ratios"] = _ratios(report)
-    if args.spec_method != "none":
-        report["bare_forward"].append(measure_bare_decode_forward_in_subprocess(
-            model_dir, args.num_threads, 1, query_len=args.num_spec_tokens + 1))
+    if args.spec_method != "none" and 1 in contexts:
+        # V(K) compares two forwards timed one right after the other.
+        one_token, verify = (
+            measure_bare_decode_forward_in_subprocess(model_dir, args.num_threads, contexts[1], query_len=q)
+            for q in (1, args.num_spec_tokens + 1))
+        report["bare_forward"] += [one_token, verify]
         report["ratios"].update(speculation_ratios(
-            report["runs"], report["bare_forward"][0]["median_ms"], report["bare_forward"][-1]["median_ms"],
-            args.num_spec_tokens))
+            report["runs"], one_token["median_ms"], verify["median_ms"], args.num_spec_tokens))
     report["ratios"].update(tracing_ratios(report["runs"]))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out)
@@ -92,6 +94,7 @@ def _load_runs(model_dir: str, prompts: list[str], args: argparse.Namespace) -> 
 
     Returns the runs and, with --tracing, what the in-process OTLP receiver saw.
     """
+    from client.bench.baselines import measure_bare_decode_forward_in_subprocess
     from client.bench.otlp_receiver import OtlpReceiver
     from client.bench.speculation import spec_variants
     from client.bench.tracing_compare import mode_label, stack_env, step_trace_rate, tracing_order
@@ -116,6 +119,9 @@ def _load_runs(model_dir: str, prompts: list[str], args: argparse.Namespace) -> 
                     for concurrency in args.concurrency:
                         run = _measure(stack.address, prompts, concurrency, inflight, args, suffix)
                         run["spec_method"] = spec_method
+                        # Timed right after the run, on its contexts: machine drift between the two stays small.
+                        run["bare_forward"] = measure_bare_decode_forward_in_subprocess(
+                            model_dir, args.num_threads, run["decode_contexts"])
                         runs.append(run if tracing_on is None else {**run, "tracing": tracing_on})
     finally:
         if receiver:
@@ -145,25 +151,38 @@ def _measure(
         executor_busy_s=after.executor_busy_s - before.executor_busy_s,
         executor_bubble_s=after.executor_bubble_s - before.executor_bubble_s,
         executor_draft_s=after.executor_draft_s - before.executor_draft_s,
+        executor_forward_s=after.executor_forward_s - before.executor_forward_s,
     )
     summary["bubble_fraction"] = summary["executor_bubble_s"] / result.wall_s
     summary["executor_step_ms_mean"] = 1000 * summary["executor_busy_s"] / max(summary["steps"], 1)
+    summary["executor_forward_ms_mean"] = 1000 * summary["executor_forward_s"] / max(summary["steps"], 1)
     summary["itl_p50_over_executor_step"] = summary["itl_ms_p50"] / summary["executor_step_ms_mean"]
     print(f"done: {summary['label']}: {summary['throughput_tok_s']:.1f} tok/s, "
           f"bubble {100 * summary['bubble_fraction']:.1f}%", flush=True)
     return summary
 
 
+def _first_run_per_concurrency(runs: list[dict]) -> dict[int, dict]:
+    firsts: dict[int, dict] = {}
+    for run in runs:
+        firsts.setdefault(run["concurrency"], run)
+    return dict(sorted(firsts.items()))
+
+
+def _decode_contexts_by_concurrency(runs: list[dict]) -> dict[int, list[int]]:
+    """Per concurrency, the contexts its first run decoded at (greedy: every run at it decodes the same)."""
+    return {c: run["decode_contexts"] for c, run in _first_run_per_concurrency(runs).items()}
+
+
 def _ratios(report: dict) -> dict:
     """The acceptance ratios: ITL vs bare forward at concurrency 1, throughput vs HF at equal batch."""
     ratios = {}
-    bare = {b["batch_size"]: b["median_ms"] for b in report["bare_forward"]}
     hf = {h["batch_size"]: h["throughput_tok_s"] for h in report["hf"]}
     by_label = {run["label"]: run for run in report["runs"]}
     for run in report["runs"]:
         c = run["concurrency"]
-        if c in bare:
-            ratios[f"itl_p50_over_bare_forward_batch{c}[{run['label']}]"] = run["itl_ms_p50"] / bare[c]
+        ratios[f"itl_p50_over_bare_forward_batch{c}[{run['label']}]"] = (
+            run["itl_ms_p50"] / run["bare_forward"]["median_ms"])
         if c in hf:
             ratios[f"throughput_over_hf_batch{c}[{run['label']}]"] = run["throughput_tok_s"] / hf[c]
         sync = by_label.get(f"c={c} inflight=1")

@@ -16,6 +16,7 @@ class RequestRecord:
     sent_at: float
     token_times: list[float] = field(default_factory=list)
     num_tokens: int = 0
+    prompt_tokens: int = 0
     finish_reason: str | None = None
     spec: object | None = None
     """The request's SpecStats when speculative decoding ran."""
@@ -27,6 +28,11 @@ class RequestRecord:
     @property
     def itl_samples(self) -> list[float]:
         return [b - a for a, b in zip(self.token_times, self.token_times[1:])]
+
+    @property
+    def decode_contexts(self) -> list[int]:
+        """Tokens in context when each output token after the first was computed (one per ITL sample)."""
+        return [self.prompt_tokens + i for i in range(1, self.num_tokens)]
 
 
 @dataclass
@@ -42,6 +48,7 @@ async def _one_request(client: AsyncClient, prompt: str, max_tokens: int, record
     stream = client.generate_stream(messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0)
     async for chunk in stream:
         now = time.perf_counter()
+        record.prompt_tokens = chunk.prompt_tokens or record.prompt_tokens
         for _ in chunk.token_ids:
             record.token_times.append(now)
         record.num_tokens += len(chunk.token_ids)

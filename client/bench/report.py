@@ -32,7 +32,9 @@ def write_plot(report: dict, path: Path) -> None:
     right.bar([l + " p50" for l in labels], [r["itl_ms_p50"] for r in runs], color="tab:green")
     right.bar([l + " p99" for l in labels], [r["itl_ms_p99"] for r in runs], color="tab:olive")
     for bare in report.get("bare_forward", []):
-        right.axhline(bare["median_ms"], linestyle="--", color="black", label=f"bare forward, batch {bare['batch_size']}")
+        if bare.get("query_len", 1) == 1:
+            right.axhline(bare["median_ms"], linestyle="--", color="black",
+                          label=f"bare forward, batch {bare['batch_size']}")
     right.set_ylabel("ms")
     right.set_title("Inter-token latency")
     right.legend(fontsize=8)
@@ -52,12 +54,20 @@ def format_table(report: dict) -> str:
                      f"{r['itl_ms_p50']:>9.1f}{r['itl_ms_p99']:>9.1f}{r['executor_step_ms_mean']:>7.1f}"
                      f"{100 * r['bubble_fraction']:>7.1f}%{r['num_requests']:>6}")
     lines.append("(ms; step = the executor's mean compute time per step during the run)")
+    for r in report["runs"]:
+        if r.get("steps"):
+            bare = r.get("bare_forward", {}).get("median_ms", float("nan"))
+            lines.append(f"{r['label']}: executor step {r['executor_step_ms_mean']:.1f} ms, of which forward "
+                         f"{r.get('executor_forward_ms_mean', float('nan')):.1f} (updates + flatten + model, no LM "
+                         f"head); bare forward + LM head right after the run {bare:.1f} ms on decode contexts "
+                         f"{min(r.get('decode_contexts') or [0])}..{max(r.get('decode_contexts') or [0])}")
     for hf in report.get("hf", []):
         lines.append(f"{'HF generate batch ' + str(hf['batch_size']):<28}{hf['throughput_tok_s']:>9.1f}"
                      f"{'':>10}{'':>9}{'':>9}{hf['num_requests']:>6}")
     for bare in report.get("bare_forward", []):
-        lines.append(f"bare forward batch {bare['batch_size']} x {bare.get('query_len', 1)} tokens: "
-                     f"median {bare['median_ms']:.1f} ms "
+        contexts = bare.get("context_lens", [])
+        lines.append(f"bare forward batch {bare['batch_size']} x {bare.get('query_len', 1)} tokens, "
+                     f"context {min(contexts, default=0)}..{max(contexts, default=0)}: median {bare['median_ms']:.1f} ms "
                      f"(min {bare['min_ms']:.1f}, max {bare['max_ms']:.1f})")
     for name, value in report.get("ratios", {}).items():
         lines.append(f"{name}: {value:.3f}")

@@ -34,8 +34,19 @@ def summarize(result: LoadResult) -> dict:
         "itl_ms_p50": 1000 * percentile(itls, 50),
         "itl_ms_p99": 1000 * percentile(itls, 99),
         "itl_ms_mean": 1000 * statistics.fmean(itls) if itls else float("nan"),
+        "decode_contexts": decode_context_quantiles(result, result.concurrency),
         **speculation_summary(result),
     }
+
+
+def decode_context_quantiles(result: LoadResult, batch_size: int) -> list[int]:
+    """``batch_size`` evenly spaced quantiles of the context lengths the run decoded at: the batch a
+    bare forward is timed on to compare with this run's ITL (spread included, as the attention pads
+    a batch to its longest context)."""
+    contexts = [n for record in result.records for n in record.decode_contexts]
+    if not contexts:
+        return [1] * batch_size
+    return [max(1, round(percentile(contexts, 100 * (i + 0.5) / batch_size))) for i in range(batch_size)]
 
 
 def speculation_summary(result: LoadResult) -> dict:
