@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import statistics
 import time
 from pathlib import Path
 
@@ -30,6 +31,9 @@ def add_bench_parser(commands) -> None:
                             "and report the throughput ratio")
     bench.add_argument("--tracing-rounds", type=int, default=1,
                        help="off/on stack pairs per configuration with --tracing (default 1)")
+    bench.add_argument("--rounds", type=int, default=1,
+                       help="repeat every load configuration this many times, alternating, and report the "
+                            "median of each ratio over the rounds (default 1)")
     add_scheduler_arguments(bench, several_inflight_values=True)
     add_executor_arguments(bench)
     bench.set_defaults(num_threads=2)
@@ -49,6 +53,8 @@ def run_bench(args: argparse.Namespace) -> dict:
     from client.model_resolver import resolve_model
     from client.mtbench import load_mtbench_first_turns
 
+    if args.rounds < 1:
+        raise ValueError(f"--rounds: must be >= 1, got {args.rounds}")
     model_dir = str(resolve_model(args.model))
     if args.small_model:
         from client.bench.small_model import make_small_checkpoint
@@ -107,7 +113,7 @@ def _load_runs(model_dir: str, prompts: list[str], args: argparse.Namespace) -> 
     modes = tracing_order(args.tracing_rounds) if args.tracing else [None]
     try:
         endpoint = receiver.start() if receiver else ""
-        for inflight in args.max_inflight_steps:
+        for round_index, inflight in itertools.product(range(args.rounds), args.max_inflight_steps):
             flags = scheduler_flags(argparse.Namespace(**{**vars(args), "max_inflight_steps": inflight}))
             for tracing_on, spec_method in itertools.product(modes, spec_variants(args.spec_method)):
                 env = None if tracing_on is None else stack_env(tracing_on, endpoint)
@@ -122,6 +128,7 @@ def _load_runs(model_dir: str, prompts: list[str], args: argparse.Namespace) -> 
                         # Timed right after the run, on its contexts: machine drift between the two stays small.
                         run["bare_forward"] = measure_bare_decode_forward_in_subprocess(
                             model_dir, args.num_threads, run["decode_contexts"])
+                        run["round"] = round_index
                         runs.append(run if tracing_on is None else {**run, "tracing": tracing_on})
     finally:
         if receiver:
@@ -175,17 +182,20 @@ def _decode_contexts_by_concurrency(runs: list[dict]) -> dict[int, list[int]]:
 
 
 def _ratios(report: dict) -> dict:
-    """The acceptance ratios: ITL vs bare forward at concurrency 1, throughput vs HF at equal batch."""
-    ratios = {}
+    """The acceptance ratios per configuration (label), each the median over the rounds: ITL vs the bare
+    forward timed after the same run, throughput vs HF at equal batch, and vs sync in the same round."""
+    per_label: dict[str, dict[str, list[float]]] = {}
     hf = {h["batch_size"]: h["throughput_tok_s"] for h in report["hf"]}
-    by_label = {run["label"]: run for run in report["runs"]}
+    by_round_label = {(run.get("round", 0), run["label"]): run for run in report["runs"]}
     for run in report["runs"]:
-        c = run["concurrency"]
-        ratios[f"itl_p50_over_bare_forward_batch{c}[{run['label']}]"] = (
+        c, label = run["concurrency"], run["label"]
+        values = per_label.setdefault(label, {})
+        values.setdefault(f"itl_p50_over_bare_forward_batch{c}[{label}]", []).append(
             run["itl_ms_p50"] / run["bare_forward"]["median_ms"])
         if c in hf:
-            ratios[f"throughput_over_hf_batch{c}[{run['label']}]"] = run["throughput_tok_s"] / hf[c]
-        sync = by_label.get(f"c={c} inflight=1")
+            values.setdefault(f"throughput_over_hf_batch{c}[{label}]", []).append(run["throughput_tok_s"] / hf[c])
+        sync = by_round_label.get((run.get("round", 0), f"c={c} inflight=1"))
         if sync is not None and run is not sync:
-            ratios[f"throughput_over_sync[{run['label']}]"] = run["throughput_tok_s"] / sync["throughput_tok_s"]
-    return ratios
+            values.setdefault(f"throughput_over_sync[{label}]", []).append(
+                run["throughput_tok_s"] / sync["throughput_tok_s"])
+    return {name: statistics.median(samples) for values in per_label.values() for name, samples in values.items()}

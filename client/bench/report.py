@@ -49,8 +49,10 @@ def write_plot(report: dict, path: Path) -> None:
 def format_table(report: dict) -> str:
     """A plain-text summary of every run and baseline."""
     lines = [f"{'run':<28}{'tok/s':>9}{'TTFT p50':>10}{'ITL p50':>9}{'ITL p99':>9}{'step':>7}{'bubble':>8}{'reqs':>6}"]
+    several_rounds = any(r.get("round", 0) for r in report["runs"])
     for r in report["runs"]:
-        lines.append(f"{r['label']:<28}{r['throughput_tok_s']:>9.1f}{r['ttft_ms_p50']:>10.1f}"
+        label = f"{r['label']} r{r.get('round', 0)}" if several_rounds else r["label"]
+        lines.append(f"{label:<28}{r['throughput_tok_s']:>9.1f}{r['ttft_ms_p50']:>10.1f}"
                      f"{r['itl_ms_p50']:>9.1f}{r['itl_ms_p99']:>9.1f}{r['executor_step_ms_mean']:>7.1f}"
                      f"{100 * r['bubble_fraction']:>7.1f}%{r['num_requests']:>6}")
     lines.append("(ms; step = the executor's mean compute time per step during the run)")

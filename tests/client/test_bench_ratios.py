@@ -1,0 +1,34 @@
+"""The bench's acceptance ratios: medians over rounds, sync paired with async of the same round."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from client.bench.cli import _ratios, run_bench
+
+
+def run(label: str, round_index: int, throughput: float, itl_ms: float, bare_ms: float) -> dict:
+    concurrency = int(label.split()[0][2:])
+    return {"label": label, "round": round_index, "concurrency": concurrency, "throughput_tok_s": throughput,
+            "itl_ms_p50": itl_ms, "bare_forward": {"median_ms": bare_ms}}
+
+
+def test_ratios_are_medians_over_rounds_with_sync_from_the_same_round():
+    report = {"hf": [{"batch_size": 1, "throughput_tok_s": 10.0}], "runs": [
+        run("c=1 inflight=1", 0, 40.0, 25.0, 20.0), run("c=1 inflight=2", 0, 44.0, 21.0, 20.0),
+        run("c=1 inflight=1", 1, 20.0, 50.0, 40.0), run("c=1 inflight=2", 1, 21.0, 42.0, 40.0),
+        run("c=1 inflight=1", 2, 30.0, 33.0, 30.0), run("c=1 inflight=2", 2, 36.0, 31.5, 30.0),
+    ]}
+    ratios = _ratios(report)
+    assert ratios["itl_p50_over_bare_forward_batch1[c=1 inflight=2]"] == pytest.approx(1.05)
+    assert ratios["itl_p50_over_bare_forward_batch1[c=1 inflight=1]"] == pytest.approx(1.25)
+    # per round: 1.1, 1.05, 1.2 -> median 1.1 (pairing across rounds would give other values)
+    assert ratios["throughput_over_sync[c=1 inflight=2]"] == pytest.approx(1.1)
+    assert ratios["throughput_over_hf_batch1[c=1 inflight=2]"] == pytest.approx(3.6)
+
+
+def test_rounds_must_be_positive():
+    with pytest.raises(ValueError, match="--rounds"):
+        run_bench(argparse.Namespace(rounds=0))
