@@ -65,17 +65,20 @@ def run_bench(args: argparse.Namespace) -> dict:
     report: dict = {"model": model_dir, "num_threads": args.num_threads, "max_tokens": args.max_tokens,
                     "title": f"stepahead bench: {Path(model_dir).name}, {args.num_threads} torch threads",
                     "runs": [], "hf": [], "bare_forward": []}
-    report["runs"], tracing = _load_runs(model_dir, prompts, args)
-    if tracing:
-        report["tracing"] = tracing
+    for round_index in range(args.rounds):
+        runs, tracing = _load_runs(model_dir, prompts, args, round_index)
+        report["runs"] += runs
+        if tracing:
+            spans = report.get("tracing", {}).get("spans_received", 0)
+            report["tracing"] = {**tracing, "spans_received": spans + tracing["spans_received"]}
+        if not args.no_hf:
+            for concurrency in args.concurrency:
+                hf = hf_generate_throughput(model_dir, _prompts_for(concurrency, args.num_prompts, prompts),
+                                            concurrency, args.max_tokens, args.num_threads)
+                report["hf"].append({**hf, "round": round_index})
+                print(f"done: HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s", flush=True)
     contexts = _decode_contexts_by_concurrency(report["runs"])
     report["bare_forward"] = [run["bare_forward"] for run in _first_run_per_concurrency(report["runs"]).values()]
-    if not args.no_hf:
-        for concurrency in args.concurrency:
-            hf = hf_generate_throughput(model_dir, _prompts_for(concurrency, args.num_prompts, prompts),
-                                        concurrency, args.max_tokens, args.num_threads)
-            report["hf"].append(hf)
-            print(f"done: HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s", flush=True)
     report["ratios"] = _ratios(report)
     if args.spec_method != "none" and 1 in contexts:
         # V(K) compares two forwards timed one right after the other.
@@ -95,8 +98,11 @@ def run_bench(args: argparse.Namespace) -> dict:
     return report
 
 
-def _load_runs(model_dir: str, prompts: list[str], args: argparse.Namespace) -> tuple[list[dict], dict | None]:
-    """Every load configuration on a fresh stack; with --tracing, on stacks with tracing off and on.
+def _load_runs(
+    model_dir: str, prompts: list[str], args: argparse.Namespace, round_index: int = 0
+) -> tuple[list[dict], dict | None]:
+    """One round of every load configuration, each on a fresh stack; with --tracing, on stacks with
+    tracing off and on.
 
     Returns the runs and, with --tracing, what the in-process OTLP receiver saw.
     """
@@ -113,7 +119,7 @@ def _load_runs(model_dir: str, prompts: list[str], args: argparse.Namespace) -> 
     modes = tracing_order(args.tracing_rounds) if args.tracing else [None]
     try:
         endpoint = receiver.start() if receiver else ""
-        for round_index, inflight in itertools.product(range(args.rounds), args.max_inflight_steps):
+        for inflight in args.max_inflight_steps:
             flags = scheduler_flags(argparse.Namespace(**{**vars(args), "max_inflight_steps": inflight}))
             for tracing_on, spec_method in itertools.product(modes, spec_variants(args.spec_method)):
                 env = None if tracing_on is None else stack_env(tracing_on, endpoint)
@@ -183,17 +189,19 @@ def _decode_contexts_by_concurrency(runs: list[dict]) -> dict[int, list[int]]:
 
 def _ratios(report: dict) -> dict:
     """The acceptance ratios per configuration (label), each the median over the rounds: ITL vs the bare
-    forward timed after the same run, throughput vs HF at equal batch, and vs sync in the same round."""
+    forward timed after the same run, throughput vs HF at equal batch and vs sync, both of the same round."""
     per_label: dict[str, dict[str, list[float]]] = {}
-    hf = {h["batch_size"]: h["throughput_tok_s"] for h in report["hf"]}
+    hf = {(h.get("round", 0), h["batch_size"]): h["throughput_tok_s"] for h in report["hf"]}
     by_round_label = {(run.get("round", 0), run["label"]): run for run in report["runs"]}
     for run in report["runs"]:
         c, label = run["concurrency"], run["label"]
         values = per_label.setdefault(label, {})
         values.setdefault(f"itl_p50_over_bare_forward_batch{c}[{label}]", []).append(
             run["itl_ms_p50"] / run["bare_forward"]["median_ms"])
-        if c in hf:
-            values.setdefault(f"throughput_over_hf_batch{c}[{label}]", []).append(run["throughput_tok_s"] / hf[c])
+        hf_same_round = hf.get((run.get("round", 0), c))
+        if hf_same_round is not None:
+            values.setdefault(f"throughput_over_hf_batch{c}[{label}]", []).append(
+                run["throughput_tok_s"] / hf_same_round)
         sync = by_round_label.get((run.get("round", 0), f"c={c} inflight=1"))
         if sync is not None and run is not sync:
             values.setdefault(f"throughput_over_sync[{label}]", []).append(

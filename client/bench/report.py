@@ -22,7 +22,7 @@ def write_plot(report: dict, path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     labels = [f"{r['label']}" for r in runs]
     left.bar(labels, [r["throughput_tok_s"] for r in runs], color="tab:blue", label="stepahead")
-    for hf in report.get("hf", []):
+    for hf in (h for h in report.get("hf", []) if h.get("round", 0) == 0):
         left.axhline(hf["throughput_tok_s"], linestyle="--", color="tab:orange" if hf["batch_size"] == 1 else "tab:red",
                      label=f"HF generate batch {hf['batch_size']}")
     left.set_ylabel("output tokens / s")
