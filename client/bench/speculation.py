@@ -8,6 +8,8 @@ the same run without speculation, divided by that, is the efficiency of the spec
 
 from __future__ import annotations
 
+import statistics
+
 
 def spec_variants(spec_method: str) -> list[str]:
     """The drafter settings one bench run compares: without speculation, then with the chosen drafter."""
@@ -15,26 +17,33 @@ def spec_variants(spec_method: str) -> list[str]:
 
 
 def speculation_ratios(runs: list[dict], bare_1: float, bare_verify: float, k: int) -> dict:
-    """For each speculative run, the figures the issue asks for, paired with its no-speculation twin."""
-    ratios: dict = {}
+    """For each speculative configuration, the figures the issue asks for, each run paired with its
+    no-speculation twin of the same round; the median over rounds."""
     v_k = bare_verify / bare_1
-    ratios[f"V({k})"] = v_k
-    baseline = {(r["concurrency"], r["max_inflight_steps"]): r for r in runs if r.get("spec_method") == "none"}
+    baseline = {(r.get("round", 0), r["concurrency"], r["max_inflight_steps"]): r
+                for r in runs if r.get("spec_method") == "none"}
+    samples: dict[str, list[float]] = {}
     for run in runs:
         if run.get("spec_method") in (None, "none") or "spec_drafted" not in run:
             continue
-        twin = baseline.get((run["concurrency"], run["max_inflight_steps"]))
+        twin = baseline.get((run.get("round", 0), run["concurrency"], run["max_inflight_steps"]))
         if twin is None:
             continue
-        draft_ms_per_token = 1000 * run["executor_draft_s"] / max(run["spec_drafted"], 1)
-        c = draft_ms_per_token / bare_1
-        expected = run["mean_acceptance_length"] / (v_k + k * c)
-        measured = run["throughput_tok_s"] / twin["throughput_tok_s"]
-        label = run["label"]
-        ratios[f"acceptance_rate[{label}]"] = run["acceptance_rate"]
-        ratios[f"mean_acceptance_length[{label}]"] = run["mean_acceptance_length"]
-        ratios[f"drafter_cost_c[{label}]"] = c
-        ratios[f"expected_speedup[{label}]"] = expected
-        ratios[f"measured_speedup[{label}]"] = measured
-        ratios[f"measured_over_expected[{label}]"] = measured / expected
-    return ratios
+        for name, value in _speculation_figures(run, twin, v_k, bare_1, k).items():
+            samples.setdefault(f"{name}[{run['label']}]", []).append(value)
+    return {f"V({k})": v_k, **{name: statistics.median(values) for name, values in samples.items()}}
+
+
+def _speculation_figures(run: dict, twin: dict, v_k: float, bare_1: float, k: int) -> dict[str, float]:
+    draft_ms_per_token = 1000 * run["executor_draft_s"] / max(run["spec_drafted"], 1)
+    c = draft_ms_per_token / bare_1
+    expected = run["mean_acceptance_length"] / (v_k + k * c)
+    measured = run["throughput_tok_s"] / twin["throughput_tok_s"]
+    return {
+        "acceptance_rate": run["acceptance_rate"],
+        "mean_acceptance_length": run["mean_acceptance_length"],
+        "drafter_cost_c": c,
+        "expected_speedup": expected,
+        "measured_speedup": measured,
+        "measured_over_expected": measured / expected,
+    }
