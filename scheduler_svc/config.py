@@ -22,17 +22,9 @@ class SchedulingConfig:
     """StepRequests outstanding on the Execute stream (1 = synchronous)."""
 
     def __post_init__(self) -> None:
-        _require(self.max_num_seqs >= 1, "max_num_seqs", f"must be >= 1, got {self.max_num_seqs}")
-        _require(
-            self.max_num_batched_tokens >= 1,
-            "max_num_batched_tokens",
-            f"must be >= 1, got {self.max_num_batched_tokens}",
-        )
-        _require(
-            self.max_inflight_steps >= 1,
-            "max_inflight_steps",
-            f"must be >= 1, got {self.max_inflight_steps}",
-        )
+        for name in ("max_num_seqs", "max_num_batched_tokens", "max_inflight_steps"):
+            value = getattr(self, name)
+            _require(value >= 1, name, f"must be >= 1, got {value}")
 
 
 @dataclass(frozen=True)

@@ -77,13 +77,15 @@ def run_bench(args: argparse.Namespace) -> dict:
                                             concurrency, args.max_tokens, args.num_threads)
                 report["hf"].append({**hf, "round": round_index})
                 print(f"done: HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s", flush=True)
-    contexts = _decode_contexts_by_concurrency(report["runs"])
-    report["bare_forward"] = [run["bare_forward"] for run in _first_run_per_concurrency(report["runs"]).values()]
+    first_runs = _first_run_per_concurrency(report["runs"])
+    report["bare_forward"] = [run["bare_forward"] for run in first_runs.values()]
     report["ratios"] = _ratios(report)
-    if args.spec_method != "none" and 1 in contexts:
-        # V(K) compares two forwards timed one right after the other.
+    if args.spec_method != "none" and 1 in first_runs:
+        # V(K) compares two forwards timed one right after the other, on the contexts decoded at c=1
+        # (greedy: every run at one concurrency decodes the same).
+        contexts = first_runs[1]["decode_contexts"]
         one_token, verify = (
-            measure_bare_decode_forward_in_subprocess(model_dir, args.num_threads, contexts[1], query_len=q)
+            measure_bare_decode_forward_in_subprocess(model_dir, args.num_threads, contexts, query_len=q)
             for q in (1, args.num_spec_tokens + 1))
         report["bare_forward"] += [one_token, verify]
         report["ratios"].update(speculation_ratios(
@@ -176,15 +178,11 @@ def _measure(
 
 
 def _first_run_per_concurrency(runs: list[dict]) -> dict[int, dict]:
+    """The first run at each concurrency, by ascending concurrency."""
     firsts: dict[int, dict] = {}
     for run in runs:
         firsts.setdefault(run["concurrency"], run)
     return dict(sorted(firsts.items()))
-
-
-def _decode_contexts_by_concurrency(runs: list[dict]) -> dict[int, list[int]]:
-    """Per concurrency, the contexts its first run decoded at (greedy: every run at it decodes the same)."""
-    return {c: run["decode_contexts"] for c, run in _first_run_per_concurrency(runs).items()}
 
 
 def _ratios(report: dict) -> dict:

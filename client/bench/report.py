@@ -50,16 +50,16 @@ def format_table(report: dict) -> str:
     """A plain-text summary of every run and baseline."""
     lines = [f"{'run':<28}{'tok/s':>9}{'TTFT p50':>10}{'ITL p50':>9}{'ITL p99':>9}{'step':>7}{'bubble':>8}{'reqs':>6}"]
     several_rounds = any(r.get("round", 0) for r in report["runs"])
-    for r in report["runs"]:
-        label = f"{r['label']} r{r.get('round', 0)}" if several_rounds else r["label"]
+    labels = [f"{r['label']} r{r.get('round', 0)}" if several_rounds else r["label"] for r in report["runs"]]
+    for label, r in zip(labels, report["runs"]):
         lines.append(f"{label:<28}{r['throughput_tok_s']:>9.1f}{r['ttft_ms_p50']:>10.1f}"
                      f"{r['itl_ms_p50']:>9.1f}{r['itl_ms_p99']:>9.1f}{r['executor_step_ms_mean']:>7.1f}"
                      f"{100 * r['bubble_fraction']:>7.1f}%{r['num_requests']:>6}")
     lines.append("(ms; step = the executor's mean compute time per step during the run)")
-    for r in report["runs"]:
+    for label, r in zip(labels, report["runs"]):
         if r.get("steps"):
             bare = r.get("bare_forward", {}).get("median_ms", float("nan"))
-            lines.append(f"{r['label']}: executor step {r['executor_step_ms_mean']:.1f} ms, of which forward "
+            lines.append(f"{label}: executor step {r['executor_step_ms_mean']:.1f} ms, of which forward "
                          f"{r.get('executor_forward_ms_mean', float('nan')):.1f} (updates + flatten + model, no LM "
                          f"head); bare forward + LM head right after the run {bare:.1f} ms on decode contexts "
                          f"{min(r.get('decode_contexts') or [0])}..{max(r.get('decode_contexts') or [0])}")
