@@ -18,7 +18,8 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--model", default=None, help="model to serve (default: SmolLM2-135M-Instruct)")
     bench.add_argument("--concurrency", type=int, nargs="+", default=[1, 16], help="client concurrencies (default 1 16)")
     bench.add_argument("--num-prompts", type=int, default=None,
-                       help="prompts per run (default: 8 at concurrency 1, else 2x concurrency)")
+                       help="prompts per run (default: 8 at concurrency 1, else every MT-Bench first turn, "
+                            "or 2x concurrency if that is more)")
     bench.add_argument("--max-tokens", type=int, default=256, help="max tokens per request; EOS stops earlier (default 256)")
     bench.add_argument("--no-hf", action="store_true", help="skip the HF transformers baselines")
     bench.add_argument("--small-model", action="store_true",
@@ -40,7 +41,12 @@ def add_bench_parser(commands) -> None:
 
 
 def _prompts_for(concurrency: int, num_prompts: int | None, prompts: list[str]) -> list[str]:
-    count = num_prompts or (8 if concurrency == 1 else 2 * concurrency)
+    """The prompts of one run (cycled when more are asked for than exist).
+
+    Batched runs use every prompt by default: with only two waves of requests the longest ones set the
+    run's length for continuous and static batching alike, and the run would hardly measure batching.
+    """
+    count = num_prompts or (8 if concurrency == 1 else max(len(prompts), 2 * concurrency))
     return [prompts[i % len(prompts)] for i in range(count)]
 
 
