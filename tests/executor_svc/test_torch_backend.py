@@ -73,6 +73,30 @@ def test_pure_decode_batch_returns_rows_in_token_order():
         torch.testing.assert_close(out[i : i + 1], expected, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("group_overhead_blocks", [0, 10**6])
+def test_decode_and_verify_rows_in_length_groups_match_dense_attention(group_overhead_blocks):
+    """Overhead 0 puts each length in its own padded batch (rows leave and re-enter flat order);
+    a huge one keeps one batch. Both must give every row its own sequence's attention."""
+    generator = torch.Generator().manual_seed(2)
+    backend = TorchAttentionBackend(max_batched_query_len=3, group_overhead_blocks=group_overhead_blocks)
+    kv_layer = torch.randn(NUM_BLOCKS, 2, BLOCK_SIZE, KV_HEADS, HEAD_DIM, generator=generator)
+    tables = [[3, 9, 4, 5, 6], [12], [30, 1, 7], [20, 21], [8, 10, 11, 13]]
+    seq_lens = [19, 3, 11, 6, 14]
+    query_lens = [1, 2, 1, 3, 1]
+    q = torch.randn(sum(query_lens), HEADS, HEAD_DIM, generator=generator)
+    k = torch.randn(sum(query_lens), KV_HEADS, HEAD_DIM, generator=generator)
+    v = torch.randn(sum(query_lens), KV_HEADS, HEAD_DIM, generator=generator)
+    meta = AttentionMetadata.build(query_lens, seq_lens, tables, BLOCK_SIZE, "cpu")
+    out = backend.forward(q, k, v, kv_layer, meta, scale=0.4)
+    for i, (rows, q_rows) in enumerate(zip(out.split(query_lens), q.split(query_lens))):
+        table = tables[i][: -(-seq_lens[i] // BLOCK_SIZE)]
+        keys = kv_layer[table, 0].reshape(-1, KV_HEADS, HEAD_DIM)[: seq_lens[i]]
+        values = kv_layer[table, 1].reshape(-1, KV_HEADS, HEAD_DIM)[: seq_lens[i]]
+        torch.testing.assert_close(rows, dense_attention(q_rows, keys, values, 0.4), atol=1e-5, rtol=1e-5)
+
+
 def test_threshold_must_be_positive():
     with pytest.raises(ValueError, match="max_batched_query_len"):
         TorchAttentionBackend(0)
+    with pytest.raises(ValueError, match="group_overhead_blocks"):
+        TorchAttentionBackend(group_overhead_blocks=-1)

@@ -1,0 +1,25 @@
+"""Which MT-Bench prompts a bench run sends."""
+
+from __future__ import annotations
+
+from client.bench.cli import _prompts_for
+
+PROMPTS = [f"prompt {i}" for i in range(80)]
+
+
+def test_batched_runs_use_every_prompt_by_default():
+    assert _prompts_for(16, None, PROMPTS) == PROMPTS
+
+
+def test_concurrency_one_uses_eight_prompts_by_default():
+    assert _prompts_for(1, None, PROMPTS) == PROMPTS[:8]
+
+
+def test_more_than_twice_the_concurrency_cycles_through_the_prompts():
+    chosen = _prompts_for(64, None, PROMPTS)
+    assert len(chosen) == 128
+    assert chosen[80:] == PROMPTS[:48]
+
+
+def test_an_explicit_count_wins():
+    assert _prompts_for(16, 5, PROMPTS) == PROMPTS[:5]
