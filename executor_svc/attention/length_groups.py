@@ -8,6 +8,7 @@ that minimises padded keys plus that overhead.
 
 from __future__ import annotations
 
+from collections import Counter
 from itertools import accumulate
 
 
@@ -22,27 +23,24 @@ def length_groups(widths: list[int], overhead: int) -> list[list[int]]:
         raise ValueError(f"overhead: must be >= 0, got {overhead}")
     if not widths:
         return []
-    distinct = sorted(set(widths))
-    counts = [0] * len(distinct)
-    rank = {w: r for r, w in enumerate(distinct)}
-    for w in widths:
-        counts[rank[w]] += 1
-    before = [0, *accumulate(counts)]
+    counts = Counter(widths)
+    distinct = sorted(counts)
+    before = [0, *accumulate(counts[w] for w in distinct)]
     # best[b]: cheapest cost of the widths distinct[0:b]; cut[b]: where its last group starts.
-    best = [0] + [0] * len(distinct)
+    best = [0] * (len(distinct) + 1)
     cut = [0] * (len(distinct) + 1)
     for end in range(1, len(distinct) + 1):
         width = distinct[end - 1]
         best[end], cut[end] = min(
             (best[start] + (before[end] - before[start]) * width + overhead, start) for start in range(end)
         )
-    bounds = []
-    end = len(distinct)
+    group_of: dict[int, int] = {}
+    end, num_groups = len(distinct), 0
     while end > 0:
-        bounds.append((cut[end], end))
-        end = cut[end]
-    groups = []
-    for start, end in reversed(bounds):
-        members = set(distinct[start:end])
-        groups.append([i for i, w in enumerate(widths) if w in members])
+        group_of.update((w, num_groups) for w in distinct[cut[end] : end])
+        end, num_groups = cut[end], num_groups + 1
+    # Groups were numbered from the widest down.
+    groups: list[list[int]] = [[] for _ in range(num_groups)]
+    for i, w in enumerate(widths):
+        groups[num_groups - 1 - group_of[w]].append(i)
     return groups

@@ -90,7 +90,10 @@ class TorchAttentionBackend:
         """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache."""
         num_kv_heads = kv_layer.shape[3]
         group = q.shape[1] // num_kv_heads
-        plan = meta.cached(f"torch/{group}", lambda: _build_plan(meta, group, self.max_batched_query_len, self.group_overhead_blocks))
+        plan = meta.cached(
+            f"torch/{group}",
+            lambda: _build_plan(meta, group, self.max_batched_query_len, self.group_overhead_blocks),
+        )
         _write_kv(kv_layer, k, v, plan)
         if plan.output_is_batched:
             return _attend_batched(q, kv_layer, plan.batched[0], scale)
@@ -164,7 +167,9 @@ def _attend_single(
     return out.squeeze(0).transpose(0, 1)
 
 
-def _build_plan(meta: AttentionMetadata, group: int, max_batched_query_len: int, group_overhead_blocks: int) -> _Plan:
+def _build_plan(
+    meta: AttentionMetadata, group: int, max_batched_query_len: int, group_overhead_blocks: int
+) -> _Plan:
     device = meta.device
     block_size = meta.block_size
     blocks = meta.slot_mapping // block_size
