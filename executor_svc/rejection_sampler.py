@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from executor_svc.row_argmax import row_argmax
 from executor_svc.sampler import Sampler
 from executor_svc.sampling_metadata import SamplingMetadata, mix_seed
 
@@ -53,7 +54,7 @@ class RejectionSampler:
         """``logits`` [rows, V] with len(drafts_i) + 1 rows per request, in order; ``row_seeds`` the
         mixed (seed, position) of each row, None for unseeded rows."""
         processed = self.sampler.processed_logits(logits, meta)
-        greedy = processed.argmax(dim=-1)
+        greedy = row_argmax(processed)
         if meta.sampling is None:
             row_tokens = greedy
             accept = None
@@ -78,7 +79,7 @@ class RejectionSampler:
         empty = residual.sum(dim=-1, keepdim=True) <= 0
         residual = torch.where(empty, probs, residual)
         noise = self.sampler.exponential_noise(residual, meta.sampling.seeded_rows)
-        sampled = (residual / noise).argmax(dim=-1)
+        sampled = row_argmax(residual / noise)
         if meta.sampling.greedy_mask is not None:
             sampled = torch.where(meta.sampling.greedy_mask, greedy, sampled)
             accept = torch.where(meta.sampling.greedy_mask, greedy == padded, accept)

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from executor_svc.penalties import apply_penalties
+from executor_svc.row_argmax import row_argmax
 from executor_svc.sampling_metadata import (
     LogprobRequest,
     RandomSampling,
@@ -112,7 +113,7 @@ class Sampler:
         raw_logprobs = _raw_logprobs(logits, meta.logprobs)
         logits = self.processed_logits(logits, meta)
         if meta.sampling is None:
-            token_ids = logits.argmax(dim=-1)
+            token_ids = row_argmax(logits)
         else:
             token_ids = self._sample_rows(logits, meta.sampling)
         logprobs = None
@@ -145,10 +146,10 @@ class Sampler:
     def _sample_rows(self, logits: Tensor, sampling: RandomSampling) -> Tensor:
         """Samples every row, then puts the argmax back into greedy rows."""
         probs = self.probabilities(logits, sampling)
-        sampled = probs.div_(self.exponential_noise(probs, sampling.seeded_rows)).argmax(dim=-1)
+        sampled = row_argmax(probs.div_(self.exponential_noise(probs, sampling.seeded_rows)))
         if sampling.greedy_mask is None:
             return sampled
-        return torch.where(sampling.greedy_mask, logits.argmax(dim=-1), sampled)
+        return torch.where(sampling.greedy_mask, row_argmax(logits), sampled)
 
     def exponential_noise(self, like: Tensor, seeded_rows: list[tuple[int, int]]) -> Tensor:
         """Exp(1) noise shaped like ``like``; seeded rows use their own (seed, position) stream."""

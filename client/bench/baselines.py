@@ -27,6 +27,7 @@ def measure_bare_decode_forward(
     from executor_svc.attention.torch_backend import TorchAttentionBackend
     from executor_svc.kv_cache import PagedKVCache
     from executor_svc.model_loader import load_hf_config, load_model
+    from executor_svc.row_argmax import row_argmax
 
     if not context_lens or min(context_lens) < 1:
         raise ValueError(f"context_lens: need at least one context of >= 1 token, got {context_lens}")
@@ -59,7 +60,7 @@ def measure_bare_decode_forward(
             positions = torch.cat([torch.arange(n - query_len, n) for n in seq_lens])
             start = time.perf_counter()
             hidden = model(ids, positions, meta, kv)
-            model.compute_logits(hidden).argmax(dim=-1)
+            row_argmax(model.compute_logits(hidden))
             if step >= warmup:
                 times.append(time.perf_counter() - start)
     return {"batch_size": batch_size, "query_len": query_len, "context_lens": list(context_lens),

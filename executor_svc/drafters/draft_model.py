@@ -13,6 +13,7 @@ import torch
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.drafters.base import DraftRequest
 from executor_svc.kv_cache import PagedKVCache
+from executor_svc.row_argmax import row_argmax
 
 
 class DraftModelDrafter:
@@ -78,7 +79,7 @@ class DraftModelDrafter:
         )
         if rows is not None:
             hidden = hidden.index_select(0, rows)
-        return self.model.compute_logits(hidden).argmax(dim=-1).tolist()
+        return row_argmax(self.model.compute_logits(hidden)).tolist()
 
     def drop(self, request_id: str) -> None:
         self._computed.pop(request_id, None)
