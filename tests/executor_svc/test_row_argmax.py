@@ -11,9 +11,15 @@ WIDTHS = [1, 7, 400, 16 * 64, 16 * 64 + 1, 49152, 49152 + 37, 151936]
 
 
 def check(values: torch.Tensor, chunk: int = 64) -> None:
+    """Row-major values, and the same values laid out column-major (as the weight-stationary LM
+    head returns them) and as a slice of a padded column-major product."""
     expected = values.argmax(dim=-1)
-    got = row_argmax(values, chunk=chunk)
-    assert torch.equal(got, expected), (got, expected)
+    column_major = values.t().contiguous().t()
+    padded = torch.cat([values, values[:1]]).t().contiguous()[:, : values.shape[0]].t()
+    for layout in (values, column_major, padded):
+        torch.testing.assert_close(layout, values, rtol=0, atol=0, equal_nan=True)
+        got = row_argmax(layout, chunk=chunk)
+        assert torch.equal(got, expected), (got, expected, layout.stride())
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -46,14 +52,14 @@ def test_nan_and_infinities_match_torch():
     check(values)
 
 
-def test_non_contiguous_rows_and_no_rows():
-    values = torch.randn(3000, 20).t()
-    assert not values.is_contiguous()
-    check(values)
+def test_strided_rows_and_no_rows():
     check(torch.randn(50, 3000)[::3])
+    check(torch.randn(3000, 50).t()[::3])  # neither layout: falls back to torch.argmax
     check(torch.empty(0, 3000))
 
 
-def test_needs_two_dimensions():
+def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="2-D"):
         row_argmax(torch.randn(3000))
+    with pytest.raises(ValueError, match="chunk"):
+        row_argmax(torch.randn(2, 3000), chunk=100)
