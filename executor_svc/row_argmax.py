@@ -25,6 +25,9 @@ from torch import Tensor
 CHUNK = 1024
 """Chunk width (a power of two): wide enough to take maxima vectorised, small enough to search."""
 
+_MIN_COLUMN_MAJOR_ROWS = 4
+"""Below this many column-major rows the halving costs more than torch.argmax (1 to 3 rows)."""
+
 
 def row_argmax(values: Tensor, chunk: int = CHUNK) -> Tensor:
     """Index of the first maximum of each row of a 2-D tensor (torch.argmax(values, dim=-1))."""
@@ -37,7 +40,7 @@ def row_argmax(values: Tensor, chunk: int = CHUNK) -> Tensor:
         return values.argmax(dim=-1)  # GPU argmax is one fast kernel; narrow rows gain nothing
     if values.stride(-1) == 1:
         chunk_max = _row_major_chunk_max(values, chunk)
-    elif values.stride(0) == 1:
+    elif values.stride(0) == 1 and num_rows >= _MIN_COLUMN_MAJOR_ROWS:
         chunk_max = _column_major_chunk_max(values, chunk)
     else:
         return values.argmax(dim=-1)
