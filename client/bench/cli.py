@@ -193,7 +193,8 @@ def _first_run_per_concurrency(runs: list[dict]) -> dict[int, dict]:
 
 def _ratios(report: dict) -> dict:
     """The acceptance ratios per configuration (label), each the median over the rounds: ITL vs the bare
-    forward timed after the same run, throughput vs HF at equal batch and vs sync, both of the same round."""
+    forward timed after the same run, throughput vs HF at equal batch and vs sync, both of the same round;
+    for sync runs, the bare forward vs the executor's idle gap between steps."""
     per_label: dict[str, dict[str, list[float]]] = {}
     hf = {(h.get("round", 0), h["batch_size"]): h["throughput_tok_s"] for h in report["hf"]}
     by_round_label = {(run.get("round", 0), run["label"]): run for run in report["runs"]}
@@ -206,8 +207,20 @@ def _ratios(report: dict) -> dict:
         if hf_same_round is not None:
             values.setdefault(f"throughput_over_hf_batch{c}[{label}]", []).append(
                 run["throughput_tok_s"] / hf_same_round)
+        gap_ms = _sync_gap_ms(run)
+        if gap_ms:
+            # The regime: how the forward compares with one step's scheduling + RPC + detokenization.
+            values.setdefault(f"bare_forward_over_sync_gap[{label}]", []).append(
+                run["bare_forward"]["median_ms"] / gap_ms)
         sync = by_round_label.get((run.get("round", 0), f"c={c} inflight=1"))
         if sync is not None and run is not sync:
             values.setdefault(f"throughput_over_sync[{label}]", []).append(
                 run["throughput_tok_s"] / sync["throughput_tok_s"])
     return {name: statistics.median(samples) for values in per_label.values() for name, samples in values.items()}
+
+
+def _sync_gap_ms(run: dict) -> float:
+    """A synchronous run's mean executor idle gap per step (ms): the scheduler's work + RPC; 0 otherwise."""
+    if run.get("max_inflight_steps") != 1 or not run.get("steps"):
+        return 0.0
+    return 1000 * run["executor_bubble_s"] / run["steps"]

@@ -31,6 +31,16 @@ def test_ratios_are_medians_over_rounds_with_sync_from_the_same_round():
     assert ratios["throughput_over_hf_batch1[c=1 inflight=2]"] == pytest.approx(4.2)
 
 
+def test_sync_runs_report_the_bare_forward_over_their_idle_gap_per_step():
+    sync = {**run("c=16 inflight=1", 0, 100.0, 6.0, 3.0), "max_inflight_steps": 1, "steps": 500,
+            "executor_bubble_s": 0.75}
+    async_ = {**run("c=16 inflight=2", 0, 130.0, 4.5, 3.0), "max_inflight_steps": 2, "steps": 500,
+              "executor_bubble_s": 0.1}
+    ratios = _ratios({"hf": [], "runs": [sync, async_]})
+    assert ratios["bare_forward_over_sync_gap[c=16 inflight=1]"] == pytest.approx(2.0)  # 3.0 ms / 1.5 ms
+    assert not any(name.startswith("bare_forward_over_sync_gap[c=16 inflight=2") for name in ratios)
+
+
 def test_rounds_must_be_positive():
     with pytest.raises(ValueError, match="--rounds"):
         run_bench(argparse.Namespace(rounds=0))
