@@ -1,5 +1,6 @@
-"""A/B: small model c=16, configs inflight:variant alternating per round (variant 1 sets EXP_DONEQ=1 for the
-executor of a checkout with result_handoff.patch applied); prints throughput and executor step."""
+"""A/B: small model c=16, configs inflight:variant alternating per round; variant 1 sets the environment
+variable named by the first argument (EXP_DONEQ or EXP_AIOT) to 1 for the stack of a checkout with the
+matching patch applied. Prints throughput and executor step."""
 import os, sys, statistics, argparse
 from client.stack import LocalStack
 from client.model_resolver import resolve_model
@@ -7,14 +8,14 @@ from client.mtbench import load_mtbench_first_turns
 from client.bench.small_model import make_small_checkpoint
 from client.cache import stepahead_cache_dir
 from client.bench.cli import _measure
-rounds = int(sys.argv[1]); configs = [tuple(map(int, c.split(":"))) for c in sys.argv[2:]]
+variant_env = sys.argv[1]; rounds = int(sys.argv[2]); configs = [tuple(map(int, c.split(":"))) for c in sys.argv[3:]]
 model = str(make_small_checkpoint(stepahead_cache_dir() / "models" / "small-random-llama", resolve_model(None)))
 prompts = load_mtbench_first_turns()
 args = argparse.Namespace(num_prompts=None, max_tokens=256)
 res = {c: [] for c in configs}
 for r in range(rounds):
     for inflight, nice in configs:
-        os.environ["EXP_DONEQ"] = "1" if nice else ""
+        os.environ[variant_env] = "1" if nice else ""
         with LocalStack(model, ["--num-threads", "1"], ["--max-inflight-steps", str(inflight)]) as stack:
             s = _measure(stack.address, prompts, 16, inflight, args)
         res[(inflight, nice)].append((s["throughput_tok_s"], s["executor_step_ms_mean"], s["bubble_fraction"]))
