@@ -14,11 +14,11 @@ prompts = load_mtbench_first_turns()
 args = argparse.Namespace(num_prompts=None, max_tokens=256)
 res = {c: [] for c in configs}
 for r in range(rounds):
-    for inflight, nice in configs:
-        os.environ[variant_env] = "1" if nice else ""
+    for inflight, variant in configs:
+        os.environ[variant_env] = "1" if variant else ""
         with LocalStack(model, ["--num-threads", "1"], ["--max-inflight-steps", str(inflight)]) as stack:
             s = _measure(stack.address, prompts, 16, inflight, args)
-        res[(inflight, nice)].append((s["throughput_tok_s"], s["executor_step_ms_mean"], s["bubble_fraction"]))
+        res[(inflight, variant)].append((s["throughput_tok_s"], s["executor_step_ms_mean"], s["bubble_fraction"]))
 for c, v in res.items():
     print(c, "tput", [round(x[0]) for x in v], "median", round(statistics.median(x[0] for x in v)),
           "step", round(statistics.median(x[1] for x in v), 2), "bubble", round(statistics.median(x[2] for x in v), 3))

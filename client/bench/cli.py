@@ -208,7 +208,7 @@ def _ratios(report: dict) -> dict:
             values.setdefault(f"throughput_over_hf_batch{c}[{label}]", []).append(
                 run["throughput_tok_s"] / hf_same_round)
         gap_ms = _sync_gap_ms(run)
-        if gap_ms:
+        if gap_ms is not None:
             # The regime: how the forward compares with one step's scheduling + RPC + detokenization.
             values.setdefault(f"bare_forward_over_sync_gap[{label}]", []).append(
                 run["bare_forward"]["median_ms"] / gap_ms)
@@ -219,8 +219,9 @@ def _ratios(report: dict) -> dict:
     return {name: statistics.median(samples) for values in per_label.values() for name, samples in values.items()}
 
 
-def _sync_gap_ms(run: dict) -> float:
-    """A synchronous run's mean executor idle gap per step (ms): the scheduler's work + RPC; 0 otherwise."""
-    if run.get("max_inflight_steps") != 1 or not run.get("steps"):
-        return 0.0
+def _sync_gap_ms(run: dict) -> float | None:
+    """A synchronous run's mean executor idle gap per step (ms): the scheduler's work + RPC; None for
+    other runs and for a run without a measurable gap."""
+    if run.get("max_inflight_steps") != 1 or not run.get("steps") or run["executor_bubble_s"] <= 0:
+        return None
     return 1000 * run["executor_bubble_s"] / run["steps"]
