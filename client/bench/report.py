@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import statistics
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -11,35 +14,77 @@ def write_json(report: dict, path: Path) -> None:
     path.write_text(json.dumps(report, indent=2))
 
 
+@dataclass(frozen=True)
+class RoundSpread:
+    """One figure of one configuration over the benchmark's rounds: the median and the extremes."""
+
+    label: str
+    median: float
+    low: float
+    high: float
+
+
+def spread_per_label(runs: list[dict], key: str, scale: float = 1.0) -> list[RoundSpread]:
+    """``run[key] * scale`` grouped by run label (first-seen order), one spread per label, so that
+    several rounds of a configuration give one bar rather than bars drawn over each other."""
+    values: dict[str, list[float]] = {}
+    for run in runs:
+        values.setdefault(run["label"], []).append(run[key] * scale)
+    return [RoundSpread(label, statistics.median(v), min(v), max(v)) for label, v in values.items()]
+
+
+def _bars(axis, spreads: list[RoundSpread], suffix: str, color: str) -> None:
+    """Median bars with a min-max whisker (the whisker is empty for a single round)."""
+    axis.bar(
+        [s.label + suffix for s in spreads],
+        [s.median for s in spreads],
+        yerr=[[s.median - s.low for s in spreads], [s.high - s.median for s in spreads]],
+        capsize=3,
+        color=color,
+    )
+
+
+def _median_bare_forwards(report: dict) -> dict[int, float]:
+    """The one-token bare forward's median time per batch size, over rounds."""
+    per_batch: dict[int, list[float]] = {}
+    for bare in report.get("bare_forward", []):
+        if bare.get("query_len", 1) == 1:
+            per_batch.setdefault(bare["batch_size"], []).append(bare["median_ms"])
+    return {batch: statistics.median(times) for batch, times in sorted(per_batch.items())}
+
+
 def write_plot(report: dict, path: Path) -> None:
-    """Throughput per concurrency (ours vs HF) and ITL percentiles vs the bare forward."""
+    """Throughput (ours vs HF), ITL percentiles vs the bare forward, and the executor's bubble, per
+    configuration: medians over the rounds, whiskers from the slowest to the fastest round."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     runs = report["runs"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    labels = [f"{r['label']}" for r in runs]
-    left.bar(labels, [r["throughput_tok_s"] for r in runs], color="tab:blue", label="stepahead")
+    rounds = max(Counter(run["label"] for run in runs).values())
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4.4), gridspec_kw={"width_ratios": [2, 3, 2]})
+    _bars(left, spread_per_label(runs, "throughput_tok_s"), "", "tab:blue")
     for hf in (h for h in report.get("hf", []) if h.get("round", 0) == 0):
         left.axhline(hf["throughput_tok_s"], linestyle="--", color="tab:orange" if hf["batch_size"] == 1 else "tab:red",
                      label=f"HF generate batch {hf['batch_size']}")
     left.set_ylabel("output tokens / s")
     left.set_title("Throughput")
-    left.legend(fontsize=8)
-    left.tick_params(axis="x", labelrotation=20, labelsize=8)
-    right.bar([l + " p50" for l in labels], [r["itl_ms_p50"] for r in runs], color="tab:green")
-    right.bar([l + " p99" for l in labels], [r["itl_ms_p99"] for r in runs], color="tab:olive")
-    for bare in report.get("bare_forward", []):
-        if bare.get("query_len", 1) == 1:
-            right.axhline(bare["median_ms"], linestyle="--", color="black",
-                          label=f"bare forward, batch {bare['batch_size']}")
-    right.set_ylabel("ms")
-    right.set_title("Inter-token latency")
-    right.legend(fontsize=8)
-    right.tick_params(axis="x", labelrotation=30, labelsize=7)
-    fig.suptitle(report.get("title", "stepahead bench"), fontsize=10)
+    _bars(middle, spread_per_label(runs, "itl_ms_p50"), " p50", "tab:green")
+    _bars(middle, spread_per_label(runs, "itl_ms_p99"), " p99", "tab:olive")
+    for batch, median_ms in _median_bare_forwards(report).items():
+        middle.axhline(median_ms, linestyle="--", color="black", label=f"bare forward, batch {batch}")
+    middle.set_ylabel("ms")
+    middle.set_title("Inter-token latency")
+    _bars(right, spread_per_label(runs, "bubble_fraction", 100.0), "", "tab:gray")
+    right.set_ylabel("% of wall time")
+    right.set_title("Executor idle between steps (bubble)")
+    for axis, size in ((left, 8), (middle, 7), (right, 8)):
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=8)
+        axis.tick_params(axis="x", labelrotation=25, labelsize=size)
+    title = report.get("title", "stepahead bench")
+    fig.suptitle(f"{title}; medians of {rounds} rounds, whiskers min-max" if rounds > 1 else title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
