@@ -15,7 +15,7 @@ from executor_svc.kv_cache import PagedKVCache
 from executor_svc.rejection_sampler import RejectionSampler
 from executor_svc.request_state import ExecutorRequestState
 from executor_svc.sampler import RowLogprobs, Sampler
-from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata, mix_seed
+from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata
 from executor_svc.tracing import StepPhaseTracer
 
 PAD_DRAFT = -1
@@ -259,14 +259,7 @@ class ModelRunner:
         return SamplingMetadata.build(params, prompts, outputs, self.vocab_size, self.device)
 
     def _verify(self, logits: torch.Tensor, meta: SamplingMetadata, groups: list[SamplingGroup]):
-        row_seeds: list[int | None] = []
-        for group in groups:
-            seed = group.work.state.params.seed
-            base = len(group.work.state.output_token_ids)
-            row_seeds.extend(
-                None if seed is None else mix_seed(seed, base + j) for j in range(len(group.drafts) + 1)
-            )
-        verified = self.rejection_sampler(logits, meta, [g.drafts for g in groups], row_seeds)
+        verified = self.rejection_sampler(logits, meta, [g.drafts for g in groups])
         logprobs = self._verify_logprobs(logits, meta, groups, verified.token_ids)
         return verified.token_ids, verified.num_accepted, logprobs
 

@@ -7,9 +7,10 @@ import pytest
 import torch
 from stepahead_proto import executor_pb2, sampling_pb2
 
-from executor_svc.config import ExecutorConfig
 from executor_svc import rejection_sampler
+from executor_svc.config import ExecutorConfig
 from executor_svc.rejection_sampler import RejectionSampler
+from executor_svc.row_argmax import row_argmax
 from executor_svc.server import build_runner
 from stats_helpers import chi_square_p_value
 from tiny_models import make_tiny_llama
@@ -75,24 +76,43 @@ def test_speculative_sampling_matches_target_distribution(checkpoints, k):
     assert chi_square_p_value(counts, exact_joint(target)) > 0.01
 
 
-def _accept_with_sqrt_p(monkeypatch):
-    """Acceptance rule broken: accept when u < sqrt(p(d)) instead of u < min(1, p(d) / q(d))."""
-    original = rejection_sampler._uniform
-    monkeypatch.setattr(rejection_sampler, "_uniform", lambda *args: original(*args) ** 2)
+def _break_rows(monkeypatch, breakage):
+    """Verification as RejectionSampler does it, with ``breakage(sampled, drafts_per_row, probs)``
+    rewriting the token each row emits (a row accepts its draft iff the two match)."""
+
+    def broken_call(self, logits, meta, drafts):
+        processed = self.sampler.processed_logits(logits, meta)
+        probs = self.sampler.probabilities(processed, meta.sampling)
+        sampled = self._sample_rows(probs, row_argmax(processed), meta)
+        per_row = torch.tensor([d for request in drafts for d in [*request, -1]])
+        return rejection_sampler._walk(breakage(sampled, per_row, probs), drafts)
+
+    monkeypatch.setattr(RejectionSampler, "__call__", broken_call)
+
+
+def _accept_too_often(monkeypatch):
+    """Acceptance rule broken: a row also takes its draft on an independent 30% coin, so drafts are
+    accepted with probability p(d) + 0.3 (1 - p(d)) instead of min(1, p(d) / q(d)) = p(d)."""
+
+    def breakage(sampled, drafts, probs):
+        coin = torch.rand(sampled.shape[0]) < 0.3
+        return torch.where(coin & (drafts >= 0), drafts, sampled)
+
+    _break_rows(monkeypatch, breakage)
 
 
 def _resample_from_p(monkeypatch):
-    """Recovery rule broken: after a rejection draw from p instead of normalise(max(p - q, 0))."""
-    original = RejectionSampler._sample_rows
+    """Recovery rule broken: a rejected row emits a fresh draw from p (which may be the draft again)
+    instead of a draw from normalise(max(p - q, 0))."""
 
-    def keep_draft_in_residual(self, probs, greedy, meta, drafts, row_seeds):
-        sampled, _ = original(self, probs, greedy, meta, [[-1] * len(d) for d in drafts], row_seeds)
-        return sampled, original(self, probs, greedy, meta, drafts, row_seeds)[1]
+    def breakage(sampled, drafts, probs):
+        fresh = torch.multinomial(probs, 1).squeeze(1)
+        return torch.where((drafts >= 0) & (sampled != drafts), fresh, sampled)
 
-    monkeypatch.setattr(RejectionSampler, "_sample_rows", keep_draft_in_residual)
+    _break_rows(monkeypatch, breakage)
 
 
-@pytest.mark.parametrize("breakage", [_accept_with_sqrt_p, _resample_from_p], ids=["acceptance", "recovery"])
+@pytest.mark.parametrize("breakage", [_accept_too_often, _resample_from_p], ids=["acceptance", "recovery"])
 def test_broken_rule_is_detected(checkpoints, monkeypatch, breakage):
     target, drafter = checkpoints
     breakage(monkeypatch)
