@@ -226,15 +226,11 @@ class ModelRunner:
         rows = torch.tensor(batch.sample_rows, dtype=torch.long, device=hidden.device)
         logits = self.model.compute_logits(hidden.index_select(0, rows))
         meta = self._sampling_metadata(batch.groups)
-        if not any(group.drafts for group in batch.groups):
-            output = self.sampler(logits, meta)
-            per_request = [[token] for token in output.token_ids]
-            accepted = [0] * len(batch.groups)
-            logprobs = [[lp] for lp in output.logprobs]
-        else:
-            per_request, accepted, logprobs = self._verify(logits, meta, batch.groups)
+        verified = self.rejection_sampler(logits, meta, [group.drafts for group in batch.groups])
         emitted = {}
-        for group, tokens, num_accepted, lps in zip(batch.groups, per_request, accepted, logprobs):
+        for group, tokens, num_accepted, lps in zip(
+            batch.groups, verified.token_ids, verified.num_accepted, verified.logprobs
+        ):
             state = group.work.state
             state.num_computed_tokens += group.work.num_tokens + num_accepted
             for token in tokens:
@@ -257,25 +253,6 @@ class ModelRunner:
                 # Row 0 (the only row without drafts) reads the request's own list: no copy per step.
                 outputs.append(state.output_token_ids + real[:j] if j else state.output_token_ids)
         return SamplingMetadata.build(params, prompts, outputs, self.vocab_size, self.device)
-
-    def _verify(self, logits: torch.Tensor, meta: SamplingMetadata, groups: list[SamplingGroup]):
-        verified = self.rejection_sampler(logits, meta, [g.drafts for g in groups])
-        logprobs = self._verify_logprobs(logits, meta, groups, verified.token_ids)
-        return verified.token_ids, verified.num_accepted, logprobs
-
-    def _verify_logprobs(self, logits, meta, groups, token_ids) -> list[list[RowLogprobs | None]]:
-        """Logprobs of each emitted token, read from the row that produced it."""
-        if meta.logprobs is None:
-            return [[None] * len(tokens) for tokens in token_ids]
-        emitted_per_row = []
-        for group, tokens in zip(groups, token_ids):
-            emitted_per_row.extend(tokens + [tokens[-1]] * (len(group.drafts) + 1 - len(tokens)))
-        row_tokens = torch.tensor(emitted_per_row, dtype=torch.long, device=logits.device)
-        per_row = self.sampler.logprobs_of(logits, meta, row_tokens)
-        result = []
-        for group, tokens in zip(groups, token_ids):
-            result.append(per_row[group.first_row : group.first_row + len(tokens)])
-        return result
 
     def _propose(self, groups: list[SamplingGroup]) -> None:
         wanting = [group.work for group in groups if group.work.num_spec > 0]

@@ -6,7 +6,7 @@ processed with the request's own sampling transforms (penalties over the outputs
 d_1..d_j, temperature, top-k, top-p, min-p), giving p_j.
 
 - Greedy rows accept d_{j+1} while it equals argmax p_j; the first mismatch emits argmax p_j.
-- Sampling rows draw x_j from p_j exactly as the plain sampler does (the exponential race with the
+- Sampling rows draw x_j from p_j with the plain sampler itself (the exponential race with the
   row's (seed, output position) noise), accept d_{j+1} when x_j equals it, and on the first
   rejection emit x_j. Drafts come from argmax drafters, so q_j is one-hot at d and this is the
   min(1, p/q) rule: d is accepted with probability p_j(d), and a rejected row emits x_j given
@@ -21,26 +21,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
-from executor_svc.row_argmax import row_argmax
-from executor_svc.sampler import Sampler
+from executor_svc.sampler import RowLogprobs, Sampler, SamplerOutput
 from executor_svc.sampling_metadata import SamplingMetadata
 
 
 @dataclass
 class VerifyResult:
-    """Per request: the emitted tokens (accepted drafts then one more) and how many drafts were accepted."""
+    """Per request: the emitted tokens (accepted drafts then one more), how many drafts were accepted,
+    and the logprobs of each emitted token (None where not requested)."""
 
     token_ids: list[list[int]]
     num_accepted: list[int]
-    row_tokens: Tensor
-    """[rows] the token emitted at each row (only the first num_accepted + 1 rows of a request matter)."""
+    logprobs: list[list[RowLogprobs | None]]
 
 
 class RejectionSampler:
-    """Verifies drafts for a batch of requests whose K + 1 rows are consecutive in the logits."""
+    """Verifies drafts for a batch of requests whose K + 1 rows are consecutive in the logits.
+
+    Every row is sampled by the plain sampler (argmax on greedy rows); a row accepts its draft iff the
+    two match, so a request without drafts simply emits its one row's token."""
 
     def __init__(self, sampler: Sampler) -> None:
         self.sampler = sampler
@@ -50,35 +51,22 @@ class RejectionSampler:
         expected_rows = sum(len(drafts) + 1 for drafts in draft_token_ids)
         if logits.shape[0] != expected_rows:
             raise ValueError(f"draft_token_ids need {logits.shape[0]} rows in all, got {expected_rows}")
-        processed = self.sampler.processed_logits(logits, meta)
-        greedy = row_argmax(processed)
-        if meta.sampling is None:
-            row_tokens = greedy
-        else:
-            probs = self.sampler.probabilities(processed, meta.sampling)
-            row_tokens = self._sample_rows(probs, greedy, meta)
-        return _walk(row_tokens, draft_token_ids)
-
-    def _sample_rows(self, probs: Tensor, greedy: Tensor, meta: SamplingMetadata) -> Tensor:
-        """The token each row draws (the argmax on greedy rows); a row accepts its draft iff they match."""
-        sampled = row_argmax(probs / self.sampler.exponential_noise(probs, meta.sampling.seeded_rows))
-        if meta.sampling.greedy_mask is not None:
-            sampled = torch.where(meta.sampling.greedy_mask, greedy, sampled)
-        return sampled
+        return _walk(self.sampler(logits, meta), draft_token_ids)
 
 
-def _walk(row_tokens: Tensor, drafts: list[list[int]]) -> VerifyResult:
-    """Per request: accept drafts in order while each equals its row's token, then emit that row's token."""
-    tokens_host = row_tokens.tolist()
-    token_ids, num_accepted = [], []
+def _walk(rows: SamplerOutput, drafts: list[list[int]]) -> VerifyResult:
+    """Per request: accept drafts in order while each equals its row's token, then emit that row's token.
+    Every emitted token is its row's sampled token, so its logprobs are that row's."""
+    token_ids, num_accepted, logprobs = [], [], []
     row = 0
     for request_drafts in drafts:
         accepted = 0
         for draft in request_drafts:
-            if draft < 0 or tokens_host[row + accepted] != draft:
+            if draft < 0 or rows.token_ids[row + accepted] != draft:
                 break
             accepted += 1
-        token_ids.append(list(request_drafts[:accepted]) + [tokens_host[row + accepted]])
+        token_ids.append(rows.token_ids[row : row + accepted + 1])
+        logprobs.append(rows.logprobs[row : row + accepted + 1])
         num_accepted.append(accepted)
         row += len(request_drafts) + 1
-    return VerifyResult(token_ids=token_ids, num_accepted=num_accepted, row_tokens=row_tokens)
+    return VerifyResult(token_ids=token_ids, num_accepted=num_accepted, logprobs=logprobs)

@@ -121,13 +121,6 @@ class Sampler:
             logprobs = _gather_logprobs(token_ids, raw_logprobs, meta.logprobs)
         return DeviceSamplerOutput(token_ids=token_ids, logprobs=logprobs)
 
-    def logprobs_of(self, logits: Tensor, meta: SamplingMetadata, token_ids: Tensor) -> list[RowLogprobs | None]:
-        """Logprobs (raw logits) of the given token of each row, for the rows that asked for them."""
-        if meta.logprobs is None:
-            return [None] * token_ids.shape[0]
-        raw = _raw_logprobs(logits, meta.logprobs)
-        return _gather_logprobs(token_ids, raw, meta.logprobs).to_host(token_ids.shape[0])
-
     def processed_logits(self, logits: Tensor, meta: SamplingMetadata) -> Tensor:
         """The logits after penalties (a new tensor when penalties apply; the input is never modified)."""
         if meta.penalties is not None:

@@ -10,7 +10,7 @@ from stepahead_proto import executor_pb2, sampling_pb2
 from executor_svc import rejection_sampler
 from executor_svc.config import ExecutorConfig
 from executor_svc.rejection_sampler import RejectionSampler
-from executor_svc.row_argmax import row_argmax
+from executor_svc.sampler import SamplerOutput
 from executor_svc.server import build_runner
 from stats_helpers import chi_square_p_value
 from tiny_models import make_tiny_llama
@@ -81,11 +81,11 @@ def _break_rows(monkeypatch, breakage):
     rewriting the token each row emits (a row accepts its draft iff the two match)."""
 
     def broken_call(self, logits, meta, drafts):
-        processed = self.sampler.processed_logits(logits, meta)
-        probs = self.sampler.probabilities(processed, meta.sampling)
-        sampled = self._sample_rows(probs, row_argmax(processed), meta)
+        rows = self.sampler(logits, meta)
+        probs = self.sampler.probabilities(self.sampler.processed_logits(logits, meta), meta.sampling)
         per_row = torch.tensor([d for request in drafts for d in [*request, -1]])
-        return rejection_sampler._walk(breakage(sampled, per_row, probs), drafts)
+        tokens = breakage(torch.tensor(rows.token_ids), per_row, probs)
+        return rejection_sampler._walk(SamplerOutput(tokens.tolist(), rows.logprobs), drafts)
 
     monkeypatch.setattr(RejectionSampler, "__call__", broken_call)
 
