@@ -7,6 +7,9 @@ import argparse
 from executor_svc.config import ExecutorConfig
 
 
+READBACK_CHOICES = {"auto": None, "on": True, "off": False}
+
+
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags shared by `stepahead executor` and `stepahead serve`."""
     group = parser.add_argument_group("executor")
@@ -23,6 +26,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--draft-model", default=None, help="HF directory of the draft model (--spec-method draft_model)")
     group.add_argument("--ngram-min-n", type=int, default=2, help="shortest n-gram to look up (default 2)")
     group.add_argument("--ngram-max-n", type=int, default=4, help="longest n-gram to look up (default 4)")
+    group.add_argument("--defer-token-readback", default="auto", choices=tuple(READBACK_CHOICES),
+                       help="launch the next step before this one's tokens reach the host "
+                            "(default auto: on for CUDA, off for CPU)")
 
 
 def add_metrics_argument(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +57,7 @@ def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: in
         ngram_min_n=args.ngram_min_n,
         ngram_max_n=args.ngram_max_n,
         metrics_port=getattr(args, "metrics_port", None),
+        defer_token_readback=READBACK_CHOICES[args.defer_token_readback],
     )
 
 
@@ -60,6 +67,7 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
     flags += ["--kv-cache-memory-gb", str(args.kv_cache_memory_gb)]
     flags += ["--spec-method", args.spec_method, "--num-spec-tokens", str(args.num_spec_tokens)]
     flags += ["--ngram-min-n", str(args.ngram_min_n), "--ngram-max-n", str(args.ngram_max_n)]
+    flags += ["--defer-token-readback", args.defer_token_readback]
     for name in ("num_kv_blocks", "max_model_len", "num_threads", "draft_model"):
         value = getattr(args, name)
         if value is not None:

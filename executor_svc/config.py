@@ -43,6 +43,17 @@ class ExecutorConfig:
     ngram_max_n: int = 4
     metrics_port: int | None = None
     """Port of the Prometheus /metrics endpoint (None: off, 0: any free port)."""
+    defer_token_readback: bool | None = None
+    """Launch the next step before this one's sampled tokens reach the host, taking its input ids from
+    the device (see model_runner.py). None: on for CUDA, off for CPU, where the forward runs on the
+    calling thread and deferring would only delay each result by one forward."""
+
+    @property
+    def defers_token_readback(self) -> bool:
+        """defer_token_readback with its default resolved."""
+        if self.defer_token_readback is None:
+            return self.device.startswith("cuda")
+        return self.defer_token_readback
 
     def __post_init__(self) -> None:
         _require(bool(self.model_dir), "model_dir", "must be set")

@@ -39,6 +39,9 @@ class ExecutorMetrics:
                                 buckets=TIME_BUCKETS, registry=registry)
         self.draft = Histogram(f"{PREFIX}_draft_seconds", "Draft proposal time per step (speculative decoding).",
                                buckets=TIME_BUCKETS, registry=registry)
+        self.device_input_ids = Counter(
+            f"{PREFIX}_device_input_ids", "Input ids read on the device because the step that sampled them "
+            "was not read back yet (deferred read-back).", registry=registry)
         self.requests_held = Gauge(f"{PREFIX}_requests_held", "Requests whose state the executor holds.", registry=registry)
         self.kv_blocks_total = Gauge(f"{PREFIX}_kv_blocks_total", "KV cache blocks allocated.", registry=registry)
         self.ready = Gauge(f"{PREFIX}_ready", "1 once the model is loaded and warmed up.", registry=registry)
@@ -61,6 +64,7 @@ class ExecutorMetrics:
         if num_tokens == 0:  # a step that only drops finished requests: no forward to time
             return
         self.tokens.inc(num_tokens)
+        self.device_input_ids.inc(result.num_device_input_ids)
         self.step_compute.observe(result.compute_end_s - result.compute_start_s)
         self.forward.observe(result.forward_s)
         self.sample.observe(result.sample_s)

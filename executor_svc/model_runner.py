@@ -1,21 +1,40 @@
 """Runs one StepRequest: updates per-request state, flattens the batch, forwards, samples or verifies
-drafts, and proposes the next drafts."""
+drafts, and proposes the next drafts.
+
+A step is *launched* (forward and sampling queued on the device) and later *completed* (its tokens
+read back and its StepResult built). With ``defer_readback`` a plain step (no drafts to verify or
+propose, no penalties) is left unsettled at launch: the next step may launch before its tokens reach
+the host, taking each request's last token from the LastTokenBuffer on the device. Any other step
+settles every earlier step before it runs and settles itself at launch.
+"""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections import deque
 
 import torch
-from stepahead_proto import executor_pb2, generation_pb2
+from stepahead_proto import executor_pb2
 
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.drafters.base import DraftRequest, Drafter
+from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
-from executor_svc.rejection_sampler import RejectionSampler
+from executor_svc.last_token_buffer import LastTokenBuffer
+from executor_svc.penalties import row_has_penalty
+from executor_svc.rejection_sampler import RejectionSampler, accept_drafts
 from executor_svc.request_state import ExecutorRequestState
-from executor_svc.sampler import RowLogprobs, Sampler
+from executor_svc.sampler import Sampler
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata
+from executor_svc.step_result import fill_outputs
+from executor_svc.step_work import (
+    Emitted,
+    FlatBatch,
+    LaunchedStep,
+    PendingSamples,
+    SamplingGroup,
+    ScheduledWork,
+)
 from executor_svc.tracing import StepPhaseTracer
 
 PAD_DRAFT = -1
@@ -23,49 +42,6 @@ PAD_DRAFT = -1
 
 class StepError(ValueError):
     """A StepRequest contradicts the executor's state (a scheduler bug or a protocol mismatch)."""
-
-
-@dataclass
-class ScheduledWork:
-    """One request's part of a step."""
-
-    state: ExecutorRequestState
-    num_tokens: int
-    """New tokens to compute (1 for a decode step), not counting drafts."""
-    num_drafts: int
-    """Draft slots to verify (the request's held drafts, padded with PAD_DRAFT)."""
-    num_spec: int
-    """Drafts to propose after sampling."""
-
-
-@dataclass
-class SamplingGroup:
-    """The consecutive logits rows of one request that samples this step (1 + its draft slots)."""
-
-    work: ScheduledWork
-    first_row: int
-    drafts: list[int]
-
-
-@dataclass
-class FlatBatch:
-    """The tensors of one flattened forward and which rows are sampled."""
-
-    input_ids: torch.Tensor
-    positions: torch.Tensor
-    meta: AttentionMetadata
-    sample_rows: list[int]
-    groups: list[SamplingGroup]
-
-
-@dataclass
-class Emitted:
-    """What one request produced in a step."""
-
-    token_ids: list[int]
-    logprobs: list[RowLogprobs | None]
-    num_drafted: int
-    num_accepted: int
 
 
 class ModelRunner:
@@ -80,6 +56,7 @@ class ModelRunner:
         device: torch.device,
         drafter: Drafter | None = None,
         tracer: StepPhaseTracer | None = None,
+        defer_readback: bool = False,
     ) -> None:
         self.model = model
         self.kv_cache = kv_cache
@@ -89,9 +66,12 @@ class ModelRunner:
         self.drafter = drafter
         self.tracer = tracer or StepPhaseTracer()
         """Phase spans of traced steps; a no-op unless the server turned tracing on."""
+        self.defer_readback = defer_readback
         self.sampler = Sampler()
         self.rejection_sampler = RejectionSampler(self.sampler)
         self.requests: dict[str, ExecutorRequestState] = {}
+        self.last_tokens = LastTokenBuffer(device)
+        self._unsettled: deque[LaunchedStep] = deque()
 
     # ---- state updates -------------------------------------------------------------------
     def _apply_updates(self, step: executor_pb2.StepRequest) -> list[ScheduledWork]:
@@ -113,6 +93,7 @@ class ModelRunner:
             num_computed_tokens=new.num_computed_tokens,
         )
         self.requests[new.request_id] = state
+        self.last_tokens.assign(new.request_id)
         return ScheduledWork(state, new.num_scheduled_tokens, 0, new.num_spec_tokens)
 
     def _update_cached(self, cached: executor_pb2.CachedRequestData) -> ScheduledWork:
@@ -131,6 +112,7 @@ class ModelRunner:
 
     def _drop(self, request_id: str) -> None:
         self.requests.pop(request_id, None)
+        self.last_tokens.release(request_id)
         if self.drafter is not None:
             self.drafter.drop(request_id)
 
@@ -143,6 +125,8 @@ class ModelRunner:
         block_tables: list[list[int]] = []
         sample_rows: list[int] = []
         groups: list[SamplingGroup] = []
+        unread_rows: list[int] = []
+        unread_slots: list[int] = []
         for item in work:
             tokens, drafts = self._step_tokens(item)
             start = item.state.num_computed_tokens
@@ -150,100 +134,126 @@ class ModelRunner:
             if len(item.state.block_ids) * self.block_size < end:
                 raise StepError(f"block_ids: {item.state.request_id!r} has too few blocks for {end} tokens")
             first_flat = len(input_ids)
+            if item.state.num_unread_tokens:
+                # Its input is the token the previous step sampled: read it on the device.
+                unread_rows.append(first_flat)
+                unread_slots.append(self.last_tokens.slot(item.state.request_id))
             input_ids.extend(tokens)
             positions.extend(range(start, end))
             query_lens.append(len(tokens))
             seq_lens.append(end)
             block_tables.append(item.state.block_ids)
-            if start + item.num_tokens == len(item.state.token_ids):
+            if start + item.num_tokens == item.state.num_tokens:
                 groups.append(SamplingGroup(item, len(sample_rows), drafts))
                 last_real = first_flat + item.num_tokens - 1
                 sample_rows.extend(range(last_real, last_real + len(drafts) + 1))
         meta = AttentionMetadata.build(query_lens, seq_lens, block_tables, self.block_size, self.device)
+        ids = host_list_to_device(input_ids, self.device)
+        if unread_rows:
+            unread = self.last_tokens.read(host_list_to_device(unread_slots, self.device))
+            ids.index_copy_(0, host_list_to_device(unread_rows, self.device), unread)
         return FlatBatch(
-            input_ids=torch.tensor(input_ids, dtype=torch.long, device=self.device),
-            positions=torch.tensor(positions, dtype=torch.long, device=self.device),
+            input_ids=ids,
+            positions=host_list_to_device(positions, self.device),
             meta=meta,
             sample_rows=sample_rows,
             groups=groups,
+            num_device_input_ids=len(unread_rows),
         )
 
     def _step_tokens(self, item: ScheduledWork) -> tuple[list[int], list[int]]:
-        """The input ids of this step (known tokens, then drafts) and the draft slots (padded)."""
+        """The input ids of this step (known tokens, then drafts) and the draft slots (padded).
+
+        A token the executor sampled but has not read back yet is given as 0 here; _flatten puts the
+        real one in on the device."""
         state = item.state
         start = state.num_computed_tokens
         end = start + item.num_tokens
-        if item.num_tokens < 1 or end > len(state.token_ids):
+        if item.num_tokens < 1 or end > state.num_tokens:
             raise StepError(
                 f"num_scheduled_tokens: {state.request_id!r} asks for tokens {start}..{end} but the executor "
-                f"knows {len(state.token_ids)}"
+                f"knows {state.num_tokens}"
             )
-        if item.num_drafts and end != len(state.token_ids):
+        if item.num_drafts and end != state.num_tokens:
             raise StepError(f"num_draft_tokens: {state.request_id!r} verifies drafts before its prompt is done")
         drafts = state.draft_token_ids[: item.num_drafts]
         drafts = drafts + [PAD_DRAFT] * (item.num_drafts - len(drafts))
+        known = state.token_ids[start:end] + [0] * (end - max(start, len(state.token_ids)))
         # A padded slot still needs some input id; it is always rejected, so any id will do.
-        return state.token_ids[start:end] + [d if d >= 0 else 0 for d in drafts], drafts
+        return known + [d if d >= 0 else 0 for d in drafts], drafts
 
     # ---- step ------------------------------------------------------------------------------
-    @torch.inference_mode()
     def execute(self, step: executor_pb2.StepRequest) -> executor_pb2.StepResult:
         """Run one step and return its result (one output per scheduled request, in order)."""
+        return self.complete(self.launch(step))
+
+    @torch.inference_mode()
+    def launch(self, step: executor_pb2.StepRequest) -> LaunchedStep:
+        """Queue one step's forward and sampling; settle it too unless it may be deferred."""
         start = time.time()
         work = self._apply_updates(step)
         result = executor_pb2.StepResult(step_id=step.step_id, compute_start_s=start)
+        launched = LaunchedStep(step, work, [], result)
         if not work:
-            result.compute_end_s = time.time()
-            return result
+            launched.settled = True
+            self._finish_launch(launched, start, start, start)
+            return launched
+        deferred = self.defer_readback and all(self._can_defer(item) for item in work)
+        if not deferred:
+            self.settle_all()
         batch = self._flatten(work)
+        result.num_device_input_ids = batch.num_device_input_ids
         hidden = self.model(batch.input_ids, batch.positions, batch.meta, self.kv_cache)
         forward_end = time.time()
-        emitted = self._sample(batch, hidden) if batch.groups else {}
+        launched.groups = batch.groups
+        if batch.groups:
+            launched.pending = PendingSamples(self._sample(batch, hidden, deferred))
         for item in work:
-            if item.state.request_id not in emitted:
+            if not item.num_drafts:  # with drafts, the count waits for the verdict (settling)
                 item.state.num_computed_tokens += item.num_tokens
+        for group in batch.groups:
+            group.work.state.draft_token_ids = []
+            if not group.drafts:
+                group.work.state.num_unread_tokens += 1
         sample_end = time.time()
-        self._propose(batch.groups)
-        end = time.time()
-        for item in work:
-            output = result.outputs.add(request_id=item.state.request_id)
-            produced = emitted.get(item.state.request_id)
-            if produced is not None:
-                output.token_ids.extend(produced.token_ids)
-                output.num_drafted = produced.num_drafted
-                output.num_accepted = produced.num_accepted
-                output.logprobs.extend(
-                    _logprobs_proto(t, lp) for t, lp in zip(produced.token_ids, produced.logprobs) if lp is not None
-                )
-        result.forward_s = forward_end - start
-        result.sample_s = sample_end - forward_end
-        result.draft_s = end - sample_end
-        result.compute_end_s = end
-        self.tracer.record(step, result)
-        return result
+        self._unsettled.append(launched)
+        if not deferred:
+            self.settle_all()
+            self._propose(batch.groups)
+        self._finish_launch(launched, start, forward_end, sample_end)
+        return launched
 
-    def _sample(self, batch: FlatBatch, hidden: torch.Tensor) -> dict[str, Emitted]:
-        rows = torch.tensor(batch.sample_rows, dtype=torch.long, device=hidden.device)
+    def _can_defer(self, item: ScheduledWork) -> bool:
+        """Whether the item needs nothing from the host copy of earlier steps' tokens."""
+        state = item.state
+        plain = not item.num_drafts and not item.num_spec and not row_has_penalty(state.params)
+        # An unread token can only be the single input of a decode.
+        readable = not state.num_unread_tokens or (
+            item.num_tokens == 1 and state.num_computed_tokens == state.num_tokens - 1)
+        return plain and readable
+
+    def _finish_launch(self, launched: LaunchedStep, start: float, forward_end: float, sample_end: float) -> None:
+        end = time.time()
+        launched.result.forward_s = forward_end - start
+        launched.result.sample_s = sample_end - forward_end
+        launched.result.draft_s = end - sample_end
+        if launched.settled or not launched.groups:
+            launched.computed_at = end
+
+    def _sample(self, batch: FlatBatch, hidden: torch.Tensor, deferred: bool):
+        rows = host_list_to_device(batch.sample_rows, hidden.device)
         logits = self.model.compute_logits(hidden.index_select(0, rows))
         meta = self._sampling_metadata(batch.groups)
-        verified = self.rejection_sampler(logits, meta, [group.drafts for group in batch.groups])
-        emitted = {}
-        for group, tokens, num_accepted, lps in zip(
-            batch.groups, verified.token_ids, verified.num_accepted, verified.logprobs
-        ):
-            state = group.work.state
-            state.num_computed_tokens += group.work.num_tokens + num_accepted
-            for token in tokens:
-                state.append_output(token)
-            state.draft_token_ids = []
-            drafted = sum(1 for d in group.drafts if d != PAD_DRAFT)
-            emitted[state.request_id] = Emitted(tokens, lps, drafted, num_accepted)
-        return emitted
+        sampled = self.rejection_sampler.sample_rows(logits, meta, [group.drafts for group in batch.groups])
+        if deferred:
+            slots = [self.last_tokens.slot(group.work.state.request_id) for group in batch.groups]
+            self.last_tokens.write(host_list_to_device(slots, hidden.device), sampled.token_ids)
+        return sampled
 
     def _sampling_metadata(self, groups: list[SamplingGroup]) -> SamplingMetadata:
         """One row per logits row: row j of a request sees its outputs plus drafts 1..j (for penalties
         and for the seed's output position)."""
-        params, prompts, outputs = [], [], []
+        params, prompts, outputs, positions = [], [], [], []
         for group in groups:
             state = group.work.state
             real = [d for d in group.drafts if d != PAD_DRAFT]
@@ -252,7 +262,46 @@ class ModelRunner:
                 prompts.append(state.prompt_token_ids)
                 # Row 0 (the only row without drafts) reads the request's own list: no copy per step.
                 outputs.append(state.output_token_ids + real[:j] if j else state.output_token_ids)
-        return SamplingMetadata.build(params, prompts, outputs, self.vocab_size, self.device)
+                positions.append(state.num_output_tokens + j)
+        return SamplingMetadata.build(params, prompts, outputs, self.vocab_size, self.device, positions)
+
+    # ---- settling and completing -----------------------------------------------------------
+    def settle_all(self) -> None:
+        """Read back every launched step's tokens into the requests' host state, in step order."""
+        while self._unsettled:
+            self._settle(self._unsettled.popleft())
+
+    def _settle(self, launched: LaunchedStep) -> None:
+        launched.settled = True
+        if launched.pending is None:
+            return
+        rows = launched.pending.to_host()
+        launched.pending = None
+        verified = accept_drafts(rows, [group.drafts for group in launched.groups])
+        for group, tokens, num_accepted, lps in zip(
+            launched.groups, verified.token_ids, verified.num_accepted, verified.logprobs
+        ):
+            state = group.work.state
+            if group.drafts:
+                state.num_computed_tokens += group.work.num_tokens + num_accepted
+            else:
+                state.num_unread_tokens -= 1
+            for token in tokens:
+                state.append_output(token)
+            drafted = sum(1 for d in group.drafts if d != PAD_DRAFT)
+            launched.emitted[state.request_id] = Emitted(tokens, lps, drafted, num_accepted)
+
+    def complete(self, launched: LaunchedStep) -> executor_pb2.StepResult:
+        """Settle the step (and every step launched before it) and return its result."""
+        while not launched.settled:
+            self._settle(self._unsettled.popleft())
+        if launched.computed_at is None:
+            launched.computed_at = time.time()
+        result = launched.result
+        result.compute_end_s = launched.computed_at
+        fill_outputs(result, launched.work, launched.emitted)
+        self.tracer.record(launched.step, result)
+        return result
 
     def _propose(self, groups: list[SamplingGroup]) -> None:
         wanting = [group.work for group in groups if group.work.num_spec > 0]
@@ -269,16 +318,8 @@ class ModelRunner:
 
     def reset(self) -> None:
         """Forget every request (a new Execute stream starts from nothing)."""
+        self._unsettled.clear()
         self.requests.clear()
+        self.last_tokens.clear()
         if self.drafter is not None:
             self.drafter.reset()
-
-
-def _logprobs_proto(token_id: int, logprobs: RowLogprobs) -> generation_pb2.PositionLogprobs:
-    return generation_pb2.PositionLogprobs(
-        sampled=generation_pb2.TokenLogprob(token_id=token_id, logprob=logprobs.sampled_logprob),
-        top=[
-            generation_pb2.TokenLogprob(token_id=t, logprob=lp)
-            for t, lp in zip(logprobs.top_ids, logprobs.top_logprobs)
-        ],
-    )

@@ -16,6 +16,8 @@ from typing import Protocol, Sequence
 import torch
 from torch import Tensor
 
+from executor_svc.host_transfer import host_list_to_device
+
 
 class PenaltyParams(Protocol):
     """The three penalty knobs of one row (satisfied by RowSamplingParams)."""
@@ -90,21 +92,6 @@ def apply_penalties(logits: Tensor, pen: PenaltyTensors) -> Tensor:
     # Repeated pairs write identical values, so the order of the writes does not matter.
     penalised[pen.rows, pen.tokens] = (values - pen.subtract).to(logits.dtype)
     return penalised
-
-
-def host_list_to_device(
-    values: list, device: torch.device | str, dtype: torch.dtype = torch.long
-) -> Tensor:
-    """Copies a host list to ``device``, through pinned memory on CUDA so the copy is async."""
-    host = torch.tensor(values, dtype=dtype)
-    if torch.device(device).type == "cuda":
-        return host.pin_memory().to(device, non_blocking=True)
-    return host.to(device)
-
-
-def host_column_to_device(values: list[float], device: torch.device | str) -> Tensor:
-    """A [N, 1] float32 device tensor of per-row values."""
-    return host_list_to_device(values, device, torch.float32).unsqueeze(1)
 
 
 def _row_of_each_token(token_ids: Sequence[Sequence[int]]) -> list[int]:

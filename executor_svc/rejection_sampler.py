@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from executor_svc.sampler import RowLogprobs, Sampler, SamplerOutput
+from executor_svc.sampler import DeviceSamplerOutput, RowLogprobs, Sampler, SamplerOutput
 from executor_svc.sampling_metadata import SamplingMetadata
 
 
@@ -40,21 +40,29 @@ class VerifyResult:
 class RejectionSampler:
     """Verifies drafts for a batch of requests whose K + 1 rows are consecutive in the logits.
 
-    Every row is sampled by the plain sampler (argmax on greedy rows); a row accepts its draft iff the
-    two match, so a request without drafts simply emits its one row's token."""
+    In two phases, so that the device work can be queued before its results are read:
+    ``sample_rows`` draws every row's token on the device (argmax on greedy rows), and
+    ``accept_drafts`` then walks each request's rows on the host, accepting drafts while they match."""
 
     def __init__(self, sampler: Sampler) -> None:
         self.sampler = sampler
 
     def __call__(self, logits: Tensor, meta: SamplingMetadata, draft_token_ids: list[list[int]]) -> VerifyResult:
-        """``logits`` [rows, V] with len(drafts_i) + 1 rows per request, in order."""
+        """Both phases at once; ``logits`` [rows, V] with len(drafts_i) + 1 rows per request, in order."""
+        return accept_drafts(self.sample_rows(logits, meta, draft_token_ids).to_host(), draft_token_ids)
+
+    def sample_rows(
+        self, logits: Tensor, meta: SamplingMetadata, draft_token_ids: list[list[int]]
+    ) -> DeviceSamplerOutput:
+        """The token each row emits if the walk reaches it. With one-hot drafts that is the row's plain
+        sample, whatever the draft: this is what keeps seeded requests unchanged by speculation."""
         expected_rows = sum(len(drafts) + 1 for drafts in draft_token_ids)
         if logits.shape[0] != expected_rows:
             raise ValueError(f"draft_token_ids need {logits.shape[0]} rows in all, got {expected_rows}")
-        return _walk(self.sampler(logits, meta), draft_token_ids)
+        return self.sampler.sample(logits, meta)
 
 
-def _walk(rows: SamplerOutput, drafts: list[list[int]]) -> VerifyResult:
+def accept_drafts(rows: SamplerOutput, drafts: list[list[int]]) -> VerifyResult:
     """Per request: accept drafts in order while each equals its row's token, then emit that row's token.
     Every emitted token is its row's sampled token, so its logprobs are that row's."""
     token_ids, num_accepted, logprobs = [], [], []

@@ -11,8 +11,8 @@ from executor_svc.sampling_metadata import RowSamplingParams
 class ExecutorRequestState:
     """One request's tokens, block table and progress as the executor sees them.
 
-    The executor appends every token it samples, so the next step's input ids are resolved here,
-    never sent by the scheduler.
+    The executor appends every token it samples once it is read back, so the next step's input ids
+    are resolved here (or, while a token is still unread, on the device), never sent by the scheduler.
     """
 
     request_id: str
@@ -23,12 +23,25 @@ class ExecutorRequestState:
     num_computed_tokens: int = 0
     draft_token_ids: list[int] = field(default_factory=list)
     """Drafts proposed after the last step, to be verified by the next one."""
+    num_unread_tokens: int = 0
+    """Tokens sampled by launched steps but not read back to the host yet (they are the last ones;
+    the newest is in the LastTokenBuffer)."""
     speculative: bool = False
     """True once drafts were asked for: from then on the executor's token count leads the scheduler's."""
     token_ids: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
         self.token_ids = self.prompt_token_ids + self.output_token_ids
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt and output tokens, counting those not read back yet."""
+        return len(self.token_ids) + self.num_unread_tokens
+
+    @property
+    def num_output_tokens(self) -> int:
+        """Output tokens, counting those not read back yet (the output position of the next one)."""
+        return len(self.output_token_ids) + self.num_unread_tokens
 
     def append_output(self, token_id: int) -> None:
         self.output_token_ids.append(token_id)

@@ -8,12 +8,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from executor_svc.penalties import (
-    PenaltyTensors,
-    build_penalty_tensors,
-    host_column_to_device,
-    host_list_to_device,
-)
+from executor_svc.host_transfer import host_column_to_device, host_list_to_device
+from executor_svc.penalties import PenaltyTensors, build_penalty_tensors
 from stepahead_proto import sampling_pb2
 
 # Temperatures below this are treated as greedy (as vLLM does): dividing by them only
@@ -150,17 +146,23 @@ class SamplingMetadata:
         output_token_ids: list[list[int]],
         vocab_size: int,
         device: torch.device | str,
+        output_positions: list[int] | None = None,
     ) -> "SamplingMetadata":
         """Builds the tensors for one step; row i samples the token at output position
-        ``len(output_token_ids[i])`` of its request (this position seeds seeded rows)."""
+        ``output_positions[i]`` of its request (default ``len(output_token_ids[i])``; this position
+        seeds seeded rows). Penalties read ``output_token_ids``."""
         if not len(params) == len(prompt_token_ids) == len(output_token_ids):
             raise ValueError("params, prompt_token_ids and output_token_ids need one entry per row")
+        if output_positions is None:
+            output_positions = [len(out) for out in output_token_ids]
+        elif len(output_positions) != len(params):
+            raise ValueError("output_positions needs one entry per row")
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
         return cls(
             num_rows=len(params),
             vocab_size=vocab_size,
-            sampling=_random_sampling(params, output_token_ids, vocab_size, device),
+            sampling=_random_sampling(params, output_positions, vocab_size, device),
             penalties=build_penalty_tensors(
                 params, prompt_token_ids, output_token_ids, vocab_size, device),
             logprobs=_logprob_request(params, device),
@@ -169,7 +171,7 @@ class SamplingMetadata:
 
 def _random_sampling(
     params: Sequence[RowSamplingParams],
-    output_token_ids: Sequence[Sequence[int]],
+    output_positions: Sequence[int],
     vocab_size: int,
     device: torch.device | str,
 ) -> RandomSampling | None:
@@ -185,8 +187,8 @@ def _random_sampling(
                if any(p.min_p > 0.0 for p in rows) else None),
         top_k_top_p=_top_k_top_p(rows, vocab_size, device),
         seeded_rows=[
-            (i, mix_seed(p.seed, len(out)))
-            for i, (p, out) in enumerate(zip(rows, output_token_ids))
+            (i, mix_seed(p.seed, position))
+            for i, (p, position) in enumerate(zip(rows, output_positions))
             if p.seed is not None
         ],
     )

@@ -63,7 +63,8 @@ def build_runner(config: ExecutorConfig) -> tuple[ModelRunner, executor_pb2.Exec
         hf_config.num_hidden_layers, num_blocks, config.block_size, hf_config.num_key_value_heads, head_dim, dtype, device
     )
     drafter = build_drafter(config, hf_config, num_blocks, TorchAttentionBackend())
-    runner = ModelRunner(model, kv_cache, config.block_size, hf_config.vocab_size, device, drafter)
+    runner = ModelRunner(model, kv_cache, config.block_size, hf_config.vocab_size, device, drafter,
+                         defer_readback=config.defers_token_readback)
     max_model_len = min(config.max_model_len or hf_config.max_position_embeddings, hf_config.max_position_embeddings)
     description = executor_pb2.ExecutorDescription(
         model=config.model_name or Path(config.model_dir).name,

@@ -22,7 +22,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
     """Serves one Execute stream at a time: the KV cache belongs to a single scheduler.
 
     Steps are read off the stream by a reader thread and queued on the compute loop as soon as they
-    arrive, so step N+1 is already waiting when step N finishes; results are written in order.
+    arrive, so step N+1 is already waiting when step N finishes; results are written in order. With
+    deferred read-back, step N+1 can even launch before step N's tokens are read.
     """
 
     def __init__(self, compute: ComputeLoop, metrics: ExecutorMetrics | None = None) -> None:
@@ -56,7 +57,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
             while (item := pending.get()) is not _END:
                 step, future = item
                 try:
-                    result = future.result()
+                    result = self._result_of(future)
                 except StepError as error:
                     logger.error("bad step %d: %s", step.step_id, error)
                     context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
@@ -70,10 +71,20 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
                 pass  # shutting down: the state dies with the process
             self._stream_lock.release()
 
+    def _result_of(self, future) -> executor_pb2.StepResult:
+        """The step's result; a deferred step is completed on the compute loop once its tokens are
+        on the host, so steps launched meanwhile run first."""
+        if not self.runner.defer_readback:
+            return future.result()
+        launched = future.result()
+        launched.wait_until_computed()
+        return self.compute.call(self.runner.complete, launched)
+
     def _read_steps(self, request_iterator, pending: queue.SimpleQueue) -> None:
         try:
+            run = self.runner.launch if self.runner.defer_readback else self.runner.execute
             for step in request_iterator:
-                pending.put((step, self.compute.submit(self.runner.execute, step)))
+                pending.put((step, self.compute.submit(run, step)))
         except grpc.RpcError:
             pass  # the stream was cancelled
         finally:

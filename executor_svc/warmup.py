@@ -32,6 +32,9 @@ def warm_up(runner: ModelRunner, num_prompt_tokens: int = 8) -> None:
             )
         ],
     )
-    runner.execute(prefill)
-    runner.execute(decode)
+    # Both launched before either completes: with deferred read-back the decode takes its input
+    # from the device, so start-up exercises that path too.
+    launched = [runner.launch(prefill), runner.launch(decode)]
+    for step in launched:
+        runner.complete(step)
     runner.reset()

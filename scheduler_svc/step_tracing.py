@@ -119,6 +119,7 @@ def _result_attributes(result: executor_pb2.StepResult) -> dict[str, float | int
         "stepahead.executor.forward_s": result.forward_s,
         "stepahead.executor.sample_s": result.sample_s,
         "stepahead.executor.draft_s": result.draft_s,
+        "stepahead.executor.num_device_input_ids": result.num_device_input_ids,
         "stepahead.step.num_drafted": sum(out.num_drafted for out in result.outputs),
         "stepahead.step.num_accepted": sum(out.num_accepted for out in result.outputs),
     }

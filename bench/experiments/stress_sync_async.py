@@ -34,6 +34,11 @@ CONFIGS = {
                        "--num-kv-blocks", "12"], ["--max-num-batched-tokens", "40"]),
     "self_draft_preempt": (["--spec-method", "draft_model", "--draft-model", TARGET, "--num-spec-tokens", "2",
                             "--num-kv-blocks", "12"], ["--max-num-batched-tokens", "40"]),
+    # The executor launches step N+1 before step N's tokens are read back (the CUDA default).
+    "deferred_chunk_preempt": (["--defer-token-readback", "on", "--num-kv-blocks", "10"],
+                               ["--max-num-batched-tokens", "32"]),
+    "deferred_ngram_preempt": (["--defer-token-readback", "on", "--spec-method", "ngram", "--num-spec-tokens", "2",
+                                "--num-kv-blocks", "12"], ["--max-num-batched-tokens", "40"]),
 }
 
 

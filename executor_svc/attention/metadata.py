@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 import torch
 
+from executor_svc.host_transfer import host_list_to_device
+
 
 @dataclass
 class AttentionMetadata:
@@ -87,7 +89,7 @@ class AttentionMetadata:
 
 
 def _tensor(values: list, device: torch.device | str) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.int64, device=device)
+    return host_list_to_device(values, device, torch.int64)
 
 
 def _slot_mapping(query_lens: list[int], seq_lens: list[int], tables: list[list[int]], block_size: int) -> list[int]:

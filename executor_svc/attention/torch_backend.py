@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from executor_svc.attention.length_groups import length_groups
 from executor_svc.attention.metadata import AttentionMetadata
+from executor_svc.host_transfer import host_list_to_device
 
 # What one more padded group costs, in KV blocks of padding it would save (one more gather, attention
 # call and scatter per layer). Measured on SmolLM2-135M decode at batch 16, contexts 70..470, CPU.
@@ -265,4 +266,4 @@ def _host_starts(meta: AttentionMetadata) -> list[int]:
 
 
 def _tensor(values: list[int], device: torch.device) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.int64, device=device)
+    return host_list_to_device(values, device, torch.int64)

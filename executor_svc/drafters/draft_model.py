@@ -12,6 +12,7 @@ import torch
 
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.drafters.base import DraftRequest
+from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.row_argmax import row_argmax
 
@@ -59,7 +60,7 @@ class DraftModelDrafter:
             query_lens.append(len(tokens) - start)
             seq_lens.append(len(tokens))
             self._computed[request.state.request_id] = len(tokens)
-        last_rows = torch.tensor(query_lens, device=self.device).cumsum(0) - 1
+        last_rows = host_list_to_device(query_lens, self.device).cumsum(0) - 1
         return self._forward_argmax(batch, ids, positions, query_lens, seq_lens, last_rows)
 
     def _decode_one(self, batch: list[DraftRequest], previous: list[int], step: int) -> list[int]:
@@ -72,8 +73,8 @@ class DraftModelDrafter:
         tables = [request.state.block_ids for request in batch]
         meta = AttentionMetadata.build(query_lens, seq_lens, tables, self.block_size, self.device)
         hidden = self.model(
-            torch.tensor(ids, dtype=torch.long, device=self.device),
-            torch.tensor(positions, dtype=torch.long, device=self.device),
+            host_list_to_device(ids, self.device),
+            host_list_to_device(positions, self.device),
             meta,
             self.kv_cache,
         )

@@ -114,7 +114,7 @@ class RequestStepOutput(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., num_drafted: _Optional[int] = ..., num_accepted: _Optional[int] = ...) -> None: ...
 
 class StepResult(_message.Message):
-    __slots__ = ("step_id", "outputs", "compute_start_s", "compute_end_s", "forward_s", "sample_s", "draft_s")
+    __slots__ = ("step_id", "outputs", "compute_start_s", "compute_end_s", "forward_s", "sample_s", "draft_s", "num_device_input_ids")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_START_S_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +122,7 @@ class StepResult(_message.Message):
     FORWARD_S_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_S_FIELD_NUMBER: _ClassVar[int]
     DRAFT_S_FIELD_NUMBER: _ClassVar[int]
+    NUM_DEVICE_INPUT_IDS_FIELD_NUMBER: _ClassVar[int]
     step_id: int
     outputs: _containers.RepeatedCompositeFieldContainer[RequestStepOutput]
     compute_start_s: float
@@ -129,4 +130,5 @@ class StepResult(_message.Message):
     forward_s: float
     sample_s: float
     draft_s: float
-    def __init__(self, step_id: _Optional[int] = ..., outputs: _Optional[_Iterable[_Union[RequestStepOutput, _Mapping]]] = ..., compute_start_s: _Optional[float] = ..., compute_end_s: _Optional[float] = ..., forward_s: _Optional[float] = ..., sample_s: _Optional[float] = ..., draft_s: _Optional[float] = ...) -> None: ...
+    num_device_input_ids: int
+    def __init__(self, step_id: _Optional[int] = ..., outputs: _Optional[_Iterable[_Union[RequestStepOutput, _Mapping]]] = ..., compute_start_s: _Optional[float] = ..., compute_end_s: _Optional[float] = ..., forward_s: _Optional[float] = ..., sample_s: _Optional[float] = ..., draft_s: _Optional[float] = ..., num_device_input_ids: _Optional[int] = ...) -> None: ...

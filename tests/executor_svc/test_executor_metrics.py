@@ -73,6 +73,8 @@ def test_runner_gauges_after_binding():
 class FakeRunner:
     """Answers every step with a fixed timing; counts resets."""
 
+    defer_readback = False
+
     def __init__(self) -> None:
         self.requests: dict[str, object] = {}
 

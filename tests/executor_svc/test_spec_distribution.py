@@ -7,10 +7,9 @@ import pytest
 import torch
 from stepahead_proto import executor_pb2, sampling_pb2
 
-from executor_svc import rejection_sampler
 from executor_svc.config import ExecutorConfig
 from executor_svc.rejection_sampler import RejectionSampler
-from executor_svc.sampler import SamplerOutput
+from executor_svc.sampler import DeviceSamplerOutput
 from executor_svc.server import build_runner
 from stats_helpers import chi_square_p_value
 from tiny_models import make_tiny_llama
@@ -80,14 +79,13 @@ def _break_rows(monkeypatch, breakage):
     """Verification as RejectionSampler does it, with ``breakage(sampled, drafts_per_row, probs)``
     rewriting the token each row emits (a row accepts its draft iff the two match)."""
 
-    def broken_call(self, logits, meta, drafts):
-        rows = self.sampler(logits, meta)
+    def broken_sample_rows(self, logits, meta, drafts):
+        rows = self.sampler.sample(logits, meta)
         probs = self.sampler.probabilities(self.sampler.processed_logits(logits, meta), meta.sampling)
         per_row = torch.tensor([d for request in drafts for d in [*request, -1]])
-        tokens = breakage(torch.tensor(rows.token_ids), per_row, probs)
-        return rejection_sampler._walk(SamplerOutput(tokens.tolist(), rows.logprobs), drafts)
+        return DeviceSamplerOutput(breakage(rows.token_ids, per_row, probs), rows.logprobs)
 
-    monkeypatch.setattr(RejectionSampler, "__call__", broken_call)
+    monkeypatch.setattr(RejectionSampler, "sample_rows", broken_sample_rows)
 
 
 def _accept_too_often(monkeypatch):

@@ -18,6 +18,9 @@ GRID = {
     # n-gram drafts depend on the tokens alone, so speculation adds no float noise of its own here.
     "ngram_preemption_chunked": (["--spec-method", "ngram", "--num-spec-tokens", "3", "--num-kv-blocks", "8"],
                                  ["--max-num-batched-tokens", "32"]),
+    # The executor launches step N+1 before step N's tokens are read back (the CUDA default).
+    "deferred_readback_preemption_chunked": (["--defer-token-readback", "on", "--num-kv-blocks", "8"],
+                                             ["--max-num-batched-tokens", "32"]),
 }
 
 

@@ -1,0 +1,82 @@
+"""ModelRunner with deferred read-back: steps launched before the previous step's tokens reach the host
+take their input ids from the device, and give exactly the tokens of one-step-at-a-time execution,
+also when the batch is reordered and requests join and leave."""
+
+from __future__ import annotations
+
+import pytest
+from step_plans import BATCHES, PENALISED, outputs_of, plan_steps, requests_plain
+
+from executor_svc.config import ExecutorConfig
+from executor_svc.server import build_runner
+from tiny_models import make_tiny_llama
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_tiny_llama(tmp_path_factory.mktemp("target"), seed=3)
+
+
+def runner_for(model_dir, defer: bool, **overrides):
+    config = ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40, defer_token_readback=defer, **overrides)
+    runner, _ = build_runner(config)
+    return runner
+
+
+def run_one_at_a_time(runner, steps) -> list[list[tuple]]:
+    return [outputs_of(runner.execute(step)) for step in steps]
+
+
+def run_ahead(runner, steps, lag: int, unread_seen: list[int]) -> list[list[tuple]]:
+    """Launches step i before completing step i - lag; records how many tokens were unread on the
+    host (sampled, not yet read back) right after each launch."""
+    launched, results = [], []
+    for step in steps:
+        launched.append(runner.launch(step))
+        unread_seen.append(sum(state.num_unread_tokens for state in runner.requests.values()))
+        if len(launched) > lag:
+            results.append(outputs_of(runner.complete(launched[len(results)])))
+    results += [outputs_of(runner.complete(step)) for step in launched[len(results):]]
+    return results
+
+
+@pytest.mark.parametrize("lag", [1, 2])
+def test_steps_launched_ahead_give_the_tokens_of_one_step_at_a_time(model_dir, lag):
+    steps = plan_steps(requests_plain(), BATCHES)
+    expected = run_one_at_a_time(runner_for(model_dir, defer=False), steps)
+    unread: list[int] = []
+    actual = run_ahead(runner_for(model_dir, defer=True), steps, lag, unread)
+    assert actual == expected
+    # The run-ahead really launched steps whose inputs were still only on the device.
+    assert max(unread) >= 2 * lag
+
+
+def test_without_deferral_every_launch_is_settled(model_dir):
+    steps = plan_steps(requests_plain(), BATCHES)
+    unread: list[int] = []
+    actual = run_ahead(runner_for(model_dir, defer=False), steps, 1, unread)
+    assert actual == run_one_at_a_time(runner_for(model_dir, defer=False), steps)
+    assert max(unread) == 0
+
+
+def test_a_penalised_request_settles_earlier_steps_first(model_dir):
+    requests = requests_plain()
+    requests["d"].sampling = PENALISED
+    steps = plan_steps(requests, BATCHES)
+    expected = run_one_at_a_time(runner_for(model_dir, defer=False), steps)
+    unread: list[int] = []
+    actual = run_ahead(runner_for(model_dir, defer=True), steps, 1, unread)
+    assert actual == expected
+    joins_d = BATCHES.index(["b", "c", "d"])
+    assert unread[joins_d - 1] > 0  # deferred before d arrives...
+    assert unread[joins_d + 1] == 0  # ...and every step with d (decoding, penalised) settles first
+
+
+def test_speculative_requests_settle_and_verify_as_without_deferral(model_dir):
+    requests = requests_plain()
+    requests["b"].num_spec = 2
+    steps = plan_steps(requests, BATCHES)
+    expected = run_one_at_a_time(runner_for(model_dir, defer=False, spec_method="ngram", num_spec_tokens=2), steps)
+    unread: list[int] = []
+    runner = runner_for(model_dir, defer=True, spec_method="ngram", num_spec_tokens=2)
+    assert run_ahead(runner, steps, 1, unread) == expected
+    assert unread[-1] > 0  # the last step (d alone) is plain again, so it is deferred
