@@ -24,7 +24,7 @@ from executor_svc.last_token_buffer import LastTokenBuffer
 from executor_svc.penalties import row_has_penalty
 from executor_svc.rejection_sampler import RejectionSampler, accept_drafts
 from executor_svc.request_state import ExecutorRequestState
-from executor_svc.sampler import Sampler
+from executor_svc.sampler import DeviceSamplerOutput, Sampler
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata
 from executor_svc.step_result import fill_outputs
 from executor_svc.step_work import (
@@ -215,10 +215,11 @@ class ModelRunner:
             group.work.state.draft_token_ids = []
             if not group.drafts:
                 group.work.state.num_unread_tokens += 1
-        sample_end = time.time()
         self._unsettled.append(launched)
         if not deferred:
             self.settle_all()
+        sample_end = time.time()
+        if not deferred:
             self._propose(batch.groups)
         self._finish_launch(launched, start, forward_end, sample_end)
         return launched
@@ -240,7 +241,7 @@ class ModelRunner:
         if launched.settled or not launched.groups:
             launched.computed_at = end
 
-    def _sample(self, batch: FlatBatch, hidden: torch.Tensor, deferred: bool):
+    def _sample(self, batch: FlatBatch, hidden: torch.Tensor, deferred: bool) -> DeviceSamplerOutput:
         rows = host_list_to_device(batch.sample_rows, hidden.device)
         logits = self.model.compute_logits(hidden.index_select(0, rows))
         meta = self._sampling_metadata(batch.groups)

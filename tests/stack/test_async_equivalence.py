@@ -6,6 +6,7 @@ import random
 
 import pytest
 from simultaneous import run_simultaneously
+from test_metrics_and_health import metrics_address, scrape
 
 from client import Client
 
@@ -19,8 +20,8 @@ GRID = {
     "ngram_preemption_chunked": (["--spec-method", "ngram", "--num-spec-tokens", "3", "--num-kv-blocks", "8"],
                                  ["--max-num-batched-tokens", "32"]),
     # The executor launches step N+1 before step N's tokens are read back (the CUDA default).
-    "deferred_readback_preemption_chunked": (["--defer-token-readback", "on", "--num-kv-blocks", "8"],
-                                             ["--max-num-batched-tokens", "32"]),
+    "deferred_readback_preemption_chunked": (["--defer-token-readback", "on", "--num-kv-blocks", "8",
+                                              "--metrics-port", "0"], ["--max-num-batched-tokens", "32"]),
 }
 
 
@@ -105,6 +106,10 @@ def test_sync_and_async_outputs_are_identical(config, tiny_model_dir, launch_sta
             assert info.stats.num_preemptions > 0, info.stats
         if "ngram" in config:
             assert info.stats.spec_accepted > 0, info.stats
+        if "deferred" in config:
+            # Only a step sent before the previous result was read can launch on unread tokens.
+            device_inputs = scrape(metrics_address(stack.executor.log(), "executor"))
+            assert (device_inputs["stepahead_executor_device_input_ids_total"] > 0) == (inflight > 1)
         stack.stop()
     assert_same_outputs(outputs[2], outputs[1])
     assert_same_outputs(outputs[3], outputs[1])
