@@ -20,7 +20,6 @@ class LastTokenBuffer:
     def __init__(self, device: torch.device, initial_slots: int = INITIAL_SLOTS) -> None:
         if initial_slots < 1:
             raise ValueError(f"initial_slots must be >= 1, got {initial_slots}")
-        self.device = device
         self.tokens = torch.zeros(initial_slots, dtype=torch.long, device=device)
         self._slots: dict[str, int] = {}
         self._free: list[int] = list(range(initial_slots - 1, -1, -1))

@@ -144,14 +144,14 @@ class ModelRunner:
             seq_lens.append(end)
             block_tables.append(item.state.block_ids)
             if start + item.num_tokens == item.state.num_tokens:
-                groups.append(SamplingGroup(item, len(sample_rows), drafts))
+                groups.append(SamplingGroup(item, drafts))
                 last_real = first_flat + item.num_tokens - 1
                 sample_rows.extend(range(last_real, last_real + len(drafts) + 1))
         meta = AttentionMetadata.build(query_lens, seq_lens, block_tables, self.block_size, self.device)
         ids = host_list_to_device(input_ids, self.device)
         if unread_rows:
-            unread = self.last_tokens.read(host_list_to_device(unread_slots, self.device))
-            ids.index_copy_(0, host_list_to_device(unread_rows, self.device), unread)
+            rows_and_slots = host_list_to_device([unread_rows, unread_slots], self.device)
+            ids.index_copy_(0, rows_and_slots[0], self.last_tokens.read(rows_and_slots[1]))
         return FlatBatch(
             input_ids=ids,
             positions=host_list_to_device(positions, self.device),

@@ -33,7 +33,6 @@ class SamplingGroup:
     """The consecutive logits rows of one request that samples this step (1 + its draft slots)."""
 
     work: ScheduledWork
-    first_row: int
     drafts: list[int]
 
 

@@ -76,10 +76,10 @@ class AttentionMetadata:
         width = max((len(t) for t in tables), default=0)
         padded = [t + [0] * (width - len(t)) for t in tables]
         return cls(
-            slot_mapping=_tensor(slots, device),
-            query_start_loc=_tensor(starts, device),
-            seq_lens=_tensor(seq_lens, device),
-            block_tables=_tensor(padded, device).view(len(tables), width),
+            slot_mapping=host_list_to_device(slots, device),
+            query_start_loc=host_list_to_device(starts, device),
+            seq_lens=host_list_to_device(seq_lens, device),
+            block_tables=host_list_to_device(padded, device).view(len(tables), width),
             block_size=block_size,
             query_lens_list=list(query_lens),
             seq_lens_list=list(seq_lens),
@@ -87,9 +87,6 @@ class AttentionMetadata:
             is_pure_decode=all(q == 1 for q in query_lens),
         )
 
-
-def _tensor(values: list, device: torch.device | str) -> torch.Tensor:
-    return host_list_to_device(values, device, torch.int64)
 
 
 def _slot_mapping(query_lens: list[int], seq_lens: list[int], tables: list[list[int]], block_size: int) -> list[int]:

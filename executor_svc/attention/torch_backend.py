@@ -202,17 +202,18 @@ def _build_batched(meta: AttentionMetadata, starts: list[int], seqs: list[int], 
     for i in seqs:
         table = meta.block_tables_list[i]
         block_ids.extend(table + [table[0]] * (width - len(table)))
-    positions = _tensor(rows.positions, device).view(len(seqs), 1, 1, qlen, 1)
+    positions = host_list_to_device(rows.positions, device).view(len(seqs), 1, 1, qlen, 1)
     mask = torch.arange(padded_len, device=device).view(1, 1, 1, 1, -1) <= positions
     mask = mask.expand(len(seqs), 1, group, qlen, padded_len).reshape(len(seqs), 1, group * qlen, padded_len)
     in_order = rows.tokens == list(range(meta.num_tokens))
     return _BatchedGroup(
         num_seqs=len(seqs),
         max_query_len=qlen,
-        block_ids=_tensor(block_ids, device),
-        query_rows=None if in_order else _tensor(rows.tokens, device),
-        keep_padded=None if len(rows.keep_padded) == len(rows.tokens) else _tensor(rows.keep_padded, device),
-        keep_flat=None if in_order else _tensor(rows.keep_flat, device),
+        block_ids=host_list_to_device(block_ids, device),
+        query_rows=None if in_order else host_list_to_device(rows.tokens, device),
+        keep_padded=(None if len(rows.keep_padded) == len(rows.tokens)
+                     else host_list_to_device(rows.keep_padded, device)),
+        keep_flat=None if in_order else host_list_to_device(rows.keep_flat, device),
         mask=mask,
     )
 
@@ -253,7 +254,7 @@ def _build_single(meta: AttentionMetadata, start: int, i: int, device: torch.dev
         start=start,
         end=start + query_len,
         seq_len=seq_len,
-        block_ids=_tensor(meta.block_tables_list[i], device),
+        block_ids=host_list_to_device(meta.block_tables_list[i], device),
         mask=mask,
     )
 
@@ -264,6 +265,3 @@ def _host_starts(meta: AttentionMetadata) -> list[int]:
         starts.append(starts[-1] + n)
     return starts
 
-
-def _tensor(values: list[int], device: torch.device) -> torch.Tensor:
-    return host_list_to_device(values, device, torch.int64)
