@@ -22,10 +22,10 @@ def host_list_to_device(
     values: list, device: torch.device | str, dtype: torch.dtype = torch.long
 ) -> Tensor:
     """Copies a host list to ``device``, through pinned memory on CUDA so the copy is async."""
-    host = torch.tensor(values, dtype=dtype)
     if torch.device(device).type == "cuda":
-        return host.pin_memory().to(device, non_blocking=True)
-    return host
+        # Built in pinned memory directly: no pageable tensor to copy from first.
+        return torch.tensor(values, dtype=dtype, pin_memory=True).to(device, non_blocking=True)
+    return torch.tensor(values, dtype=dtype)
 
 
 def host_column_to_device(values: list[float], device: torch.device | str) -> Tensor:

@@ -52,8 +52,9 @@ class LastTokenBuffer:
         return self.tokens.index_select(0, slots)
 
     def clear(self) -> None:
-        for request_id in list(self._slots):
-            self.release(request_id)
+        """Frees every slot."""
+        self._slots.clear()
+        self._free = list(range(self.tokens.shape[0] - 1, -1, -1))
 
     def _grow(self) -> None:
         old = self.tokens.shape[0]
