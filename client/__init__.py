@@ -2,6 +2,7 @@
 
 from client.async_client import AsyncClient, AsyncGenerationStream
 from client.errors import (
+    AlreadyExistsError,
     CancelledError,
     DeadlineExceededError,
     InternalError,
@@ -24,6 +25,7 @@ from client.types import (
 )
 
 __all__ = [
+    "AlreadyExistsError",
     "AsyncClient",
     "AsyncGenerationStream",
     "CancelledError",

@@ -27,6 +27,12 @@ class InvalidArgumentError(StepaheadError):
     default_code = grpc.StatusCode.INVALID_ARGUMENT
 
 
+class AlreadyExistsError(InvalidArgumentError):
+    """A request with the same request_id is still running on the server."""
+
+    default_code = grpc.StatusCode.ALREADY_EXISTS
+
+
 class NotFoundError(StepaheadError):
     """The named thing (a model, a request) does not exist on the server."""
 
@@ -67,6 +73,7 @@ _ERROR_BY_CODE: dict[grpc.StatusCode, type[StepaheadError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
     grpc.StatusCode.OUT_OF_RANGE: InvalidArgumentError,
     grpc.StatusCode.FAILED_PRECONDITION: InvalidArgumentError,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
     grpc.StatusCode.NOT_FOUND: NotFoundError,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,

@@ -19,6 +19,9 @@ from scheduler_svc.scheduler_output import (
 )
 
 
+class DuplicateRequestError(ValueError):
+    """A request was added under the id of one that is still running or waiting."""
+
 class Scheduler:
     """Owns the waiting queue, the running batch and the KV block tables."""
 
@@ -41,7 +44,7 @@ class Scheduler:
     def add_request(self, request: Request) -> None:
         """Queue a validated request."""
         if request.request_id in self.requests:
-            raise ValueError(f"request_id: {request.request_id!r} is already running")
+            raise DuplicateRequestError(f"request_id: {request.request_id!r} is already running")
         self.requests[request.request_id] = request
         self.waiting.append(request)
 

@@ -6,6 +6,7 @@ import grpc
 from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 from scheduler_svc.engine import Engine, EngineError
+from scheduler_svc.scheduler import DuplicateRequestError
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.validation import ModelLimits, build_request
 
@@ -22,7 +23,10 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):
         try:
             scheduled = build_request(request, self.tokenizer, self.limits)
             queue = self.engine.add_request(scheduled)
-        except ValueError as error:  # InvalidRequestError, or a duplicate request id
+        except DuplicateRequestError as error:
+            self.engine.metrics.count_error(grpc.StatusCode.ALREADY_EXISTS.name)
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS, str(error))
+        except ValueError as error:  # InvalidRequestError
             self.engine.metrics.count_error(grpc.StatusCode.INVALID_ARGUMENT.name)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         finished = False

@@ -25,6 +25,7 @@ class _FakeRpcError(grpc.RpcError):
     [
         (grpc.StatusCode.INVALID_ARGUMENT, errors.InvalidArgumentError),
         (grpc.StatusCode.OUT_OF_RANGE, errors.InvalidArgumentError),
+        (grpc.StatusCode.ALREADY_EXISTS, errors.AlreadyExistsError),
         (grpc.StatusCode.NOT_FOUND, errors.NotFoundError),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, errors.ResourceExhaustedError),
         (grpc.StatusCode.UNAVAILABLE, errors.UnavailableError),

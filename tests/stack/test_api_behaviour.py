@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from client import Client, InvalidArgumentError
+from client import AlreadyExistsError, Client, InvalidArgumentError
 from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 pytestmark = pytest.mark.stack
@@ -139,9 +139,9 @@ def test_duplicate_request_id_is_rejected(stack):
     with Client(stack.address) as client:
         stream = client.generate_stream(token_ids=PROMPT, request_id="dup", max_tokens=100, temperature=0.0, ignore_eos=True)
         next(stream)
-        with pytest.raises(InvalidArgumentError) as caught:
+        with pytest.raises(AlreadyExistsError) as caught:
             client.generate(token_ids=PROMPT, request_id="dup", max_tokens=3)
-        assert "request_id" in caught.value.details
+        assert caught.value.code == grpc.StatusCode.ALREADY_EXISTS and "request_id" in caught.value.details
         stream.cancel()
         wait_until_all_blocks_free(client)
 
