@@ -119,8 +119,9 @@ class Engine:
                 raise
             except Exception as error:  # the executor failed or went away: fail what was running
                 logger.exception("Execute stream failed")
+                reason = await _stream_failure(call, error)
                 call.cancel()
-                self._fail_all(grpc.StatusCode.UNAVAILABLE, f"executor failed: {error}")
+                self._fail_all(grpc.StatusCode.UNAVAILABLE, f"executor failed: {reason}")
                 await asyncio.sleep(0.5)
 
     async def _run_stream(self, call) -> None:
@@ -215,3 +216,15 @@ class Engine:
             self.metrics.count_error(code.name)
             del self._states[request_id]
         self.scheduler.discard_finished_ids()
+
+
+async def _stream_failure(call, error: Exception) -> str:
+    """Why the Execute stream broke, in one line: the RPC's status when it failed (a write to a failed
+    call only raises "RPC already finished"), else the error raised."""
+    if isinstance(error, grpc.aio.AioRpcError):
+        code, details = error.code(), error.details()
+    elif call.done() and await call.code() != grpc.StatusCode.OK:
+        code, details = await call.code(), await call.details()
+    else:
+        return str(error)
+    return f"the Execute stream ended with {code.name}: {details}"

@@ -13,7 +13,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from client import Client, InvalidArgumentError
+from client import Client, InvalidArgumentError, UnavailableError
 from client.launcher import ServiceProcess, wait_until_serving
 from client.stack import EXECUTOR_BOUND, SCHEDULER_LISTENING
 from scheduler_svc.readiness import EXECUTOR_SERVICE, GENERATION_SERVICE
@@ -75,10 +75,11 @@ class MeteredStack:
         )
         self.scheduler: ServiceProcess | None = None
         self.address = ""
+        self.executor_address = ""
         self.status_while_loading: dict[str, int] = {}
 
     def start(self) -> None:
-        executor_address = self.executor.start(EXECUTOR_BOUND, timeout_s=300)
+        executor_address = self.executor_address = self.executor.start(EXECUTOR_BOUND, timeout_s=300)
         # The bound line comes before the model is loaded (transformers alone takes seconds to import).
         self.status_while_loading = {service: health_status(executor_address, service) for service in ("", EXECUTOR_SERVICE)}
         self.scheduler = ServiceProcess(
@@ -176,10 +177,41 @@ def test_stalled_executor_turns_scheduler_not_ready_and_back(metered_stack):
         assert len(client.generate(token_ids=[3, 4, 5], max_tokens=4, ignore_eos=True).token_ids) == 4
 
 
-def test_killed_executor_turns_scheduler_not_ready(metered_stack):
-    """Runs last: the module's executor does not come back."""
+def test_killed_executor_fails_requests_and_a_restarted_one_is_used_again(metered_stack):
+    """Runs last: it replaces the module's executor."""
     address = metered_stack.address
     assert health_status(address, GENERATION_SERVICE) == SERVING
-    os.killpg(metered_stack.executor.process.pid, signal.SIGKILL)
-    assert seconds_until_status(address, GENERATION_SERVICE, NOT_SERVING, limit_s=5.0) < 5.0
-    assert health_status(address, "") == SERVING
+    with Client(address, timeout=30) as client:
+        stream = client.generate_stream(token_ids=[3, 4, 5], max_tokens=150, ignore_eos=True)
+        next(stream)
+        os.killpg(metered_stack.executor.process.pid, signal.SIGKILL)
+        with pytest.raises(UnavailableError, match="executor failed: the Execute stream ended with UNAVAILABLE"):
+            list(stream)
+        assert seconds_until_status(address, GENERATION_SERVICE, NOT_SERVING, limit_s=5.0) < 5.0
+        assert health_status(address, "") == SERVING
+        with pytest.raises(UnavailableError, match="Execute stream ended with UNAVAILABLE"):
+            client.generate(token_ids=[3, 4, 5], max_tokens=4)
+        port = metered_stack.executor_address.rpartition(":")[2]
+        metered_stack.executor = ServiceProcess(
+            "executor", ServiceProcess.cli_argv("executor", "--model", metered_stack.model_dir, "--port", port,
+                                                "--num-threads", "2", "--num-kv-blocks", "10"),
+        )
+        metered_stack.executor.start(EXECUTOR_BOUND, timeout_s=300)
+        seconds_until_status(address, GENERATION_SERVICE, SERVING, limit_s=60.0)
+        result = retry_while_unavailable(lambda: client.generate(token_ids=[3, 4, 5], max_tokens=4, ignore_eos=True))
+        assert len(result.token_ids) == 4
+        info = client.model_info()
+        assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == 0
+
+
+def retry_while_unavailable(call, limit_s: float = 30.0):
+    """The scheduler re-opens its Execute stream half a second after a failure; a request that lands
+    before that fails with UNAVAILABLE."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            return call()
+        except UnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
