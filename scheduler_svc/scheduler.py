@@ -22,6 +22,7 @@ from scheduler_svc.scheduler_output import (
 class DuplicateRequestError(ValueError):
     """A request was added under the id of one that is still running or waiting."""
 
+
 class Scheduler:
     """Owns the waiting queue, the running batch and the KV block tables."""
 
