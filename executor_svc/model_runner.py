@@ -215,9 +215,10 @@ class ModelRunner:
             group.work.state.draft_token_ids = []
             if not group.drafts:
                 group.work.state.num_unread_tokens += 1
-        self._unsettled.append(launched)
-        if not deferred:
-            self.settle_all()
+        if deferred:
+            self._unsettled.append(launched)
+        else:
+            self._settle(launched)  # every earlier step was settled above
         sample_end = time.time()
         if not deferred:
             self._propose(batch.groups)

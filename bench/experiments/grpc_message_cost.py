@@ -9,6 +9,7 @@ import os
 import sys
 
 import grpc
+from cpu_per_step import process_cpu_s
 from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 MESSAGES = 400
@@ -30,11 +31,6 @@ def serve(port_queue: multiprocessing.Queue) -> None:
         await server.wait_for_termination()
 
     asyncio.run(main())
-
-
-def process_cpu_s(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def read_with_sdk(address: str) -> int:

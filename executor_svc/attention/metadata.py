@@ -88,7 +88,6 @@ class AttentionMetadata:
         )
 
 
-
 def _slot_mapping(query_lens: list[int], seq_lens: list[int], tables: list[list[int]], block_size: int) -> list[int]:
     slots: list[int] = []
     for query_len, seq_len, table in zip(query_lens, seq_lens, tables):

@@ -264,4 +264,3 @@ def _host_starts(meta: AttentionMetadata) -> list[int]:
     for n in meta.query_lens_list:
         starts.append(starts[-1] + n)
     return starts
-

@@ -11,6 +11,7 @@ from executor_svc.config import ExecutorConfig
 from executor_svc.server import build_runner
 from tiny_models import make_tiny_llama
 
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     return make_tiny_llama(tmp_path_factory.mktemp("target"), seed=3)

@@ -89,7 +89,7 @@ def assert_same_outputs(actual: list[tuple], expected: list[tuple]) -> None:
             continue
         (tokens, logprobs, text, finish), (want_tokens, want_logprobs, want_text, want_finish) = got, want
         assert (tokens, text, finish) == (want_tokens, want_text, want_finish)
-        assert logprobs == pytest.approx(want_logprobs, abs=1e-3)
+        assert logprobs == pytest.approx(want_logprobs, abs=1e-4)  # measured: at most 1.5e-6 apart
 
 
 @pytest.mark.parametrize("config", list(GRID))
