@@ -23,6 +23,7 @@ WORKDIR /opt/stepahead
 COPY pyproject.toml README.md ./
 COPY proto ./proto
 COPY client ./client
+COPY stepahead_common ./stepahead_common
 COPY scheduler_svc ./scheduler_svc
 COPY executor_svc ./executor_svc
 RUN pip install . && rm -rf build *.egg-info

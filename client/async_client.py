@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.aio
-from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 from client.errors import UnavailableError, error_from_rpc
 from client.requests import (
@@ -19,6 +18,7 @@ from client.requests import (
     resolve_timeout,
 )
 from client.types import GenerationChunk, GenerationResult, ModelInfo, ResultBuilder
+from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

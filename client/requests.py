@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypedDict
 
-from stepahead_proto import generation_pb2, sampling_pb2
-
 from client.tracing import trace_metadata
+from stepahead_proto import generation_pb2, sampling_pb2
 
 
 class GenerateOptions(TypedDict, total=False):

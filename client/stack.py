@@ -57,7 +57,7 @@ class LocalStack:
         scheduler_log = self.scheduler.log() if self.scheduler else ""
         return f"--- executor ---\n{self.executor.log()}\n--- scheduler ---\n{scheduler_log}"
 
-    def __enter__(self) -> "LocalStack":
+    def __enter__(self) -> LocalStack:
         self.start()
         return self
 

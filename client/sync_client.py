@@ -6,7 +6,6 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 from client.errors import UnavailableError, error_from_rpc
 from client.requests import (
@@ -17,6 +16,7 @@ from client.requests import (
     resolve_timeout,
 )
 from client.types import GenerationChunk, GenerationResult, ModelInfo, ResultBuilder
+from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from stepahead_proto import generation_pb2
-
 from client.errors import InternalError
+from stepahead_proto import generation_pb2
 
 _FINISH_REASONS: dict[int, str | None] = {
     generation_pb2.FINISH_REASON_UNSPECIFIED: None,

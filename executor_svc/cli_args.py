@@ -6,7 +6,6 @@ import argparse
 
 from executor_svc.config import ExecutorConfig
 
-
 READBACK_CHOICES = {"auto": None, "on": True, "off": False}
 
 

@@ -8,9 +8,9 @@ result atomically (client.model_resolver) pass a scratch directory and rename it
 from __future__ import annotations
 
 import argparse
-from importlib.util import find_spec
 import sys
 from collections.abc import Sequence
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
+
 from stepahead_proto import executor_pb2
 
 PREFIX = "stepahead_executor"

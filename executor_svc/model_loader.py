@@ -12,6 +12,7 @@ import torch
 
 from executor_svc.attention.backend import AttentionBackend
 from executor_svc.models.llama import LlamaModelForCausalLM
+from executor_svc.models.llama_weights import load_weights
 from executor_svc.models.registry import model_class_for
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def find_checkpoint(model_path: str | Path) -> CheckpointFiles:
     raise FileNotFoundError(f"model_dir: {path} holds no *.safetensors or *.gguf checkpoint")
 
 
-def load_hf_config(model_dir: str | Path) -> "PretrainedConfig":
+def load_hf_config(model_dir: str | Path) -> PretrainedConfig:
     """The transformers config of a checkpoint directory or GGUF file."""
     from transformers import AutoConfig
 
@@ -77,7 +78,8 @@ def load_model(
         model = model_class(config, attention_backend, max_model_len=max_model_len)
     model = model.to(dtype=dtype).to_empty(device=device)
     model.reset_rope_tables()
-    model.load_weights(_gguf_tensors(files.gguf) if files.gguf is not None else _safetensors_tensors(files.safetensors))
+    tensors = _gguf_tensors(files.gguf) if files.gguf is not None else _safetensors_tensors(files.safetensors)
+    load_weights(model, tensors)
     return model.eval()
 
 

@@ -14,10 +14,9 @@ import time
 from collections import deque
 
 import torch
-from stepahead_proto import executor_pb2
 
 from executor_svc.attention.metadata import AttentionMetadata
-from executor_svc.drafters.base import DraftRequest, Drafter
+from executor_svc.drafters.base import Drafter, DraftRequest
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.last_token_buffer import LastTokenBuffer
@@ -36,6 +35,7 @@ from executor_svc.step_work import (
     ScheduledWork,
 )
 from executor_svc.tracing import StepPhaseTracer
+from stepahead_proto import executor_pb2
 
 PAD_DRAFT = -1
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -63,7 +63,7 @@ class RowSamplingParams:
                    f"must be in [0, {MAX_LOGPROBS}]", self.logprobs)
 
     @classmethod
-    def from_proto(cls, p: sampling_pb2.SamplingParams) -> "RowSamplingParams":
+    def from_proto(cls, p: sampling_pb2.SamplingParams) -> RowSamplingParams:
         """Reads a proto message; unset optional fields take the defaults the proto documents."""
         return cls(
             temperature=p.temperature if p.HasField("temperature") else 1.0,
@@ -147,7 +147,7 @@ class SamplingMetadata:
         vocab_size: int,
         device: torch.device | str,
         output_positions: list[int] | None = None,
-    ) -> "SamplingMetadata":
+    ) -> SamplingMetadata:
         """Builds the tensors for one step; row i samples the token at output position
         ``output_positions[i]`` of its request (default ``len(output_token_ids[i])``; this position
         seeds seeded rows). Penalties read ``output_token_ids``."""

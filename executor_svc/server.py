@@ -12,7 +12,6 @@ import grpc
 import torch
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 from executor_svc.attention.torch_backend import TorchAttentionBackend
 from executor_svc.compute_loop import ComputeLoop
@@ -25,6 +24,7 @@ from executor_svc.model_runner import ModelRunner
 from executor_svc.servicer import ExecutorServicer
 from executor_svc.tracing import ExecutorTracing
 from executor_svc.warmup import warm_up
+from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 logger = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ import queue
 import threading
 
 import grpc
-from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 from executor_svc.compute_loop import ComputeLoop
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_runner import ModelRunner, StepError
+from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 logger = logging.getLogger(__name__)
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from stepahead_proto import executor_pb2, generation_pb2
-
 from executor_svc.sampler import RowLogprobs
 from executor_svc.step_work import Emitted, ScheduledWork
+from stepahead_proto import executor_pb2, generation_pb2
 
 
 def fill_outputs(result: executor_pb2.StepResult, work: list[ScheduledWork], emitted: dict[str, Emitted]) -> None:

@@ -7,12 +7,12 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from stepahead_proto import executor_pb2
 
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.host_transfer import HostCopy
 from executor_svc.request_state import ExecutorRequestState
 from executor_svc.sampler import DeviceLogprobs, DeviceSamplerOutput, RowLogprobs, SamplerOutput
+from stepahead_proto import executor_pb2
 
 
 @dataclass

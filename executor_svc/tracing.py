@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from stepahead_proto import executor_pb2
 
-from scheduler_svc.tracing_config import TracingConfig, process_tracer
+from stepahead_common.tracing_config import TracingConfig, process_tracer
+from stepahead_proto import executor_pb2
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -79,7 +79,7 @@ class ExecutorTracing:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> ExecutorTracing:
-        """Off unless an exporter is configured (see scheduler_svc.tracing_config)."""
+        """Off unless an exporter is configured (see stepahead_common.tracing_config)."""
         return cls(TracingConfig.from_env(environ, DEFAULT_SERVICE_NAME))
 
     def shutdown(self) -> None:

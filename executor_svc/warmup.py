@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from stepahead_proto import executor_pb2, sampling_pb2
-
 from executor_svc.model_runner import ModelRunner
+from stepahead_proto import executor_pb2, sampling_pb2
 
 WARMUP_REQUEST_ID = "__warmup__"
 

@@ -13,7 +13,6 @@ from collections import deque
 from dataclasses import dataclass
 
 import grpc
-from stepahead_proto import executor_pb2, executor_pb2_grpc, generation_pb2
 
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.output_processor import RequestOutputState
@@ -25,6 +24,7 @@ from scheduler_svc.spec_stats import SpecStatsTracker
 from scheduler_svc.step_codec import to_step_request
 from scheduler_svc.step_tracing import EngineTracing
 from scheduler_svc.tokenizer import Tokenizer
+from stepahead_proto import executor_pb2, executor_pb2_grpc, generation_pb2
 
 logger = logging.getLogger(__name__)
 

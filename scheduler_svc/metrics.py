@@ -13,10 +13,10 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from stepahead_proto import generation_pb2
 
 from scheduler_svc.request import Request
 from scheduler_svc.request_timing import RequestTiming
+from stepahead_proto import generation_pb2
 
 PREFIX = "stepahead_scheduler"
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stepahead_proto import generation_pb2
-
 from scheduler_svc.detokenizer import IncrementalDetokenizer
 from scheduler_svc.request import Request
 from scheduler_svc.request_timing import RequestTiming
 from scheduler_svc.spec_stats import SpecStatsTracker
 from scheduler_svc.stop_checker import StopStringChecker
 from scheduler_svc.tokenizer import Tokenizer
+from stepahead_proto import generation_pb2
 
 FinishReason = generation_pb2.FinishReason
 

@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from stepahead_proto import executor_pb2, generation_pb2
 
 from scheduler_svc.config import ReadinessConfig
+from stepahead_proto import executor_pb2, generation_pb2
 
 logger = logging.getLogger(__name__)
 

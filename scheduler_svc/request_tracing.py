@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import grpc
 from opentelemetry import trace
-from stepahead_proto import generation_pb2
 
 from scheduler_svc.step_tracing import EngineTracing
+from stepahead_proto import generation_pb2
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import os
+import signal
 import time
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from stepahead_proto import executor_pb2, executor_pb2_grpc, generation_pb2_grpc
 
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulerServiceConfig
@@ -23,6 +22,7 @@ from scheduler_svc.servicer import GenerationServicer
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.tracing import SchedulerTracing
 from scheduler_svc.validation import ModelLimits
+from stepahead_proto import executor_pb2, executor_pb2_grpc, generation_pb2_grpc
 
 logger = logging.getLogger(__name__)
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import grpc
-from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 from scheduler_svc.engine import Engine, EngineError
 from scheduler_svc.scheduler import DuplicateRequestError
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.validation import ModelLimits, build_request
+from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 
 class GenerationServicer(generation_pb2_grpc.GenerationServicer):

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from stepahead_proto import executor_pb2
-
 from scheduler_svc.scheduler_output import SchedulerOutput
+from stepahead_proto import executor_pb2
 
 
 def to_step_request(output: SchedulerOutput) -> executor_pb2.StepRequest:

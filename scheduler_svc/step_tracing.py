@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from stepahead_proto import executor_pb2
 
 from scheduler_svc.scheduler_output import SchedulerOutput
+from stepahead_proto import executor_pb2
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from stepahead_proto import generation_pb2, generation_pb2_grpc
-
 from scheduler_svc.request_tracing import TracedGenerationServicer
 from scheduler_svc.step_tracing import EngineTracing
-from scheduler_svc.tracing_config import TracingConfig, process_tracer
+from stepahead_common.tracing_config import TracingConfig, process_tracer
+from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 DEFAULT_SERVICE_NAME = "stepahead-scheduler"
 TRACER_NAME = "stepahead.scheduler"

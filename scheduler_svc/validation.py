@@ -6,10 +6,9 @@ import math
 import uuid
 from dataclasses import dataclass
 
-from stepahead_proto import generation_pb2, sampling_pb2
-
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.tokenizer import Tokenizer
+from stepahead_proto import generation_pb2, sampling_pb2
 
 MAX_LOGPROBS = 20
 CHAT_ROLES = ("system", "user", "assistant", "tool")

@@ -1,11 +1,16 @@
 """A/B: small model c=16; configs inflight:client_nice. The load generator runs in a spawned child
 process at the given nice value (the stack's processes are untouched)."""
-import argparse, multiprocessing as mp, os, statistics, sys
-from client.stack import LocalStack
-from client.model_resolver import resolve_model
-from client.mtbench import load_mtbench_first_turns
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import sys
+
 from client.bench.small_model import make_small_checkpoint
 from client.cache import stepahead_cache_dir
+from client.model_resolver import resolve_model
+from client.mtbench import load_mtbench_first_turns
+from client.stack import LocalStack
 
 
 def child(address, prompts, inflight, nice, q):

@@ -1,13 +1,18 @@
 """A/B: small model c=16, configs inflight:variant alternating per round; variant 1 sets the environment
 variable named by the first argument (EXP_DONEQ or EXP_AIOT) to 1 for the stack of a checkout with the
 matching patch applied. Prints throughput and executor step."""
-import os, sys, statistics, argparse
-from client.stack import LocalStack
-from client.model_resolver import resolve_model
-from client.mtbench import load_mtbench_first_turns
+import argparse
+import os
+import statistics
+import sys
+
+from client.bench.cli import _measure
 from client.bench.small_model import make_small_checkpoint
 from client.cache import stepahead_cache_dir
-from client.bench.cli import _measure
+from client.model_resolver import resolve_model
+from client.mtbench import load_mtbench_first_turns
+from client.stack import LocalStack
+
 variant_env = sys.argv[1]; rounds = int(sys.argv[2]); configs = [tuple(map(int, c.split(":"))) for c in sys.argv[3:]]
 model = str(make_small_checkpoint(stepahead_cache_dir() / "models" / "small-random-llama", resolve_model(None)))
 prompts = load_mtbench_first_turns()

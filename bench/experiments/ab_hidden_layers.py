@@ -1,11 +1,15 @@
 """A/B: c=16, configs inflight:hidden:layers alternating per round."""
-import sys, statistics, argparse
-from client.stack import LocalStack
-from client.model_resolver import resolve_model
-from client.mtbench import load_mtbench_first_turns
+import argparse
+import statistics
+import sys
+
+from client.bench.cli import _measure
 from client.bench.small_model import make_small_checkpoint
 from client.cache import stepahead_cache_dir
-from client.bench.cli import _measure
+from client.model_resolver import resolve_model
+from client.mtbench import load_mtbench_first_turns
+from client.stack import LocalStack
+
 rounds = int(sys.argv[1]); configs = [tuple(map(int, c.split(":"))) for c in sys.argv[2:]]
 models = {}
 for _, h, l in configs:

@@ -1,13 +1,19 @@
 """Small checkpoint, 1 torch thread: counts one stack process's system calls (strace -c -f) during a load of
 2 x concurrency MT-Bench prompts (128 tokens). Args: concurrency inflight executor|scheduler|client out_file."""
-import sys, os, subprocess, time, signal
-from client.stack import LocalStack
-from client.model_resolver import resolve_model
-from client.mtbench import load_mtbench_first_turns
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from client import Client
 from client.bench.load import run_load
 from client.bench.small_model import make_small_checkpoint
 from client.cache import stepahead_cache_dir
-from client import Client
+from client.model_resolver import resolve_model
+from client.mtbench import load_mtbench_first_turns
+from client.stack import LocalStack
+
 conc = int(sys.argv[1]); inflight = sys.argv[2]; which = sys.argv[3]; out = sys.argv[4]
 model = str(make_small_checkpoint(stepahead_cache_dir() / "models" / "small-random-llama", resolve_model(None)))
 prompts = load_mtbench_first_turns()

@@ -1,6 +1,9 @@
 """Folds a py-spy raw profile: self and inclusive sample counts of busy frames (idle waits left out).
 Args: profile_file."""
-import sys, collections, re
+import collections
+import re
+import sys
+
 path = sys.argv[1]; depth_filter = sys.argv[2] if len(sys.argv) > 2 else None
 self_c = collections.Counter(); incl = collections.Counter(); total = 0; idle = 0
 for line in open(path):

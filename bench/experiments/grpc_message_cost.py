@@ -10,6 +10,7 @@ import sys
 
 import grpc
 from cpu_per_step import process_cpu_s
+
 from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 MESSAGES = 400

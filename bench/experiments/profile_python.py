@@ -1,12 +1,16 @@
 """Small checkpoint, 1 torch thread: samples one stack process with py-spy (raw folded stacks, 15 s at
 200 Hz) during a load of 4 x concurrency MT-Bench prompts. Args: concurrency inflight executor|scheduler out_file."""
-import sys, os, subprocess, time
-from client.stack import LocalStack
-from client.model_resolver import resolve_model
-from client.mtbench import load_mtbench_first_turns
+import subprocess
+import sys
+import time
+
 from client.bench.load import run_load
 from client.bench.small_model import make_small_checkpoint
 from client.cache import stepahead_cache_dir
+from client.model_resolver import resolve_model
+from client.mtbench import load_mtbench_first_turns
+from client.stack import LocalStack
+
 conc = int(sys.argv[1]); inflight = sys.argv[2]; which = sys.argv[3]; out = sys.argv[4]
 model = str(make_small_checkpoint(stepahead_cache_dir() / "models" / "small-random-llama", resolve_model(None)))
 prompts = load_mtbench_first_turns()

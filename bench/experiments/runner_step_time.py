@@ -3,11 +3,16 @@ in-process (no gRPC, no scheduler): the executor's own per-step cost, to compare
 
     cd CLONE && PYTHONPATH=.:proto python bench/experiments/runner_step_time.py LABEL
 (needs the small checkpoint that `stepahead bench --small-model` builds in the cache)"""
-import statistics, sys, time
+import statistics
+import sys
+import time
+
 import torch
-from stepahead_proto import executor_pb2, sampling_pb2
+
 from executor_svc.config import ExecutorConfig
 from executor_svc.server import build_runner
+from stepahead_proto import executor_pb2, sampling_pb2
+
 torch.set_num_threads(1)
 model = "/root/.cache/stepahead/models/small-random-llama"
 runner, _ = build_runner(ExecutorConfig(model_dir=model, num_kv_blocks=600, num_threads=1))

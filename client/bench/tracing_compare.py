@@ -13,7 +13,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Mapping
 
-from scheduler_svc.tracing_config import DEFAULT_STEP_TRACE_RATE, STEP_TRACE_RATE_VAR
+from stepahead_common.tracing_config import DEFAULT_STEP_TRACE_RATE, STEP_TRACE_RATE_VAR
 
 
 def tracing_order(rounds: int) -> list[bool]:

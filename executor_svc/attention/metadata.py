@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -65,7 +66,7 @@ class AttentionMetadata:
         block_tables: list[list[int]],
         block_size: int,
         device: torch.device | str,
-    ) -> "AttentionMetadata":
+    ) -> AttentionMetadata:
         """Build the metadata of one forward from host-side lists (no device synchronisation)."""
         _validate(query_lens, seq_lens, block_tables, block_size)
         tables = [list(table[: -(-seq_len // block_size)]) for table, seq_len in zip(block_tables, seq_lens)]

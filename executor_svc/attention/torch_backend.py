@@ -230,7 +230,7 @@ class _PaddedRows:
     keep_flat: list[int]
 
     @classmethod
-    def build(cls, meta: AttentionMetadata, starts: list[int], seqs: list[int], qlen: int) -> "_PaddedRows":
+    def build(cls, meta: AttentionMetadata, starts: list[int], seqs: list[int], qlen: int) -> _PaddedRows:
         rows = cls([], [], [], [])
         for i in seqs:
             n, seq_len, start = meta.query_lens_list[i], meta.seq_lens_list[i], starts[i]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import torch
@@ -13,19 +12,18 @@ from executor_svc.attention.backend import AttentionBackend
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.models.layers import linear, rms_norm
-from executor_svc.models.llama_weights import WeightRouter
 from executor_svc.models.rope import apply_rotary, rope_inverse_frequencies, rope_parameters
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 
-def _is_family(config: "PretrainedConfig", model_type: str) -> bool:
+def _is_family(config: PretrainedConfig, model_type: str) -> bool:
     """Whether config is of this HF model_type (GGUF configs carry a model_type but no architectures)."""
     return getattr(config, "model_type", None) == model_type
 
 
-def _check_supported(config: "PretrainedConfig") -> None:
+def _check_supported(config: PretrainedConfig) -> None:
     """Reject config features this model code does not implement, naming the field."""
     if getattr(config, "hidden_act", "silu") != "silu":
         raise ValueError(f"hidden_act: {config.hidden_act!r} is not supported (silu only)")
@@ -35,14 +33,14 @@ def _check_supported(config: "PretrainedConfig") -> None:
         raise ValueError("use_sliding_window: sliding-window attention is not supported")
 
 
-def _head_dim(config: "PretrainedConfig") -> int:
+def _head_dim(config: PretrainedConfig) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
 class LlamaAttention(nn.Module):
     """Self-attention with a fused qkv projection, RoPE, optional q/k RMSNorm (Qwen3) and GQA."""
 
-    def __init__(self, config: "PretrainedConfig", attention_backend: AttentionBackend) -> None:
+    def __init__(self, config: PretrainedConfig, attention_backend: AttentionBackend) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
@@ -93,7 +91,7 @@ class LlamaAttention(nn.Module):
 class LlamaMLP(nn.Module):
     """SwiGLU feed-forward with a fused gate/up projection."""
 
-    def __init__(self, config: "PretrainedConfig") -> None:
+    def __init__(self, config: PretrainedConfig) -> None:
         super().__init__()
         self.intermediate_size = config.intermediate_size
         self.gate_up_weight = nn.Parameter(
@@ -113,7 +111,7 @@ class LlamaMLP(nn.Module):
 class LlamaDecoderLayer(nn.Module):
     """Pre-norm decoder layer: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, config: "PretrainedConfig", attention_backend: AttentionBackend) -> None:
+    def __init__(self, config: PretrainedConfig, attention_backend: AttentionBackend) -> None:
         super().__init__()
         self.eps = config.rms_norm_eps
         self.input_norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
@@ -138,7 +136,7 @@ class LlamaModelForCausalLM(nn.Module):
     """Llama-family decoder (Llama, SmolLM2, Qwen2 with qkv bias, Qwen3 with q/k norm) over a flattened token batch."""
 
     def __init__(
-        self, config: "PretrainedConfig", attention_backend: AttentionBackend, max_model_len: int | None = None
+        self, config: PretrainedConfig, attention_backend: AttentionBackend, max_model_len: int | None = None
     ) -> None:
         super().__init__()
         _check_supported(config)
@@ -196,10 +194,3 @@ class LlamaModelForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, hidden] -> float32 logits [N, vocab]."""
         return linear(hidden, self.lm_head_weight).float()
-
-    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Copy HF-named tensors into the fused parameters; raises ValueError on unknown or missing names."""
-        router = WeightRouter(self)
-        for name, tensor in weights:
-            router.load(name, tensor)
-        router.finish()

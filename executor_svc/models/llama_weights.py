@@ -1,14 +1,15 @@
-"""Maps HF Llama-family tensor names onto LlamaModelForCausalLM's fused parameters."""
+"""Loads HF Llama-family tensors into LlamaModelForCausalLM's fused parameters.
+
+This module depends on the model code, never the other way round."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from executor_svc.models.llama import LlamaDecoderLayer, LlamaModelForCausalLM
+from executor_svc.models.llama import LlamaDecoderLayer, LlamaModelForCausalLM
 
 # Tensors some checkpoints carry that the model recomputes or does not need.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
@@ -22,10 +23,18 @@ class _Target:
     shape: tuple[int, ...]
 
 
+def load_weights(model: LlamaModelForCausalLM, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+    """Copy HF-named tensors into the model's fused parameters; raises ValueError on unknown or missing names."""
+    router = WeightRouter(model)
+    for name, tensor in weights:
+        router.load(name, tensor)
+    router.finish()
+
+
 class WeightRouter:
     """Copies HF-named tensors into a model's parameters and reports unknown, mis-shaped or missing ones."""
 
-    def __init__(self, model: "LlamaModelForCausalLM") -> None:
+    def __init__(self, model: LlamaModelForCausalLM) -> None:
         self.targets = _model_targets(model)
         self.tied = model.tie_word_embeddings
         self.loaded: set[str] = set()
@@ -51,7 +60,7 @@ class WeightRouter:
             raise ValueError(f"weights: missing tensors {shown}")
 
 
-def _model_targets(model: "LlamaModelForCausalLM") -> dict[str, _Target]:
+def _model_targets(model: LlamaModelForCausalLM) -> dict[str, _Target]:
     targets = {
         "model.embed_tokens.weight": _whole(model.embed_weight),
         "model.norm.weight": _whole(model.norm_weight),
@@ -63,7 +72,7 @@ def _model_targets(model: "LlamaModelForCausalLM") -> dict[str, _Target]:
     return targets
 
 
-def _layer_targets(prefix: str, layer: "LlamaDecoderLayer") -> dict[str, _Target]:
+def _layer_targets(prefix: str, layer: LlamaDecoderLayer) -> dict[str, _Target]:
     attn, mlp = layer.attn, layer.mlp
     q_rows = attn.num_heads * attn.head_dim
     kv_rows = attn.num_kv_heads * attn.head_dim

@@ -19,7 +19,7 @@ MODEL_CLASSES: dict[str, type] = {
 _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 
 
-def model_class_for(config: "PretrainedConfig") -> type:
+def model_class_for(config: PretrainedConfig) -> type:
     """The model class for config.architectures (or, when absent, config.model_type).
 
     Raises ValueError naming `architectures` when none is supported.

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 
-def rope_parameters(config: "PretrainedConfig") -> dict[str, Any]:
+def rope_parameters(config: PretrainedConfig) -> dict[str, Any]:
     """The RoPE settings of an HF config as one dict with at least rope_type and rope_theta.
 
     transformers >= 5 stores them in config.rope_parameters; older versions in rope_scaling + rope_theta.

@@ -18,10 +18,10 @@ from concurrent import futures
 
 import grpc
 import pytest
-from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 import client as sdk
 from client import AsyncClient, Client, GenerationResult, ModelInfo, Timings, Usage
+from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 HANG_ID = "hang-1"
 WAIT_S = 10.0  # upper bound for events that should happen at once; never reached when passing

@@ -6,11 +6,11 @@ import threading
 import urllib.request
 
 import pytest
-from stepahead_proto import executor_pb2
 
 from executor_svc.compute_loop import ComputeLoop
 from executor_svc.metrics import ExecutorMetrics, tokens_computed
 from executor_svc.servicer import ExecutorServicer
+from stepahead_proto import executor_pb2
 
 
 def value(metrics: ExecutorMetrics, name: str) -> float | None:

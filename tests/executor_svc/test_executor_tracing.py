@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 from opentelemetry.trace import set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from stepahead_proto import executor_pb2
 
 from executor_svc.tracing import StepPhaseTracer
-
-
+from stepahead_proto import executor_pb2
 
 
 def traced_step(tracer, num_draft_tokens: int = 0, num_spec_tokens: int = 0):

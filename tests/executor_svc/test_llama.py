@@ -14,6 +14,7 @@ from executor_svc.attention.torch_backend import TorchAttentionBackend
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.model_loader import load_model
 from executor_svc.models.layers import linear, weight_stationary_rows
+from executor_svc.models.llama_weights import load_weights
 from executor_svc.models.rope import rope_inverse_frequencies, rope_parameters
 
 BLOCK_SIZE = 16
@@ -173,10 +174,10 @@ def test_load_weights_rejects_unknown_misshapen_and_missing_tensors(tmp_path):
     model = load_model(path, torch.float32, torch.device("cpu"), TorchAttentionBackend())
     state = load_file(path / "model.safetensors")
     with pytest.raises(ValueError, match="unexpected tensor"):
-        model.load_weights([*state.items(), ("model.layers.0.mlp.extra.weight", torch.zeros(1))])
+        load_weights(model, [*state.items(), ("model.layers.0.mlp.extra.weight", torch.zeros(1))])
     bad_shape = {**state, "model.norm.weight": torch.ones(3)}
     with pytest.raises(ValueError, match="model.norm.weight"):
-        model.load_weights(bad_shape.items())
+        load_weights(model, bad_shape.items())
     missing = {k: v for k, v in state.items() if k != "model.layers.1.self_attn.k_proj.weight"}
     with pytest.raises(ValueError, match="missing tensors model.layers.1.self_attn.k_proj.weight"):
-        model.load_weights(missing.items())
+        load_weights(model, missing.items())

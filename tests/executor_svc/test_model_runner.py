@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 from step_plans import BATCHES, PENALISED, outputs_of, plan_steps, requests_plain
+from tiny_models import make_tiny_llama
 
 from executor_svc.config import ExecutorConfig
 from executor_svc.server import build_runner
-from tiny_models import make_tiny_llama
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from stats_helpers import chi_square_p_value
 
 from executor_svc.penalties import apply_penalties, build_penalty_tensors
 from executor_svc.sampler import Sampler, apply_top_k_top_p_
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata, mix_seed
 from stepahead_proto import sampling_pb2
-from stats_helpers import chi_square_p_value
 
 VOCAB = 256
 P = RowSamplingParams

@@ -8,14 +8,14 @@ import threading
 
 import pytest
 from step_plans import BATCHES, outputs_of, plan_steps, requests_plain
-from stepahead_proto import executor_pb2
+from tiny_models import make_tiny_llama
 
 from executor_svc.compute_loop import ComputeLoop
 from executor_svc.config import ExecutorConfig
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.server import build_runner
 from executor_svc.servicer import ExecutorServicer
-from tiny_models import make_tiny_llama
+from stepahead_proto import executor_pb2
 
 
 class FakeContext:

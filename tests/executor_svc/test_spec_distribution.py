@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from stepahead_proto import executor_pb2, sampling_pb2
+from stats_helpers import chi_square_p_value
+from tiny_models import make_tiny_llama
 
 from executor_svc.config import ExecutorConfig
 from executor_svc.rejection_sampler import RejectionSampler
 from executor_svc.sampler import DeviceSamplerOutput
 from executor_svc.server import build_runner
-from stats_helpers import chi_square_p_value
-from tiny_models import make_tiny_llama
+from stepahead_proto import executor_pb2, sampling_pb2
 
 VOCAB = 8
 PROMPT = [1, 2, 3]

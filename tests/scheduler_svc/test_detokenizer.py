@@ -1,7 +1,6 @@
 """Tests for scheduler_svc.detokenizer: streamed deltas always add up to the tokenizer's own decode."""
 
 import random
-from pathlib import Path
 
 import pytest
 from tiny_tokenizers import build_byte_level, build_metaspace

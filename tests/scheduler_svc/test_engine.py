@@ -6,7 +6,7 @@ import asyncio
 from collections import deque
 
 import pytest
-from stepahead_proto import executor_pb2, generation_pb2, sampling_pb2
+from tiny_tokenizers import build_byte_level
 
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulingConfig
@@ -14,7 +14,7 @@ from scheduler_svc.engine import Engine
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.tokenizer import Tokenizer
-from tiny_tokenizers import build_byte_level
+from stepahead_proto import executor_pb2, generation_pb2, sampling_pb2
 
 EOS = 2
 

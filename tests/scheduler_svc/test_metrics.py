@@ -6,12 +6,12 @@ import urllib.request
 from types import SimpleNamespace
 
 import pytest
-from stepahead_proto import generation_pb2, sampling_pb2
 
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.metrics import SchedulerMetrics, finish_reason_label
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.request_timing import RequestTiming
+from stepahead_proto import generation_pb2, sampling_pb2
 
 
 def value(metrics: SchedulerMetrics, name: str, **labels: str) -> float | None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from stepahead_proto import generation_pb2, sampling_pb2
+from tiny_tokenizers import build_byte_level
 
 from scheduler_svc.output_processor import RequestOutputState
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.request_timing import RequestTiming
 from scheduler_svc.tokenizer import Tokenizer
-from tiny_tokenizers import build_byte_level
+from stepahead_proto import generation_pb2, sampling_pb2
 
 STOP = generation_pb2.FINISH_REASON_STOP
 LENGTH = generation_pb2.FINISH_REASON_LENGTH

@@ -7,11 +7,11 @@ import asyncio
 import grpc
 import pytest
 from opentelemetry import trace
-from stepahead_proto import executor_pb2, generation_pb2, sampling_pb2
 
 from scheduler_svc.request_tracing import PHASE_SPAN_NAMES, TracedGenerationServicer
 from scheduler_svc.scheduler_output import ScheduledCachedRequest, SchedulerOutput
 from scheduler_svc.step_tracing import EngineTracing
+from stepahead_proto import executor_pb2, generation_pb2, sampling_pb2
 
 
 class FakeContext:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from stepahead_proto import sampling_pb2
-
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulingConfig
 from scheduler_svc.request import Request, RequestStatus, StopParams
 from scheduler_svc.scheduler import Scheduler
+from stepahead_proto import sampling_pb2
 
 
 def make_request(request_id: str, prompt_len: int, max_tokens: int = 16) -> Request:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from stepahead_proto import executor_pb2, sampling_pb2
 
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.scheduler_output import ScheduledCachedRequest, ScheduledNewRequest, SchedulerOutput
 from scheduler_svc.step_tracing import STEP_SPAN_NAME, EngineTracing, sampling_period
-
-
+from stepahead_proto import executor_pb2, sampling_pb2
 
 
 def step_output(step_id: int, new_ids=(), cached_ids=()) -> SchedulerOutput:

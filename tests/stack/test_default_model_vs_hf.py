@@ -80,9 +80,8 @@ def test_all_at_once_matches_hf(default_stack):
 def test_reference_fixture_is_still_what_hf_computes(default_model_dir):
     """Recompute two cases with HF so the stored reference cannot rot."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from make_hf_reference import greedy_reference
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(default_model_dir)
     model = AutoModelForCausalLM.from_pretrained(default_model_dir, dtype=torch.float32).eval()

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from scheduler_svc.tracing_config import DEFAULT_STEP_TRACE_RATE, TracingConfig, load_span_exporter
+from stepahead_common.tracing_config import DEFAULT_STEP_TRACE_RATE, TracingConfig, load_span_exporter
 
 
 def config(**environ: str) -> TracingConfig:

@@ -1,0 +1,1 @@
+"""Helpers both services use (torch-free, so the scheduler stays torch-free); imports neither service."""
