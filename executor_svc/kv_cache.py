@@ -10,7 +10,8 @@ class PagedKVCache:
     [num_blocks, 2, block_size, num_kv_heads, head_dim].
 
     Index 0 of the second axis holds keys, 1 values. Token slot s lives in block s // block_size
-    at offset s % block_size.
+    at offset s % block_size. ``scratch_blocks`` extra blocks follow the ``num_blocks`` the scheduler
+    may hand out: backends that cannot skip a padded token's write put it there.
     """
 
     def __init__(
@@ -22,7 +23,10 @@ class PagedKVCache:
         head_dim: int,
         dtype: torch.dtype,
         device: torch.device | str,
+        scratch_blocks: int = 0,
     ) -> None:
+        if scratch_blocks < 0:
+            raise ValueError(f"scratch_blocks: must be >= 0, got {scratch_blocks}")
         for name, value in (
             ("num_layers", num_layers),
             ("num_blocks", num_blocks),
@@ -38,7 +42,8 @@ class PagedKVCache:
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
         self.dtype = dtype
-        shape = (num_blocks, 2, block_size, num_kv_heads, head_dim)
+        self.scratch_blocks = scratch_blocks
+        shape = (num_blocks + scratch_blocks, 2, block_size, num_kv_heads, head_dim)
         self.layers: list[torch.Tensor] = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
 
     @staticmethod

@@ -34,18 +34,24 @@ class AttentionMetadata:
     """Each sequence's blocks on the host, trimmed to the ones its seq_len uses."""
     is_pure_decode: bool
     """Every sequence has exactly one query token."""
+    max_query_len: int
+    """The longest query; for a captured graph, its shape's query length (a bound, fixed per shape)."""
+    is_static: bool = False
+    """Views of a captured graph's static buffers: padded, and the host lists are empty (see ``static``)."""
     backend_cache: dict[str, Any] = field(default_factory=dict)
     """Per-forward derived tensors a backend builds on its first layer and reuses on the others."""
 
     @property
     def num_tokens(self) -> int:
-        """Tokens in the flat batch (T)."""
+        """Tokens in the flat batch (T; padding included for static metadata)."""
+        if self.is_static:
+            return self.slot_mapping.shape[0]
         return int(sum(self.query_lens_list))
 
     @property
     def num_seqs(self) -> int:
-        """Sequences in the batch (B)."""
-        return len(self.query_lens_list)
+        """Sequences in the batch (B; padding included for static metadata)."""
+        return self.seq_lens.shape[0]
 
     @property
     def device(self) -> torch.device:
@@ -86,6 +92,36 @@ class AttentionMetadata:
             seq_lens_list=list(seq_lens),
             block_tables_list=tables,
             is_pure_decode=all(q == 1 for q in query_lens),
+            max_query_len=max(query_lens, default=0),
+        )
+
+    @classmethod
+    def static(
+        cls,
+        slot_mapping: torch.Tensor,
+        query_start_loc: torch.Tensor,
+        seq_lens: torch.Tensor,
+        block_tables: torch.Tensor,
+        block_size: int,
+        max_query_len: int,
+    ) -> AttentionMetadata:
+        """Metadata over a captured graph's static buffers, whose contents change at every replay.
+
+        Padded sequences have seq_len 0 and an empty query; padded tokens have slot -1 (never written).
+        Only graph-safe backends read it: the host lists are empty.
+        """
+        return cls(
+            slot_mapping=slot_mapping,
+            query_start_loc=query_start_loc,
+            seq_lens=seq_lens,
+            block_tables=block_tables,
+            block_size=block_size,
+            query_lens_list=[],
+            seq_lens_list=[],
+            block_tables_list=[],
+            is_pure_decode=max_query_len == 1,
+            max_query_len=max_query_len,
+            is_static=True,
         )
 
 
