@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from executor_svc.config import ExecutorConfig
+from executor_svc.config import ATTENTION_BACKENDS, LOAD_FORMATS, SUPPORTED_DTYPES, ExecutorConfig
 
 READBACK_CHOICES = {"auto": None, "on": True, "off": False}
 
@@ -13,25 +13,41 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags shared by `stepahead executor` and `stepahead serve`."""
     group = parser.add_argument_group("executor")
     group.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
-    group.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
+    group.add_argument("--dtype", default="auto", choices=SUPPORTED_DTYPES,
+                       help="weights and KV cache dtype (default auto: bfloat16 on CUDA, float32 on CPU)")
     group.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default 16)")
-    group.add_argument("--num-kv-blocks", type=int, default=None, help="KV cache blocks (default: fill --kv-cache-memory-gb)")
-    group.add_argument("--kv-cache-memory-gb", type=float, default=1.0, help="KV cache size when --num-kv-blocks is unset (default 1)")
+    group.add_argument(
+        "--num-kv-blocks", type=int, default=None, help="KV cache blocks (default: fill --kv-cache-memory-gb)"
+    )
+    group.add_argument(
+        "--kv-cache-memory-gb", type=float, default=1.0, help="KV cache size when --num-kv-blocks is unset (default 1)"
+    )
     group.add_argument("--max-model-len", type=int, default=None, help="longest prompt+output (default: the model's)")
     group.add_argument("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     group.add_argument("--spec-method", default="none", choices=("none", "ngram", "draft_model"),
                        help="speculative decoding drafter (default none)")
     group.add_argument("--num-spec-tokens", type=int, default=3, help="draft tokens per step, K (default 3)")
-    group.add_argument("--draft-model", default=None, help="HF directory of the draft model (--spec-method draft_model)")
+    group.add_argument(
+        "--draft-model", default=None, help="HF directory of the draft model (--spec-method draft_model)"
+    )
     group.add_argument("--ngram-min-n", type=int, default=2, help="shortest n-gram to look up (default 2)")
     group.add_argument("--ngram-max-n", type=int, default=4, help="longest n-gram to look up (default 4)")
+    group.add_argument("--attention-backend", default="auto", choices=ATTENTION_BACKENDS,
+                       help="paged attention kernels (default auto: triton on CUDA, torch on CPU)")
+    group.add_argument("--enforce-eager", action="store_true",
+                       help="never replay captured CUDA graphs (default: graphs for decode and verify steps on CUDA)")
+    group.add_argument("--load-format", default="auto", choices=LOAD_FORMATS,
+                       help="auto: the checkpoint's weights; dummy: random weights of its shape (default auto)")
     group.add_argument("--defer-token-readback", default="auto", choices=tuple(READBACK_CHOICES),
                        help="launch the next step before this one's tokens reach the host "
                             "(default auto: on for CUDA, off for CPU)")
 
 
 def add_metrics_argument(parser: argparse.ArgumentParser) -> None:
-    """--metrics-port of `stepahead executor` (under `serve` the flag belongs to the scheduler)."""
+    """--metrics-port and --max-num-seqs of `stepahead executor` (under `serve` both belong to the scheduler,
+    and the executor gets the scheduler's --max-num-seqs)."""
+    parser.add_argument("--max-num-seqs", type=int, default=64,
+                        help="largest batch a CUDA graph is captured for: the scheduler's --max-num-seqs (default 64)")
     parser.add_argument("--metrics-port", type=int, default=None,
                         help="serve the executor's Prometheus /metrics on this port (0: any free port; default off)")
 
@@ -56,6 +72,10 @@ def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: in
         ngram_min_n=args.ngram_min_n,
         ngram_max_n=args.ngram_max_n,
         metrics_port=getattr(args, "metrics_port", None),
+        attention_backend=args.attention_backend,
+        enforce_eager=args.enforce_eager,
+        max_num_seqs=args.max_num_seqs,
+        load_format=args.load_format,
         defer_token_readback=READBACK_CHOICES[args.defer_token_readback],
     )
 
@@ -67,6 +87,10 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
     flags += ["--spec-method", args.spec_method, "--num-spec-tokens", str(args.num_spec_tokens)]
     flags += ["--ngram-min-n", str(args.ngram_min_n), "--ngram-max-n", str(args.ngram_max_n)]
     flags += ["--defer-token-readback", args.defer_token_readback]
+    flags += ["--attention-backend", args.attention_backend, "--load-format", args.load_format]
+    flags += ["--max-num-seqs", str(args.max_num_seqs)]
+    if args.enforce_eager:
+        flags.append("--enforce-eager")
     for name in ("num_kv_blocks", "max_model_len", "num_threads", "draft_model"):
         value = getattr(args, name)
         if value is not None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SUPPORTED_DTYPES = ("float32", "bfloat16", "float16")
+SUPPORTED_DTYPES = ("auto", "float32", "bfloat16", "float16")
 SPEC_METHODS = ("none", "ngram", "draft_model")
+ATTENTION_BACKENDS = ("auto", "torch", "torch_padded", "triton")
+LOAD_FORMATS = ("auto", "dummy")
 
 
 def _require(condition: bool, field_name: str, message: str) -> None:
@@ -24,7 +26,8 @@ class ExecutorConfig:
     host: str = "127.0.0.1"
     port: int = 50061
     device: str = "cpu"
-    dtype: str = "float32"
+    dtype: str = "auto"
+    """auto: bfloat16 on CUDA, float32 on the CPU (see ``torch_dtype_name``)."""
     block_size: int = 16
     num_kv_blocks: int | None = None
     """KV cache size in blocks; None: as many as kv_cache_memory_gb holds."""
@@ -43,10 +46,25 @@ class ExecutorConfig:
     ngram_max_n: int = 4
     metrics_port: int | None = None
     """Port of the Prometheus /metrics endpoint (None: off, 0: any free port)."""
+    attention_backend: str = "auto"
+    """auto: triton on CUDA when it imports, else torch (see attention/selection.py)."""
+    enforce_eager: bool = False
+    """Never replay captured CUDA graphs (graphs are only used on CUDA, with a graph-safe backend)."""
+    max_num_seqs: int = 64
+    """Most sequences in one step: the largest batch a CUDA graph is captured for."""
+    load_format: str = "auto"
+    """auto: the checkpoint's weights; dummy: random weights of its shape (for speed measurements)."""
     defer_token_readback: bool | None = None
     """Launch the next step before this one's sampled tokens reach the host, taking its input ids from
     the device (see model_runner.py). None: on for CUDA, off for CPU, where the forward runs on the
     calling thread and deferring would only delay each result by one forward."""
+
+    @property
+    def torch_dtype_name(self) -> str:
+        """dtype with auto resolved: bfloat16 on CUDA, float32 on the CPU."""
+        if self.dtype == "auto":
+            return "bfloat16" if self.device.startswith("cuda") else "float32"
+        return self.dtype
 
     @property
     def defers_token_readback(self) -> bool:
@@ -64,17 +82,50 @@ class ExecutorConfig:
             f"must be in [0, 65535], got {self.metrics_port}",
         )
         _require(self.dtype in SUPPORTED_DTYPES, "dtype", f"must be one of {SUPPORTED_DTYPES}, got {self.dtype!r}")
-        _require(self.device == "cpu" or self.device.startswith("cuda"), "device", f"must be cpu or cuda[:N], got {self.device!r}")
-        _require(self.block_size in (1, 2, 4, 8, 16, 32, 64, 128), "block_size", f"must be a power of two <= 128, got {self.block_size}")
-        _require(self.num_kv_blocks is None or self.num_kv_blocks >= 1, "num_kv_blocks", f"must be >= 1, got {self.num_kv_blocks}")
+        _require(
+            self.device == "cpu" or self.device.startswith("cuda"),
+            "device",
+            f"must be cpu or cuda[:N], got {self.device!r}",
+        )
+        _require(
+            self.block_size in (1, 2, 4, 8, 16, 32, 64, 128),
+            "block_size",
+            f"must be a power of two <= 128, got {self.block_size}",
+        )
+        _require(
+            self.num_kv_blocks is None or self.num_kv_blocks >= 1,
+            "num_kv_blocks",
+            f"must be >= 1, got {self.num_kv_blocks}",
+        )
         _require(self.kv_cache_memory_gb > 0, "kv_cache_memory_gb", f"must be > 0, got {self.kv_cache_memory_gb}")
-        _require(self.max_model_len is None or self.max_model_len >= 2, "max_model_len", f"must be >= 2, got {self.max_model_len}")
-        _require(self.num_threads is None or self.num_threads >= 1, "num_threads", f"must be >= 1, got {self.num_threads}")
-        _require(self.spec_method in SPEC_METHODS, "spec_method", f"must be one of {SPEC_METHODS}, got {self.spec_method!r}")
+        _require(
+            self.max_model_len is None or self.max_model_len >= 2,
+            "max_model_len",
+            f"must be >= 2, got {self.max_model_len}",
+        )
+        _require(
+            self.num_threads is None or self.num_threads >= 1, "num_threads", f"must be >= 1, got {self.num_threads}"
+        )
+        _require(
+            self.spec_method in SPEC_METHODS, "spec_method", f"must be one of {SPEC_METHODS}, got {self.spec_method!r}"
+        )
         _require(1 <= self.num_spec_tokens <= 16, "num_spec_tokens", f"must be in [1, 16], got {self.num_spec_tokens}")
         _require(
             (self.spec_method == "draft_model") == bool(self.draft_model_dir),
             "draft_model_dir",
             "is required with spec_method draft_model and only then",
         )
-        _require(1 <= self.ngram_min_n <= self.ngram_max_n, "ngram_min_n", f"must be in [1, ngram_max_n], got {self.ngram_min_n}")
+        _require(
+            self.attention_backend in ATTENTION_BACKENDS,
+            "attention_backend",
+            f"must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}",
+        )
+        _require(self.max_num_seqs >= 1, "max_num_seqs", f"must be >= 1, got {self.max_num_seqs}")
+        _require(
+            self.load_format in LOAD_FORMATS, "load_format", f"must be one of {LOAD_FORMATS}, got {self.load_format!r}"
+        )
+        _require(
+            1 <= self.ngram_min_n <= self.ngram_max_n,
+            "ngram_min_n",
+            f"must be in [1, ngram_max_n], got {self.ngram_min_n}",
+        )

@@ -74,15 +74,16 @@ def _drop_quantization_state(model: PreTrainedModel) -> None:
 
     The weights are already dequantised to fp32 at this point.
     """
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # transformers types it as always set
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
 
 
 def _advance(progress: tqdm, stages: list[str]) -> None:
     progress.update(1)
-    if progress.n < len(stages):
-        progress.set_postfix_str(stages[progress.n])
+    done = int(progress.n)
+    if done < len(stages):
+        progress.set_postfix_str(stages[done])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

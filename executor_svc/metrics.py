@@ -32,8 +32,12 @@ class ExecutorMetrics:
         ProcessCollector(registry=registry)
         self.steps = Counter(f"{PREFIX}_steps", "Steps computed.", registry=registry)
         self.tokens = Counter(f"{PREFIX}_tokens_computed", "Tokens run through the model forward.", registry=registry)
-        self.step_compute = Histogram(f"{PREFIX}_step_compute_seconds", "Compute time per step (start to tokens on host).",
-                                      buckets=TIME_BUCKETS, registry=registry)
+        self.step_compute = Histogram(
+            f"{PREFIX}_step_compute_seconds",
+            "Compute time per step (start to tokens on host).",
+            buckets=TIME_BUCKETS,
+            registry=registry,
+        )
         self.forward = Histogram(f"{PREFIX}_forward_seconds", "Model forward time per step.",
                                  buckets=TIME_BUCKETS, registry=registry)
         self.sample = Histogram(f"{PREFIX}_sample_seconds", "Sampling (and verification) time per step.",
@@ -43,7 +47,9 @@ class ExecutorMetrics:
         self.device_input_ids = Counter(
             f"{PREFIX}_device_input_ids", "Input ids read on the device because the step that sampled them "
             "was not read back yet (deferred read-back).", registry=registry)
-        self.requests_held = Gauge(f"{PREFIX}_requests_held", "Requests whose state the executor holds.", registry=registry)
+        self.requests_held = Gauge(
+            f"{PREFIX}_requests_held", "Requests whose state the executor holds.", registry=registry
+        )
         self.kv_blocks_total = Gauge(f"{PREFIX}_kv_blocks_total", "KV cache blocks allocated.", registry=registry)
         self.ready = Gauge(f"{PREFIX}_ready", "1 once the model is loaded and warmed up.", registry=registry)
 

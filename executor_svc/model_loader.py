@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from executor_svc.attention.backend import AttentionBackend
+from executor_svc.dummy_weights import init_dummy_weights
 from executor_svc.models.llama import LlamaModelForCausalLM
 from executor_svc.models.llama_weights import load_weights
 from executor_svc.models.registry import model_class_for
@@ -52,10 +53,13 @@ def find_checkpoint(model_path: str | Path) -> CheckpointFiles:
     raise FileNotFoundError(f"model_dir: {path} holds no *.safetensors or *.gguf checkpoint")
 
 
-def load_hf_config(model_dir: str | Path) -> PretrainedConfig:
-    """The transformers config of a checkpoint directory or GGUF file."""
+def load_hf_config(model_dir: str | Path, load_format: str = "auto") -> PretrainedConfig:
+    """The transformers config of a checkpoint directory or GGUF file (``dummy``: a directory's
+    config.json, no weights needed)."""
     from transformers import AutoConfig
 
+    if load_format == "dummy" and (Path(model_dir) / "config.json").is_file():
+        return AutoConfig.from_pretrained(model_dir)
     files = find_checkpoint(model_dir)
     if files.gguf is not None:
         return AutoConfig.from_pretrained(files.directory, gguf_file=files.gguf.name)
@@ -68,16 +72,24 @@ def load_model(
     device: torch.device | str,
     attention_backend: AttentionBackend,
     max_model_len: int | None = None,
+    load_format: str = "auto",
 ) -> LlamaModelForCausalLM:
-    """Build the model for the checkpoint's architecture and load its weights, in `dtype` on `device`."""
-    files = find_checkpoint(model_dir)
-    config = load_hf_config(model_dir)
+    """Build the model for the checkpoint's architecture and load its weights, in `dtype` on `device`.
+
+    ``load_format`` dummy: seeded random weights of the checkpoint's shape instead (see dummy_weights.py)."""
+    if load_format not in ("auto", "dummy"):
+        raise ValueError(f"load_format: must be auto or dummy, got {load_format!r}")
+    config = load_hf_config(model_dir, load_format)
     model_class = model_class_for(config)
     # Built on the meta device and materialised in the target dtype: no transient fp32 copy of the weights.
     with torch.device("meta"):
         model = model_class(config, attention_backend, max_model_len=max_model_len)
     model = model.to(dtype=dtype).to_empty(device=device)
     model.reset_rope_tables()
+    if load_format == "dummy":
+        init_dummy_weights(model)
+        return model.eval()
+    files = find_checkpoint(model_dir)
     tensors = _gguf_tensors(files.gguf) if files.gguf is not None else _safetensors_tensors(files.safetensors)
     load_weights(model, tensors)
     return model.eval()

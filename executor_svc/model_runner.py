@@ -15,8 +15,9 @@ from collections import deque
 
 import torch
 
-from executor_svc.attention.metadata import AttentionMetadata
+from executor_svc.cuda_graphs.step_graphs import StepGraphs
 from executor_svc.drafters.base import Drafter, DraftRequest
+from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.last_token_buffer import LastTokenBuffer
@@ -25,6 +26,7 @@ from executor_svc.rejection_sampler import RejectionSampler, accept_drafts
 from executor_svc.request_state import ExecutorRequestState
 from executor_svc.sampler import DeviceSamplerOutput, Sampler
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata
+from executor_svc.step_forward import StepForward
 from executor_svc.step_result import fill_outputs
 from executor_svc.step_work import (
     Emitted,
@@ -57,7 +59,9 @@ class ModelRunner:
         drafter: Drafter | None = None,
         tracer: StepPhaseTracer | None = None,
         defer_readback: bool = False,
+        graphs: StepGraphs | None = None,
     ) -> None:
+        """``graphs``: captured decode/verify forwards of ``model`` over ``kv_cache`` (None: always eager)."""
         self.model = model
         self.kv_cache = kv_cache
         self.block_size = block_size
@@ -71,6 +75,7 @@ class ModelRunner:
         self.rejection_sampler = RejectionSampler(self.sampler)
         self.requests: dict[str, ExecutorRequestState] = {}
         self.last_tokens = LastTokenBuffer(device)
+        self.forward = StepForward(model, kv_cache, self.last_tokens, device, graphs)
         self._unsettled: deque[LaunchedStep] = deque()
 
     # ---- state updates -------------------------------------------------------------------
@@ -118,48 +123,25 @@ class ModelRunner:
 
     # ---- batch -----------------------------------------------------------------------------
     def _flatten(self, work: list[ScheduledWork]) -> FlatBatch:
-        input_ids: list[int] = []
-        positions: list[int] = []
-        query_lens: list[int] = []
-        seq_lens: list[int] = []
-        block_tables: list[list[int]] = []
+        host = HostBatch(self.block_size)
         sample_rows: list[int] = []
         groups: list[SamplingGroup] = []
-        unread_rows: list[int] = []
-        unread_slots: list[int] = []
         for item in work:
             tokens, drafts = self._step_tokens(item)
             start = item.state.num_computed_tokens
             end = start + len(tokens)
             if len(item.state.block_ids) * self.block_size < end:
                 raise StepError(f"block_ids: {item.state.request_id!r} has too few blocks for {end} tokens")
-            first_flat = len(input_ids)
+            first_flat = host.add_sequence(tokens, start, item.state.block_ids)
             if item.state.num_unread_tokens:
                 # Its input is the token the previous step sampled: read it on the device.
-                unread_rows.append(first_flat)
-                unread_slots.append(self.last_tokens.slot(item.state.request_id))
-            input_ids.extend(tokens)
-            positions.extend(range(start, end))
-            query_lens.append(len(tokens))
-            seq_lens.append(end)
-            block_tables.append(item.state.block_ids)
+                host.unread_rows.append(first_flat)
+                host.unread_slots.append(self.last_tokens.slot(item.state.request_id))
             if start + item.num_tokens == item.state.num_tokens:
                 groups.append(SamplingGroup(item, drafts))
                 last_real = first_flat + item.num_tokens - 1
                 sample_rows.extend(range(last_real, last_real + len(drafts) + 1))
-        meta = AttentionMetadata.build(query_lens, seq_lens, block_tables, self.block_size, self.device)
-        ids = host_list_to_device(input_ids, self.device)
-        if unread_rows:
-            rows_and_slots = host_list_to_device([unread_rows, unread_slots], self.device)
-            ids.index_copy_(0, rows_and_slots[0], self.last_tokens.read(rows_and_slots[1]))
-        return FlatBatch(
-            input_ids=ids,
-            positions=host_list_to_device(positions, self.device),
-            meta=meta,
-            sample_rows=sample_rows,
-            groups=groups,
-            num_device_input_ids=len(unread_rows),
-        )
+        return FlatBatch(host=host, sample_rows=sample_rows, groups=groups)
 
     def _step_tokens(self, item: ScheduledWork) -> tuple[list[int], list[int]]:
         """The input ids of this step (known tokens, then drafts) and the draft slots (padded).
@@ -202,12 +184,12 @@ class ModelRunner:
         if not deferred:
             self.settle_all()
         batch = self._flatten(work)
-        result.num_device_input_ids = batch.num_device_input_ids
-        hidden = self.model(batch.input_ids, batch.positions, batch.meta, self.kv_cache)
+        result.num_device_input_ids = len(batch.host.unread_rows)
+        logits = self.forward.sampled_logits(batch.host, batch.sample_rows)
         forward_end = time.time()
         launched.groups = batch.groups
         if batch.groups:
-            launched.pending = PendingSamples(self._sample(batch, hidden, deferred))
+            launched.pending = PendingSamples(self._sample(batch, logits, deferred))
         for item in work:
             if not item.num_drafts:  # with drafts, the count waits for the verdict (settling)
                 item.state.num_computed_tokens += item.num_tokens
@@ -242,14 +224,12 @@ class ModelRunner:
         if launched.settled or not launched.groups:
             launched.computed_at = end
 
-    def _sample(self, batch: FlatBatch, hidden: torch.Tensor, deferred: bool) -> DeviceSamplerOutput:
-        rows = host_list_to_device(batch.sample_rows, hidden.device)
-        logits = self.model.compute_logits(hidden.index_select(0, rows))
+    def _sample(self, batch: FlatBatch, logits: torch.Tensor, deferred: bool) -> DeviceSamplerOutput:
         meta = self._sampling_metadata(batch.groups)
         sampled = self.rejection_sampler.sample_rows(logits, meta, [group.drafts for group in batch.groups])
         if deferred:
             slots = [self.last_tokens.slot(group.work.state.request_id) for group in batch.groups]
-            self.last_tokens.write(host_list_to_device(slots, hidden.device), sampled.token_ids)
+            self.last_tokens.write(host_list_to_device(slots, self.device), sampled.token_ids)
         return sampled
 
     def _sampling_metadata(self, groups: list[SamplingGroup]) -> SamplingMetadata:

@@ -10,7 +10,7 @@ Semantics:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,9 +23,14 @@ from executor_svc.host_transfer import host_list_to_device
 class PenaltyParams(Protocol):
     """The three penalty knobs of one row (satisfied by RowSamplingParams)."""
 
-    repetition_penalty: float
-    presence_penalty: float
-    frequency_penalty: float
+    @property
+    def repetition_penalty(self) -> float: ...
+
+    @property
+    def presence_penalty(self) -> float: ...
+
+    @property
+    def frequency_penalty(self) -> float: ...
 
 
 @dataclass
@@ -95,6 +100,6 @@ def apply_penalties(logits: Tensor, pen: PenaltyTensors) -> Tensor:
     return penalised
 
 
-def _row_of_each_token(token_ids: Sequence[Sequence[int]]) -> list[int]:
+def _row_of_each_token(token_ids: Sequence[Sized]) -> list[int]:
     """The row index of every token of the flattened ``token_ids``."""
     return list(itertools.chain.from_iterable([i] * len(ids) for i, ids in enumerate(token_ids)))

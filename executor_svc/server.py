@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 
@@ -13,14 +15,16 @@ import torch
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from executor_svc.attention.torch_backend import TorchAttentionBackend
+from executor_svc.attention.selection import build_attention_backend, is_graph_safe
 from executor_svc.compute_loop import ComputeLoop
 from executor_svc.config import ExecutorConfig
+from executor_svc.cuda_graphs.step_graphs import GraphCapture, StepGraphs, cuda_graph_factory
 from executor_svc.drafters.factory import build_drafter
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_loader import load_hf_config, load_model
 from executor_svc.model_runner import ModelRunner
+from executor_svc.models.llama import LlamaModelForCausalLM
 from executor_svc.servicer import ExecutorServicer
 from executor_svc.tracing import ExecutorTracing
 from executor_svc.warmup import warm_up
@@ -46,26 +50,44 @@ def eos_token_ids(model_dir: str, hf_config) -> list[int]:
     return [eos] if isinstance(eos, int) else list(eos)
 
 
-def build_runner(config: ExecutorConfig) -> tuple[ModelRunner, executor_pb2.ExecutorDescription]:
-    """Load the model and allocate the KV cache as configured."""
+def build_runner(
+    config: ExecutorConfig, make_capture: Callable[[], GraphCapture] | None = None
+) -> tuple[ModelRunner, executor_pb2.ExecutorDescription]:
+    """Load the model, allocate the KV cache and capture the step graphs as configured.
+
+    ``make_capture``: how to record a step graph; None: CUDA graphs on a CUDA device (unless
+    enforce_eager), none elsewhere. Tests pass a CPU stand-in to run the graph path here."""
     if config.num_threads is not None:
         torch.set_num_threads(config.num_threads)
     device = torch.device(config.device)
-    dtype = getattr(torch, config.dtype)
-    hf_config = load_hf_config(config.model_dir)
-    model = load_model(config.model_dir, dtype, device, TorchAttentionBackend())
+    dtype = getattr(torch, config.torch_dtype_name)
+    hf_config = load_hf_config(config.model_dir, config.load_format)
+    backend = build_attention_backend(config.attention_backend, device)
+    max_model_len = min(config.max_model_len or hf_config.max_position_embeddings, hf_config.max_position_embeddings)
+    model = load_model(config.model_dir, dtype, device, backend, load_format=config.load_format)
+    if make_capture is None and device.type == "cuda" and not config.enforce_eager and is_graph_safe(backend):
+        make_capture = cuda_graph_factory()
     head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
     layout = (hf_config.num_hidden_layers, config.block_size, hf_config.num_key_value_heads, head_dim)
     num_blocks = config.num_kv_blocks or max(
         1, int(config.kv_cache_memory_gb * 2**30) // PagedKVCache.bytes_per_block(*layout, dtype)
     )
     kv_cache = PagedKVCache(
-        hf_config.num_hidden_layers, num_blocks, config.block_size, hf_config.num_key_value_heads, head_dim, dtype, device
+        hf_config.num_hidden_layers,
+        num_blocks,
+        config.block_size,
+        hf_config.num_key_value_heads,
+        head_dim,
+        dtype,
+        device,
+        scratch_blocks=1 if make_capture is not None else 0,  # padded rows of a replayed step may write there
     )
-    drafter = build_drafter(config, hf_config, num_blocks, TorchAttentionBackend())
+    drafter = build_drafter(config, hf_config, num_blocks, build_attention_backend(config.attention_backend, device))
+    graphs = None
+    if make_capture is not None:
+        graphs = _capture_step_graphs(config, model, kv_cache, max_model_len, drafter is not None, make_capture)
     runner = ModelRunner(model, kv_cache, config.block_size, hf_config.vocab_size, device, drafter,
-                         defer_readback=config.defers_token_readback)
-    max_model_len = min(config.max_model_len or hf_config.max_position_embeddings, hf_config.max_position_embeddings)
+                         defer_readback=config.defers_token_readback, graphs=graphs)
     description = executor_pb2.ExecutorDescription(
         model=config.model_name or Path(config.model_dir).name,
         max_model_len=max_model_len,
@@ -74,13 +96,32 @@ def build_runner(config: ExecutorConfig) -> tuple[ModelRunner, executor_pb2.Exec
         block_size=config.block_size,
         num_kv_blocks=num_blocks,
         device=str(device),
-        dtype=config.dtype,
-        attention_backend="torch",
+        dtype=config.torch_dtype_name,
+        attention_backend=backend.name,
         num_threads=torch.get_num_threads(),
         spec_method=config.spec_method,
         max_num_spec_tokens=config.num_spec_tokens if drafter is not None else 0,
     )
     return runner, description
+
+
+def _capture_step_graphs(
+    config: ExecutorConfig,
+    model: LlamaModelForCausalLM,
+    kv_cache: PagedKVCache,
+    max_model_len: int,
+    speculative: bool,
+    make_capture: Callable[[], GraphCapture],
+) -> StepGraphs:
+    """Graphs for decode steps, and for verify steps of every query length 1 + K allows."""
+    max_query_len = 1 + config.num_spec_tokens if speculative else 1
+    # A verify step reads up to K positions past the request's length.
+    max_blocks = -(-(max_model_len + max_query_len) // config.block_size)
+    graphs = StepGraphs(model, kv_cache, config.max_num_seqs, max_query_len, max_blocks, make_capture)
+    started = time.monotonic()
+    graphs.capture_all()
+    logger.info("captured %d step graphs in %.1f s", len(graphs.shapes), time.monotonic() - started)
+    return graphs
 
 
 def serve(config: ExecutorConfig) -> None:

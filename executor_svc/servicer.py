@@ -42,6 +42,11 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
         if self.runner is None:
             context.abort(grpc.StatusCode.UNAVAILABLE, "the executor is still loading its model")
 
+    def _loaded_runner(self) -> ModelRunner:
+        if self.runner is None:
+            raise RuntimeError("the executor's model is not loaded")  # callers check _require_ready first
+        return self.runner
+
     def Describe(self, request: executor_pb2.DescribeRequest, context: grpc.ServicerContext):
         self._require_ready(context)
         return self.description
@@ -50,9 +55,10 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
         self._require_ready(context)
         if not self._stream_lock.acquire(blocking=False):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "another scheduler already holds the Execute stream")
+        runner = self._loaded_runner()
         pending: queue.SimpleQueue = queue.SimpleQueue()
         try:
-            self.compute.call(self.runner.reset)
+            self.compute.call(runner.reset)
             threading.Thread(target=self._read_steps, args=(request_iterator, pending), daemon=True).start()
             while (item := pending.get()) is not _END:
                 step, future = item
@@ -66,7 +72,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
         finally:
             context.cancel()  # stops the reader if the stream ended early
             try:
-                self.compute.call(self.runner.reset)
+                self.compute.call(runner.reset)
             except RuntimeError:
                 pass  # shutting down: the state dies with the process
             self._stream_lock.release()
@@ -74,15 +80,17 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
     def _result_of(self, future) -> executor_pb2.StepResult:
         """The step's result; a deferred step is completed on the compute loop once its tokens are
         on the host, so steps launched meanwhile run first."""
-        if not self.runner.defer_readback:
+        runner = self._loaded_runner()
+        if not runner.defer_readback:
             return future.result()
         launched = future.result()
         launched.wait_until_computed()
-        return self.compute.call(self.runner.complete, launched)
+        return self.compute.call(runner.complete, launched)
 
     def _read_steps(self, request_iterator, pending: queue.SimpleQueue) -> None:
         try:
-            run = self.runner.launch if self.runner.defer_readback else self.runner.execute
+            runner = self._loaded_runner()
+            run = runner.launch if runner.defer_readback else runner.execute
             for step in request_iterator:
                 pending.put((step, self.compute.submit(run, step)))
         except grpc.RpcError:

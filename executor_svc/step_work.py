@@ -6,9 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import torch
-
-from executor_svc.attention.metadata import AttentionMetadata
+from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import HostCopy
 from executor_svc.request_state import ExecutorRequestState
 from executor_svc.sampler import DeviceLogprobs, DeviceSamplerOutput, RowLogprobs, SamplerOutput
@@ -38,15 +36,12 @@ class SamplingGroup:
 
 @dataclass
 class FlatBatch:
-    """The tensors of one flattened forward and which rows are sampled."""
+    """One step's flattened forward (host lists) and which of its rows are sampled."""
 
-    input_ids: torch.Tensor
-    positions: torch.Tensor
-    meta: AttentionMetadata
+    host: HostBatch
     sample_rows: list[int]
+    """Flat rows whose logits are sampled: each sampling group's last real token and its draft slots."""
     groups: list[SamplingGroup]
-    num_device_input_ids: int
-    """Input ids taken from the LastTokenBuffer (tokens not read back yet)."""
 
 
 @dataclass

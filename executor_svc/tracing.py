@@ -19,6 +19,7 @@ from stepahead_common.tracing_config import TracingConfig, process_tracer
 from stepahead_proto import executor_pb2
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Tracer
 
 DEFAULT_SERVICE_NAME = "stepahead-executor"
@@ -35,7 +36,7 @@ class StepPhaseTracer:
 
     def record(self, step: executor_pb2.StepRequest, result: executor_pb2.StepResult) -> None:
         """Record the phase spans of ``step`` if tracing is on and the scheduler traced the step."""
-        if not self.enabled or not step.trace_context:
+        if self._tracer is None or not step.trace_context:
             return
         parent = self._propagator.extract(dict(step.trace_context))
         start_ns = int(result.compute_start_s * 1e9)
@@ -71,7 +72,7 @@ def _phases(step: executor_pb2.StepRequest, result: executor_pb2.StepResult) -> 
 class ExecutorTracing:
     """Tracing of one executor process, configured by the OTEL_* environment variables."""
 
-    def __init__(self, config: TracingConfig, provider=None) -> None:
+    def __init__(self, config: TracingConfig, provider: TracerProvider | None = None) -> None:
         """``provider``: an SDK TracerProvider to use (tests); built from ``config`` when None."""
         self.enabled = config.enabled
         self.provider, tracer = process_tracer(config, TRACER_NAME, provider)

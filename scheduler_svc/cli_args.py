@@ -18,7 +18,9 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser, several_inflight_va
     else:
         group.add_argument("--max-inflight-steps", type=int, default=2,
                            help="steps outstanding on the executor; 1 = synchronous (default 2)")
-    group.add_argument("--default-max-tokens", type=int, default=256, help="max_tokens when a request sets none (default 256)")
+    group.add_argument(
+        "--default-max-tokens", type=int, default=256, help="max_tokens when a request sets none (default 256)"
+    )
     group.add_argument("--metrics-port", type=int, default=None,
                        help="serve the scheduler's Prometheus /metrics on this port (0: any free port; default off)")
     group.add_argument("--executor-stall-timeout-s", type=float, default=5.0,

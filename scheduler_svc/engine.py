@@ -26,6 +26,7 @@ from scheduler_svc.step_tracing import EngineTracing
 from scheduler_svc.tokenizer import Tokenizer
 from stepahead_proto import executor_pb2, executor_pb2_grpc, generation_pb2
 
+ExecuteCall = grpc.aio.StreamStreamCall[executor_pb2.StepRequest, executor_pb2.StepResult]
 logger = logging.getLogger(__name__)
 
 
@@ -65,7 +66,7 @@ class Engine:
         self._queues: dict[str, asyncio.Queue[StreamItem]] = {}
         self._inflight: deque[SchedulerOutput] = deque()
         self._wakeup = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self.stats = generation_pb2.EngineStats()
         self._last_compute_end: float | None = None
         """When the executor finished the previous step; None after the engine went idle."""
@@ -124,7 +125,7 @@ class Engine:
                 self._fail_all(grpc.StatusCode.UNAVAILABLE, f"executor failed: {reason}")
                 await asyncio.sleep(0.5)
 
-    async def _run_stream(self, call) -> None:
+    async def _run_stream(self, call: ExecuteCall) -> None:
         while True:
             await self._fill_pipeline(call)
             if not self._inflight:
@@ -133,12 +134,12 @@ class Engine:
                 await self._wakeup.wait()
                 continue
             result = await call.read()
-            if result is grpc.aio.EOF:
+            if not isinstance(result, executor_pb2.StepResult):  # grpc.aio.EOF
                 raise ConnectionError("the executor closed the Execute stream")
             self.tracing.end_step(result)
             self._process_result(self._inflight.popleft(), result)
 
-    async def _fill_pipeline(self, call) -> None:
+    async def _fill_pipeline(self, call: ExecuteCall) -> None:
         while len(self._inflight) < self.max_inflight_steps:
             output = self.scheduler.schedule()
             if output.is_empty:
@@ -194,10 +195,13 @@ class Engine:
         self.metrics.observe_step(busy_s, bubble_s)
         self.stats.num_preemptions = self.scheduler.num_preemptions
 
-    def _deliver(self, request_id: str, token_ids: list[int], logprobs: list, now: float) -> None:
+    def _deliver(
+        self, request_id: str, token_ids: list[int], logprobs: list[generation_pb2.PositionLogprobs], now: float
+    ) -> None:
         state = self._states[request_id]
         message = state.append_tokens(token_ids, logprobs, now)
         if state.finish is not None:
+            assert message is not None  # a finishing append always has a message
             state.final_fields(message, now)
             self.metrics.observe_finished(state.request, state.timing, message.finish_reason, now)
             self.scheduler.finish_request(request_id)
@@ -218,7 +222,7 @@ class Engine:
         self.scheduler.discard_finished_ids()
 
 
-async def _stream_failure(call, error: Exception) -> str:
+async def _stream_failure(call: ExecuteCall, error: Exception) -> str:
     """Why the Execute stream broke, in one line: the RPC's status when it failed (a write to a failed
     call only raises "RPC already finished"), else the error raised."""
     if isinstance(error, grpc.aio.AioRpcError):

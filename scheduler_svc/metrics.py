@@ -8,7 +8,7 @@ histograms and token counters are observed once, when the request ends.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -32,7 +32,7 @@ class EngineView(Protocol):
     """What the scrape-time collector reads from the engine (duck-typed: the Engine itself)."""
 
     @property
-    def scheduler(self): ...
+    def scheduler(self) -> Any: ...
 
 
 def finish_reason_label(finish_reason: int) -> str:
@@ -54,7 +54,11 @@ class _EngineStateCollector(Collector):
         blocks = scheduler.block_manager
         yield _gauge("requests_running", "Requests in the running batch.", scheduler.num_running)
         yield _gauge("requests_waiting", "Requests waiting to be scheduled (new or preempted).", scheduler.num_waiting)
-        yield _gauge("kv_blocks_used", "KV cache blocks referenced by requests.", blocks.num_total_blocks - blocks.num_free_blocks)
+        yield _gauge(
+            "kv_blocks_used",
+            "KV cache blocks referenced by requests.",
+            blocks.num_total_blocks - blocks.num_free_blocks,
+        )
         yield _gauge("kv_blocks_free", "KV cache blocks free.", blocks.num_free_blocks)
         yield _gauge("kv_blocks_total", "KV cache blocks on the executor.", blocks.num_total_blocks)
         preemptions = CounterMetricFamily(f"{PREFIX}_preemptions", "Requests preempted (recomputed later) so far.")
@@ -80,7 +84,9 @@ class SchedulerMetrics:
         self._define_request_series()
         self._define_step_series()
         self._define_speculation_series()
-        self.ready = Gauge(f"{PREFIX}_ready", "1 while the scheduler reports ready (its executor is).", registry=self.registry)
+        self.ready = Gauge(
+            f"{PREFIX}_ready", "1 while the scheduler reports ready (its executor is).", registry=self.registry
+        )
 
     def _define_request_series(self) -> None:
         registry = self.registry
@@ -90,8 +96,12 @@ class SchedulerMetrics:
         )
         self.ttft = Histogram(f"{PREFIX}_time_to_first_token_seconds", "Arrival to first output token.",
                               buckets=LATENCY_BUCKETS, registry=registry)
-        self.itl = Histogram(f"{PREFIX}_inter_token_latency_seconds",
-                             "Gaps between a request's consecutive token deliveries.", buckets=ITL_BUCKETS, registry=registry)
+        self.itl = Histogram(
+            f"{PREFIX}_inter_token_latency_seconds",
+            "Gaps between a request's consecutive token deliveries.",
+            buckets=ITL_BUCKETS,
+            registry=registry,
+        )
         self.e2e = Histogram(f"{PREFIX}_e2e_request_latency_seconds", "Arrival to the last message.",
                              buckets=E2E_BUCKETS, registry=registry)
         self.queue_time = Histogram(f"{PREFIX}_request_queue_time_seconds", "Arrival to first scheduled.",
@@ -106,8 +116,11 @@ class SchedulerMetrics:
         self.steps = Counter(f"{PREFIX}_steps", "Step results received from the executor.", registry=registry)
         self.step_time = Histogram(f"{PREFIX}_step_time_seconds", "Executor compute time per step (end - start).",
                                    buckets=ITL_BUCKETS, registry=registry)
-        self.bubble = Counter(f"{PREFIX}_executor_bubble_seconds",
-                              "Executor idle time between consecutive steps while work was in flight.", registry=registry)
+        self.bubble = Counter(
+            f"{PREFIX}_executor_bubble_seconds",
+            "Executor idle time between consecutive steps while work was in flight.",
+            registry=registry,
+        )
         self.bubble_gap = Histogram(f"{PREFIX}_executor_bubble_gap_seconds",
                                     "Executor idle gap before each step while work was in flight.",
                                     buckets=ITL_BUCKETS, registry=registry)
@@ -120,7 +133,7 @@ class SchedulerMetrics:
             f"{PREFIX}_spec_accepted_tokens_per_position", "Draft tokens accepted at each draft position (0-based).",
             ["position"], registry=registry,
         )
-        self._position_children: list = []
+        self._position_children: list[Counter] = []
         self.spec_k = Histogram(f"{PREFIX}_spec_num_draft_tokens", "K chosen per step (draft tokens to propose).",
                                 buckets=SPEC_K_BUCKETS, registry=registry)
 
@@ -172,7 +185,7 @@ class SchedulerMetrics:
         if k is not None:
             self.spec_k.observe(k)
 
-    def _position_counter(self, position: int):
+    def _position_counter(self, position: int) -> Counter:
         while len(self._position_children) <= position:  # label lookups cached: one per position, ever
             self._position_children.append(
                 self.spec_accepted_per_position.labels(position=str(len(self._position_children)))

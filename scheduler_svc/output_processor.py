@@ -17,7 +17,7 @@ FinishReason = generation_pb2.FinishReason
 
 @dataclass
 class _Finish:
-    reason: int
+    reason: generation_pb2.FinishReason
     stop_reason: str = ""
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from opentelemetry import trace
@@ -34,13 +34,15 @@ PHASE_SPAN_NAMES = ("stepahead.queue", "stepahead.prefill", "stepahead.decode")
 class TracedGenerationServicer:
     """Wraps a Generation servicer: Generate gets a request span, every other RPC passes through."""
 
-    def __init__(self, inner, tracer: Tracer, engine_tracing: EngineTracing, model_name: str) -> None:
+    def __init__(self, inner: Any, tracer: Tracer, engine_tracing: EngineTracing, model_name: str) -> None:
         self.inner = inner
         self.tracer = tracer
         self.engine_tracing = engine_tracing
         self.model_name = model_name
 
-    async def Generate(self, request: generation_pb2.GenerateRequest, context) -> AsyncIterator:
+    async def Generate(
+        self, request: generation_pb2.GenerateRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[generation_pb2.GenerateResponse]:
         operation = "chat" if request.WhichOneof("prompt") == "chat" else "text_completion"
         model = request.model or self.model_name
         with self.tracer.start_as_current_span(
@@ -63,13 +65,13 @@ class TracedGenerationServicer:
             finally:
                 self.engine_tracing.forget_request_span(span.get_span_context())
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
 
-def request_attributes(request: generation_pb2.GenerateRequest, operation: str, model: str) -> dict:
+def request_attributes(request: generation_pb2.GenerateRequest, operation: str, model: str) -> dict[str, Any]:
     """gen_ai.* request attributes known before the request runs."""
-    attributes = {
+    attributes: dict[str, Any] = {
         "gen_ai.operation.name": operation,
         "gen_ai.provider.name": "stepahead",
         "gen_ai.request.model": model,
@@ -110,7 +112,7 @@ def record_final_message(span: Span, tracer: Tracer, item: generation_pb2.Genera
     _record_phases(tracer, span, timings, time.time_ns())
 
 
-def _speculation_attributes(spec: generation_pb2.SpecStats) -> dict:
+def _speculation_attributes(spec: generation_pb2.SpecStats) -> dict[str, Any]:
     return {
         "stepahead.spec.drafted": spec.drafted,
         "stepahead.spec.accepted": spec.accepted,
@@ -137,7 +139,7 @@ def _record_phases(tracer: Tracer, parent: Span, timings: generation_pb2.Timings
         span.end(end_time=arrival_ns + int(end_s * 1e9))
 
 
-def record_error(span: Span, error: BaseException, context) -> None:
+def record_error(span: Span, error: BaseException, context: grpc.aio.ServicerContext[Any, Any]) -> None:
     """An aborted call: the gRPC status code and details when the servicer set them."""
     code = context.code() if isinstance(error, grpc.aio.AbortError) else None
     if isinstance(code, grpc.StatusCode):

@@ -172,7 +172,9 @@ class Scheduler:
         computed_before = request.num_computed_tokens
         if request.sent_to_executor:
             output.cached_requests.append(
-                ScheduledCachedRequest(request.request_id, new_block_ids, computed_before, num_new, num_drafts, num_spec)
+                ScheduledCachedRequest(
+                    request.request_id, new_block_ids, computed_before, num_new, num_drafts, num_spec
+                )
             )
         else:
             output.new_requests.append(

@@ -33,14 +33,19 @@ async def describe_executor(stub: executor_pb2_grpc.ExecutorStub, timeout_s: flo
     while True:
         remaining = deadline - time.monotonic()
         try:
-            return await stub.Describe(executor_pb2.DescribeRequest(), wait_for_ready=True, timeout=max(remaining, 0.1))
+            description: executor_pb2.ExecutorDescription = await stub.Describe(
+                executor_pb2.DescribeRequest(), wait_for_ready=True, timeout=max(remaining, 0.1)
+            )
+            return description
         except grpc.aio.AioRpcError as error:
             if error.code() != grpc.StatusCode.UNAVAILABLE or remaining <= 0:
                 raise
         await asyncio.sleep(0.2)
 
 
-def model_limits(config: SchedulerServiceConfig, description: executor_pb2.ExecutorDescription, tokenizer: Tokenizer) -> ModelLimits:
+def model_limits(
+    config: SchedulerServiceConfig, description: executor_pb2.ExecutorDescription, tokenizer: Tokenizer
+) -> ModelLimits:
     """The limits requests are validated against; the KV cache must hold one request of max length."""
     kv_capacity = description.num_kv_blocks * description.block_size
     eos = set(description.eos_token_ids) or set(tokenizer.eos_token_ids)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 import grpc
 
 from scheduler_svc.engine import Engine, EngineError
@@ -10,8 +13,11 @@ from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.validation import ModelLimits, build_request
 from stepahead_proto import generation_pb2, generation_pb2_grpc
 
+Context = grpc.aio.ServicerContext[Any, Any]
 
-class GenerationServicer(generation_pb2_grpc.GenerationServicer):
+
+# The generated servicer base is untyped (mypy skips the *_pb2_grpc modules).
+class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignore[misc]
     """Generate, Abort and GetModelInfo over the engine. Holds no scheduling logic of its own."""
 
     def __init__(self, engine: Engine, tokenizer: Tokenizer, limits: ModelLimits) -> None:
@@ -19,7 +25,9 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):
         self.tokenizer = tokenizer
         self.limits = limits
 
-    async def Generate(self, request: generation_pb2.GenerateRequest, context: grpc.aio.ServicerContext):
+    async def Generate(
+        self, request: generation_pb2.GenerateRequest, context: Context
+    ) -> AsyncIterator[generation_pb2.GenerateResponse]:
         try:
             scheduled = build_request(request, self.tokenizer, self.limits)
             queue = self.engine.add_request(scheduled)
@@ -42,12 +50,14 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):
             if not finished:  # the client went away or cancelled: free the request's blocks now
                 self.engine.abort(scheduled.request_id)
 
-    async def Abort(self, request: generation_pb2.AbortRequest, context: grpc.aio.ServicerContext):
+    async def Abort(self, request: generation_pb2.AbortRequest, context: Context) -> generation_pb2.AbortResponse:
         if not request.request_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "request_id: must be set")
         return generation_pb2.AbortResponse(aborted=self.engine.abort(request.request_id))
 
-    async def GetModelInfo(self, request: generation_pb2.GetModelInfoRequest, context: grpc.aio.ServicerContext):
+    async def GetModelInfo(
+        self, request: generation_pb2.GetModelInfoRequest, context: Context
+    ) -> generation_pb2.ModelInfo:
         block_manager = self.engine.scheduler.block_manager
         return generation_pb2.ModelInfo(
             model=self.limits.model_name,

@@ -72,6 +72,7 @@ class EngineTracing:
             return
         parent = trace.set_span_in_context(trace.NonRecordingSpan(served[0]))
         links = [trace.Link(span_context) for span_context in served]  # no link attributes: they cost ~10 us each
+        assert self._tracer is not None  # enabled
         span = self._tracer.start_span(STEP_SPAN_NAME, context=parent, links=links, attributes=_step_attributes(output))
         if not span.is_recording():
             return

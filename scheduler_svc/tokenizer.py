@@ -174,7 +174,8 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     with path.open(encoding="utf-8") as file:
-        return json.load(file)
+        loaded: dict[str, Any] = json.load(file)
+        return loaded
 
 
 def _token_content(value: Any) -> str | None:

@@ -16,11 +16,15 @@ Off, no SDK object exists: the hooks test one boolean and return.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from scheduler_svc.request_tracing import TracedGenerationServicer
 from scheduler_svc.step_tracing import EngineTracing
 from stepahead_common.tracing_config import TracingConfig, process_tracer
 from stepahead_proto import generation_pb2, generation_pb2_grpc
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 DEFAULT_SERVICE_NAME = "stepahead-scheduler"
 TRACER_NAME = "stepahead.scheduler"
@@ -30,7 +34,7 @@ GENERATION_SERVICE = generation_pb2.DESCRIPTOR.services_by_name["Generation"].fu
 class SchedulerTracing:
     """Tracing of one scheduler process: the engine hooks, the Generate wrapper, the gRPC interceptor."""
 
-    def __init__(self, config: TracingConfig, provider=None) -> None:
+    def __init__(self, config: TracingConfig, provider: TracerProvider | None = None) -> None:
         """``provider``: an SDK TracerProvider to use (tests); built from ``config`` when None."""
         self.config = config
         self.enabled = config.enabled
@@ -43,17 +47,20 @@ class SchedulerTracing:
         """Tracing as the OTEL_* variables in ``environ`` configure it (off unless an exporter is set)."""
         return cls(TracingConfig.from_env(environ, DEFAULT_SERVICE_NAME))
 
-    def server_interceptors(self) -> list:
+    def server_interceptors(self) -> list[Any]:
         """Interceptors for grpc.aio.server(): a server span per Generation RPC (none when off)."""
         if not self.enabled:
             return []
         from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
-        return [aio_server_interceptor(self.provider, filter_=filters.service_name(GENERATION_SERVICE))]
+        interceptor = aio_server_interceptor(  # type: ignore[no-untyped-call]  # untyped in the instrumentation
+            self.provider, filter_=filters.service_name(GENERATION_SERVICE)
+        )
+        return [interceptor]
 
-    def wrap_servicer(self, servicer: generation_pb2_grpc.GenerationServicer, model_name: str):
+    def wrap_servicer(self, servicer: generation_pb2_grpc.GenerationServicer, model_name: str) -> Any:
         """The servicer to register: ``servicer`` itself when off, else one that traces each Generate."""
-        if not self.enabled:
+        if self._tracer is None:
             return servicer
         return TracedGenerationServicer(servicer, self._tracer, self.engine, model_name)
 

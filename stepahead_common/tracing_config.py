@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Tracer
 
 OTLP_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 OTLP_PROTOCOL_VARS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
@@ -85,7 +86,9 @@ def _parse_rate(text: str | None) -> float:
         raise ValueError(f"{STEP_TRACE_RATE_VAR}: not a number: {text!r}") from None
 
 
-def process_tracer(config: TracingConfig, tracer_name: str, provider=None) -> tuple[TracerProvider | None, object | None]:
+def process_tracer(
+    config: TracingConfig, tracer_name: str, provider: TracerProvider | None = None
+) -> tuple[TracerProvider | None, Tracer | None]:
     """A process's tracer provider and tracer, or (None, None) when tracing is off.
 
     ``provider``: an SDK TracerProvider to use instead of building one from ``config`` (tests).
@@ -124,4 +127,5 @@ def load_span_exporter(name: str, otlp_protocol: str = "grpc") -> SpanExporter:
             f"OTEL_TRACES_EXPORTER: no installed span exporter named {entry_name!r} "
             f"(installed: {sorted(e.name for e in entry_points(group=_EXPORTER_GROUP))})"
         )
-    return next(iter(found)).load()()
+    exporter: SpanExporter = next(iter(found)).load()()
+    return exporter

@@ -138,6 +138,7 @@ def _attend_batched(q: torch.Tensor, kv_layer: torch.Tensor, batch: _BatchedGrou
 def _scatter_batched(out: torch.Tensor, rows: torch.Tensor, batch: _BatchedGroup) -> None:
     if batch.keep_padded is not None:
         rows = rows.index_select(0, batch.keep_padded)
+    assert batch.keep_flat is not None  # None only when the group is the whole output (not scattered)
     out.index_copy_(0, batch.keep_flat, rows)
 
 

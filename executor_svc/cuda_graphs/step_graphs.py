@@ -12,12 +12,14 @@ buffers would then give different tokens than eager, as a real graph would.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
+from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.cuda_graphs.buckets import GraphShape, choose_shape, graph_shapes
 from executor_svc.cuda_graphs.static_inputs import StaticStepInputs
 from executor_svc.host_batch import HostBatch
@@ -25,6 +27,20 @@ from executor_svc.kv_cache import PagedKVCache
 
 WARMUP_RUNS = 2
 """Eager runs before capture: compile Triton and torch.compile kernels, size cuBLAS workspaces."""
+
+
+class GraphableModel(Protocol):
+    """A causal LM whose forward reads only its arguments (so a graph of it replays on new inputs)."""
+
+    def __call__(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, kv_cache: PagedKVCache
+    ) -> torch.Tensor:
+        """Hidden states [T, hidden] of the flat tokens."""
+        ...
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits [T, vocab] of hidden states."""
+        ...
 
 
 class GraphCapture(Protocol):
@@ -42,7 +58,8 @@ class GraphCapture(Protocol):
 class CudaGraphCapture:
     """A torch.cuda.CUDAGraph sharing one memory pool with the other captured shapes."""
 
-    def __init__(self, pool: object) -> None:
+    def __init__(self, pool: Any) -> None:
+        """``pool``: a handle from torch.cuda.graph_pool_handle(), shared by every shape's graph."""
         self.graph = torch.cuda.CUDAGraph()
         self.pool = pool
 
@@ -59,6 +76,12 @@ class CudaGraphCapture:
 
     def replay(self) -> None:
         self.graph.replay()
+
+
+def cuda_graph_factory() -> Callable[[], GraphCapture]:
+    """Makes CUDA graphs that all share one memory pool (captured largest first, smaller ones reuse it)."""
+    pool = torch.cuda.graph_pool_handle()
+    return functools.partial(CudaGraphCapture, pool)
 
 
 class EagerStandIn:
@@ -95,7 +118,7 @@ class StepGraphs:
 
     def __init__(
         self,
-        model: torch.nn.Module,
+        model: GraphableModel,
         kv_cache: PagedKVCache,
         max_num_seqs: int,
         max_query_len: int,
@@ -118,7 +141,7 @@ class StepGraphs:
         for shape in self.shapes:
             self._write_idle_inputs(shape)
             graph = self._make_capture()
-            logits = graph.capture(lambda shape=shape: self._forward(shape))
+            logits = graph.capture(functools.partial(self._forward, shape))
             self._captured[shape] = _Captured(graph, logits)
 
     def shape_for(self, batch: HostBatch) -> GraphShape | None:

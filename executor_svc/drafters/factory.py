@@ -23,6 +23,8 @@ def _draft_model(config: ExecutorConfig, target_config, num_blocks: int, attenti
     from executor_svc.kv_cache import PagedKVCache
     from executor_svc.model_loader import load_hf_config, load_model
 
+    if config.draft_model_dir is None:  # ExecutorConfig requires it for draft_model; kept for the type
+        raise ValueError("draft_model_dir: required when spec_method is draft_model")
     draft_config = load_hf_config(config.draft_model_dir)
     if draft_config.vocab_size != target_config.vocab_size:
         raise ValueError(
@@ -30,7 +32,7 @@ def _draft_model(config: ExecutorConfig, target_config, num_blocks: int, attenti
             f"target's {target_config.vocab_size}; a draft model must share the target's vocabulary"
         )
     device = torch.device(config.device)
-    dtype = getattr(torch, config.dtype)
+    dtype = getattr(torch, config.torch_dtype_name)
     model = load_model(config.draft_model_dir, dtype, device, attention_backend)
     head_dim = getattr(draft_config, "head_dim", None) or draft_config.hidden_size // draft_config.num_attention_heads
     kv_cache = PagedKVCache(

@@ -156,6 +156,8 @@ class LlamaModelForCausalLM(nn.Module):
         )
         self.max_positions = max_model_len or config.max_position_embeddings
         # Non-persistent buffers, cast and moved with the module (HF also casts its fp32 cos/sin to the model dtype).
+        self.rope_cos: torch.Tensor
+        self.rope_sin: torch.Tensor
         self.register_buffer("rope_cos", torch.empty(0), persistent=False)
         self.register_buffer("rope_sin", torch.empty(0), persistent=False)
         self.reset_rope_tables()

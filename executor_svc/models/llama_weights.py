@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
@@ -68,7 +69,7 @@ def _model_targets(model: LlamaModelForCausalLM) -> dict[str, _Target]:
     if not model.tie_word_embeddings:
         targets["lm_head.weight"] = _whole(model.lm_head_weight)
     for index, layer in enumerate(model.layers):
-        targets.update(_layer_targets(f"model.layers.{index}.", layer))
+        targets.update(_layer_targets(f"model.layers.{index}.", cast(LlamaDecoderLayer, layer)))
     return targets
 
 

@@ -95,14 +95,15 @@ def test_help_names_the_variable():
 def test_the_cli_reads_variables_for_the_services_only(monkeypatch, capsys):
     monkeypatch.setenv("STEPAHEAD_EXECUTOR", "executor:50061")
     monkeypatch.setenv("STEPAHEAD_NUM_THREADS", "3")
-    monkeypatch.setenv("STEPAHEAD_MAX_NUM_SEQS", "not-a-number")
+    monkeypatch.setenv("STEPAHEAD_MAX_NUM_BATCHED_TOKENS", "not-a-number")  # a scheduler flag only
     executor = resolve_env_defaults(cli._build_parser().parse_args(["executor"]))
     assert executor.num_threads == 3
-    scheduler_with_flag = resolve_env_defaults(cli._build_parser().parse_args(["scheduler", "--max-num-seqs", "4"]))
-    assert (scheduler_with_flag.executor, scheduler_with_flag.max_num_seqs) == ("executor:50061", 4)
+    argv = ["scheduler", "--max-num-batched-tokens", "4"]
+    scheduler_with_flag = resolve_env_defaults(cli._build_parser().parse_args(argv))
+    assert (scheduler_with_flag.executor, scheduler_with_flag.max_num_batched_tokens) == ("executor:50061", 4)
     with pytest.raises(SystemExit):
         resolve_env_defaults(cli._build_parser().parse_args(["scheduler"]))
-    assert "STEPAHEAD_MAX_NUM_SEQS" in capsys.readouterr().err
+    assert "STEPAHEAD_MAX_NUM_BATCHED_TOKENS" in capsys.readouterr().err
     generate = resolve_env_defaults(cli._build_parser().parse_args(["generate", "hi"]))
     assert generate.max_tokens is None  # other commands ignore the variables
 

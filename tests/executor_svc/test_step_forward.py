@@ -1,0 +1,107 @@
+"""The model runner with captured step graphs (a CPU stand-in that re-runs the captured forward at each
+replay) gives the tokens of eager execution: plain, run ahead with deferred read-back, and verifying
+drafts; decode and verify steps replay, prefills run eagerly; a deferred decode step syncs nothing."""
+
+from __future__ import annotations
+
+import pytest
+from host_syncs import recorded_host_syncs
+from step_plans import BATCHES, plan_steps, requests_plain
+from tiny_models import make_tiny_llama
+
+from executor_svc.config import ExecutorConfig
+from executor_svc.cuda_graphs.step_graphs import EagerStandIn
+from executor_svc.server import build_runner
+from stepahead_proto import executor_pb2, sampling_pb2
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_tiny_llama(tmp_path_factory.mktemp("target"), seed=3)
+
+
+def eager_runner(model_dir, **overrides):
+    config = ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40, **overrides)
+    return build_runner(config)[0]
+
+
+def graphed_runner(model_dir, **overrides):
+    config = ExecutorConfig(
+        model_dir=str(model_dir), num_kv_blocks=40, attention_backend="torch_padded", max_num_seqs=4, **overrides
+    )
+    return build_runner(config, make_capture=EagerStandIn)[0]
+
+
+def tokens_and_logprobs(result: executor_pb2.StepResult) -> list[tuple[str, list[int], list[float]]]:
+    return [(o.request_id, list(o.token_ids), [p.sampled.logprob for p in o.logprobs]) for o in result.outputs]
+
+
+def assert_same_outputs(actual, expected) -> None:
+    assert [[(rid, ids) for rid, ids, _ in step] for step in actual] == [
+        [(rid, ids) for rid, ids, _ in step] for step in expected
+    ]
+    for got_step, want_step in zip(actual, expected):
+        for (_, _, got), (_, _, want) in zip(got_step, want_step):
+            assert got == pytest.approx(want, abs=1e-4)
+
+
+def run_ahead(runner, steps, lag: int):
+    launched, results = [], []
+    for step in steps:
+        launched.append(runner.launch(step))
+        if len(launched) > lag:
+            results.append(tokens_and_logprobs(runner.complete(launched[len(results)])))
+    return results + [tokens_and_logprobs(runner.complete(step)) for step in launched[len(results) :]]
+
+
+@pytest.mark.parametrize("defer, lag", [(False, 0), (True, 2)])
+def test_replayed_steps_give_the_tokens_of_eager_steps(model_dir, defer, lag):
+    steps = plan_steps(requests_plain(), BATCHES)
+    eager = eager_runner(model_dir)
+    expected = [tokens_and_logprobs(eager.execute(step)) for step in steps]
+    runner = graphed_runner(model_dir, defer_token_readback=defer)
+    assert_same_outputs(run_ahead(runner, steps, lag), expected)
+    decode_steps = sum(1 for step in steps if not step.new_requests)
+    assert runner.forward.num_replays == decode_steps  # every pure decode replays; steps with a prefill do not
+
+
+def test_verify_steps_replay_in_the_shape_of_their_query_length(model_dir):
+    requests = requests_plain()
+    requests["b"].num_spec = 2
+    requests["d"].num_spec = 2
+    steps = plan_steps(requests, BATCHES)
+    eager = eager_runner(model_dir, spec_method="ngram", num_spec_tokens=2)
+    expected = [tokens_and_logprobs(eager.execute(step)) for step in steps]
+    runner = graphed_runner(model_dir, spec_method="ngram", num_spec_tokens=2)
+    assert runner.forward.graphs is not None
+    assert max(shape.query_len for shape in runner.forward.graphs.shapes) == 3
+    assert_same_outputs(run_ahead(runner, steps, 0), expected)
+    assert runner.forward.num_replays > 0
+
+
+def test_a_batch_larger_than_the_largest_graph_runs_eagerly(model_dir):
+    runner = graphed_runner(model_dir)
+    prompts = {f"r{i}": [3 + i, 4, 5] for i in range(6)}  # 6 sequences > max_num_seqs 4
+    step = executor_pb2.StepRequest(step_id=0)
+    for index, (rid, prompt) in enumerate(prompts.items()):
+        greedy = sampling_pb2.SamplingParams(temperature=0.0)
+        step.new_requests.add(request_id=rid, prompt_token_ids=prompt, num_scheduled_tokens=len(prompt),
+                              sampling=greedy, block_ids=[2 * index, 2 * index + 1])
+    runner.execute(step)
+    decode = executor_pb2.StepRequest(step_id=1)
+    for rid in prompts:
+        decode.cached_requests.add(request_id=rid, num_computed_tokens=3, num_scheduled_tokens=1)
+    result = runner.execute(decode)
+    assert len(result.outputs) == 6 and runner.forward.num_replays == 0
+
+
+def test_a_deferred_decode_step_waits_for_nothing_on_the_host(model_dir):
+    runner = graphed_runner(model_dir, defer_token_readback=True)
+    requests = {rid: request for rid, request in requests_plain().items() if rid in ("a", "b")}
+    steps = plan_steps(requests, [["a", "b"], ["a", "b"], ["a", "b"]])
+    runner.launch(steps[0])
+    runner.launch(steps[1])
+    with recorded_host_syncs() as syncs:
+        runner.launch(steps[2])
+    assert syncs == []
+    assert runner.forward.num_replays == 2
