@@ -24,7 +24,6 @@ from executor_svc.kv_cache import PagedKVCache
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_loader import load_hf_config, load_model
 from executor_svc.model_runner import ModelRunner
-from executor_svc.models.llama import LlamaModelForCausalLM
 from executor_svc.servicer import ExecutorServicer
 from executor_svc.tracing import ExecutorTracing
 from executor_svc.warmup import warm_up
@@ -82,10 +81,17 @@ def build_runner(
         device,
         scratch_blocks=1 if make_capture is not None else 0,  # padded rows of a replayed step may write there
     )
-    drafter = build_drafter(config, hf_config, num_blocks, build_attention_backend(config.attention_backend, device))
+    max_query_len = 1 + config.num_spec_tokens if config.spec_method != "none" else 1
+    # A verify step reads up to K positions past the request's length.
+    max_blocks_per_seq = -(-(max_model_len + max_query_len) // config.block_size)
+    draft_backend = build_attention_backend(config.attention_backend, device)
+    drafter = build_drafter(config, hf_config, num_blocks, draft_backend, make_capture, max_blocks_per_seq)
     graphs = None
     if make_capture is not None:
-        graphs = _capture_step_graphs(config, model, kv_cache, max_model_len, drafter is not None, make_capture)
+        graphs = StepGraphs(model, kv_cache, config.max_num_seqs, max_query_len, max_blocks_per_seq, make_capture)
+        started = time.monotonic()
+        graphs.capture_all()
+        logger.info("captured %d step graphs in %.1f s", len(graphs.shapes), time.monotonic() - started)
     runner = ModelRunner(model, kv_cache, config.block_size, hf_config.vocab_size, device, drafter,
                          defer_readback=config.defers_token_readback, graphs=graphs)
     description = executor_pb2.ExecutorDescription(
@@ -103,25 +109,6 @@ def build_runner(
         max_num_spec_tokens=config.num_spec_tokens if drafter is not None else 0,
     )
     return runner, description
-
-
-def _capture_step_graphs(
-    config: ExecutorConfig,
-    model: LlamaModelForCausalLM,
-    kv_cache: PagedKVCache,
-    max_model_len: int,
-    speculative: bool,
-    make_capture: Callable[[], GraphCapture],
-) -> StepGraphs:
-    """Graphs for decode steps, and for verify steps of every query length 1 + K allows."""
-    max_query_len = 1 + config.num_spec_tokens if speculative else 1
-    # A verify step reads up to K positions past the request's length.
-    max_blocks = -(-(max_model_len + max_query_len) // config.block_size)
-    graphs = StepGraphs(model, kv_cache, config.max_num_seqs, max_query_len, max_blocks, make_capture)
-    started = time.monotonic()
-    graphs.capture_all()
-    logger.info("captured %d step graphs in %.1f s", len(graphs.shapes), time.monotonic() - started)
-    return graphs
 
 
 def serve(config: ExecutorConfig) -> None:

@@ -4,14 +4,18 @@ The draft model keeps its own paged KV tensors, addressed by the target's block 
 reserves the lookahead slots). Each step it first catches up on the tokens it has not seen (the
 prompt, then the tokens accepted since its last proposal), then decodes K tokens greedily.
 Draft KV written for rejected drafts is simply overwritten by the next catch-up.
+
+Each draft decode step takes its input ids from the previous step's argmax on the device, and
+replays a captured graph when the drafter has them: the K drafts reach the host in one copy at the end.
 """
 
 from __future__ import annotations
 
 import torch
 
-from executor_svc.attention.metadata import AttentionMetadata
+from executor_svc.cuda_graphs.step_graphs import GraphableModel, StepGraphs
 from executor_svc.drafters.base import DraftRequest
+from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.row_argmax import row_argmax
@@ -22,65 +26,78 @@ class DraftModelDrafter:
 
     name = "draft_model"
 
-    def __init__(self, model, kv_cache: PagedKVCache, block_size: int, device: torch.device) -> None:
+    def __init__(
+        self,
+        model: GraphableModel,
+        kv_cache: PagedKVCache,
+        block_size: int,
+        device: torch.device,
+        graphs: StepGraphs | None = None,
+    ) -> None:
+        """``graphs``: captured one-token decode forwards of ``model`` over ``kv_cache`` (None: eager)."""
         self.model = model
         self.kv_cache = kv_cache
         self.block_size = block_size
         self.device = device
+        self.graphs = graphs
+        self.num_replays = 0
+        """Draft decode steps replayed from a captured graph so far."""
         self._computed: dict[str, int] = {}
         """Tokens of each request whose draft KV is valid."""
 
     @torch.inference_mode()
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
         wanted = [request for request in batch if request.num_tokens > 0]
-        proposals: dict[str, list[int]] = {request.state.request_id: [] for request in batch}
         if not wanted:
             return [[] for _ in batch]
-        first = self._catch_up(wanted)
-        for request, token in zip(wanted, first):
-            proposals[request.state.request_id].append(token)
+        steps = [self._catch_up(wanted)]  # steps[s][j]: draft s of the request wanted[drafting[s][j]]
+        drafting = [list(range(len(wanted)))]
         for step in range(1, max(request.num_tokens for request in wanted)):
-            active = [request for request in wanted if request.num_tokens > step]
-            tokens = self._decode_one(active, [proposals[r.state.request_id][-1] for r in active], step)
-            for request, token in zip(active, tokens):
-                proposals[request.state.request_id].append(token)
+            active = drafting[-1]
+            still = [i for i in active if wanted[i].num_tokens > step]
+            previous = steps[-1]
+            if len(still) < len(active):
+                keep = [active.index(i) for i in still]
+                previous = previous.index_select(0, host_list_to_device(keep, self.device))
+            drafting.append(still)
+            steps.append(self._decode_one([wanted[i] for i in still], previous, step))
+        drafts = iter(torch.cat(steps).tolist())  # the one host read of the proposal
+        proposals: dict[str, list[int]] = {request.state.request_id: [] for request in batch}
+        for active in drafting:
+            for i in active:
+                proposals[wanted[i].state.request_id].append(next(drafts))
         return [proposals[request.state.request_id] for request in batch]
 
-    def _catch_up(self, batch: list[DraftRequest]) -> list[int]:
+    def _catch_up(self, batch: list[DraftRequest]) -> torch.Tensor:
         """Feed every token the draft model has not seen; return the first draft of each request."""
-        ids: list[int] = []
-        positions: list[int] = []
-        query_lens: list[int] = []
-        seq_lens: list[int] = []
+        host = HostBatch(self.block_size)
         for request in batch:
             tokens = request.state.token_ids
             start = min(self._computed.get(request.state.request_id, 0), len(tokens) - 1)
-            ids.extend(tokens[start:])
-            positions.extend(range(start, len(tokens)))
-            query_lens.append(len(tokens) - start)
-            seq_lens.append(len(tokens))
+            host.add_sequence(tokens[start:], start, request.state.block_ids)
             self._computed[request.state.request_id] = len(tokens)
-        last_rows = host_list_to_device(query_lens, self.device).cumsum(0) - 1
-        return self._forward_argmax(batch, ids, positions, query_lens, seq_lens, last_rows)
+        input_ids, positions, meta = host.to_device(self.device)
+        hidden = self.model(input_ids, positions, meta, self.kv_cache)
+        last_rows = host_list_to_device(host.query_lens, self.device).cumsum(0) - 1
+        return row_argmax(self.model.compute_logits(hidden.index_select(0, last_rows)))
 
-    def _decode_one(self, batch: list[DraftRequest], previous: list[int], step: int) -> list[int]:
+    def _decode_one(self, batch: list[DraftRequest], previous: torch.Tensor, step: int) -> torch.Tensor:
         """Feed each request's previous draft (at position len(tokens) + step - 1) and take the next."""
-        seq_lens = [len(request.state.token_ids) + step for request in batch]
-        positions = [length - 1 for length in seq_lens]
-        return self._forward_argmax(batch, previous, positions, [1] * len(batch), seq_lens, None)
+        host = HostBatch(self.block_size)
+        for request in batch:
+            host.add_sequence([0], len(request.state.token_ids) + step - 1, request.state.block_ids)
+        host.unread_rows = list(range(len(batch)))  # every input id is a draft still on the device
 
-    def _forward_argmax(self, batch, ids, positions, query_lens, seq_lens, rows) -> list[int]:
-        tables = [request.state.block_ids for request in batch]
-        meta = AttentionMetadata.build(query_lens, seq_lens, tables, self.block_size, self.device)
-        hidden = self.model(
-            host_list_to_device(ids, self.device),
-            host_list_to_device(positions, self.device),
-            meta,
-            self.kv_cache,
-        )
-        if rows is not None:
-            hidden = hidden.index_select(0, rows)
-        return row_argmax(self.model.compute_logits(hidden)).tolist()
+        def put_previous(input_ids: torch.Tensor) -> None:
+            input_ids[: len(batch)].copy_(previous)
+
+        shape = self.graphs.shape_for(host) if self.graphs is not None else None
+        if self.graphs is not None and shape is not None:
+            self.num_replays += 1
+            return row_argmax(self.graphs.run(host, shape, put_previous))
+        input_ids, positions, meta = host.to_device(self.device)
+        put_previous(input_ids)
+        return row_argmax(self.model.compute_logits(self.model(input_ids, positions, meta, self.kv_cache)))
 
     def drop(self, request_id: str) -> None:
         self._computed.pop(request_id, None)

@@ -105,3 +105,22 @@ def test_a_deferred_decode_step_waits_for_nothing_on_the_host(model_dir):
         runner.launch(steps[2])
     assert syncs == []
     assert runner.forward.num_replays == 2
+
+
+@pytest.fixture(scope="module")
+def draft_dir(tmp_path_factory):
+    return make_tiny_llama(tmp_path_factory.mktemp("draft"), seed=4)
+
+
+def test_draft_model_decode_steps_replay_and_draft_what_eager_drafts(model_dir, draft_dir):
+    requests = requests_plain()
+    requests["a"].num_spec = 3
+    requests["b"].num_spec = 1  # fewer drafts than a (batched with it): the draft batch shrinks
+    steps = plan_steps(requests, BATCHES)
+    spec = {"spec_method": "draft_model", "draft_model_dir": str(draft_dir), "num_spec_tokens": 3}
+    eager = eager_runner(model_dir, **spec)
+    expected = [tokens_and_logprobs(eager.execute(step)) for step in steps]
+    runner = graphed_runner(model_dir, **spec)
+    assert_same_outputs(run_ahead(runner, steps, 0), expected)
+    assert runner.drafter.num_replays > 0
+    assert runner.forward.num_replays > 0
