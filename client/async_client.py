@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 import grpc.aio
@@ -52,7 +52,8 @@ class AsyncGenerationStream(AsyncIterator[GenerationChunk]):
             raise error_from_rpc(err) from err
         if message is grpc.aio.EOF:
             raise StopAsyncIteration
-        return GenerationChunk.from_proto(message)
+        # grpc's stubs type read() as `object | response` (EOF is `object`), so `is EOF` does not narrow.
+        return GenerationChunk.from_proto(cast(generation_pb2.GenerateResponse, message))
 
     def cancel(self) -> None:
         """Cancel the RPC (a no-op once it has finished)."""

@@ -17,8 +17,10 @@ DEFAULT_PORT = 50051
 
 
 def _add_model_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=None, help="local HF directory, .gguf file or hub id (default: SmolLM2-135M-Instruct)")
-    parser.add_argument("--served-model-name", default="", help="name clients use (default: the model directory's name)")
+    parser.add_argument("--model", default=None,
+                        help="local HF directory, .gguf file or hub id (default: SmolLM2-135M-Instruct)")
+    parser.add_argument("--served-model-name", default="",
+                        help="name clients use (default: the model directory's name)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
 
 
@@ -26,7 +28,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from executor_svc.cli_args import add_executor_arguments, add_metrics_argument
     from scheduler_svc.cli_args import add_scheduler_arguments
 
-    parser = argparse.ArgumentParser(prog="stepahead", description="LLM serving: a scheduler and an executor over gRPC.")
+    parser = argparse.ArgumentParser(
+        prog="stepahead", description="LLM serving: a scheduler and an executor over gRPC."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="start scheduler + executor as two processes")
@@ -116,6 +120,7 @@ def _run_serve(args: argparse.Namespace) -> None:
         signal.signal(sig, lambda *_: stop.set())
     try:
         address = stack.start()
+        assert stack.scheduler is not None  # started by stack.start()
         print(f"stepahead serving {model_dir} on {address} (Ctrl-C to stop)", flush=True)
         while not stop.wait(1.0):
             if not (stack.executor.is_running() and stack.scheduler.is_running()):
@@ -129,7 +134,9 @@ def _run_generate(args: argparse.Namespace) -> None:
     from client import Client
 
     prompt_kwargs = {"prompt": args.prompt} if args.raw else {"messages": [{"role": "user", "content": args.prompt}]}
-    params = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    params = dict(
+        max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed
+    )
     with Client(args.server) as client:
         if args.json:
             result = client.generate(**prompt_kwargs, **params)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 ENV_PREFIX = "STEPAHEAD_"
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
@@ -129,6 +129,6 @@ def _convert(env: EnvDefault, token: str) -> Any:
     return value
 
 
-def _fail(env: EnvDefault, reason: str) -> None:
+def _fail(env: EnvDefault, reason: str) -> NoReturn:
     flag = max(env.action.option_strings, key=len)
     env.parser.error(f"environment variable {env.variable}={env.raw!r} (for {flag}): {reason}")

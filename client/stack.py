@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from client.launcher import ServiceProcess, wait_until_serving
 
 EXECUTOR_BOUND = r"executor bound to (\S+),"
@@ -14,8 +16,8 @@ class LocalStack:
     def __init__(
         self,
         model_dir: str,
-        executor_flags: list[str] = (),
-        scheduler_flags: list[str] = (),
+        executor_flags: Sequence[str] = (),
+        scheduler_flags: Sequence[str] = (),
         port: int = 0,
         host: str = "127.0.0.1",
         env: dict[str, str] | None = None,
@@ -25,7 +27,9 @@ class LocalStack:
             ServiceProcess.cli_argv("executor", "--model", model_dir, "--host", host, "--port", "0", *executor_flags),
             env,
         )
-        self._scheduler_args = ("scheduler", "--model", model_dir, "--host", host, "--port", str(port), *scheduler_flags)
+        self._scheduler_args = (
+            "scheduler", "--model", model_dir, "--host", host, "--port", str(port), *scheduler_flags
+        )
         self._env = env
         self.scheduler: ServiceProcess | None = None
         self.address = ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import io
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -33,11 +34,14 @@ def run_checked(command: Sequence[str], description: str) -> None:
         )
 
 
-def _forward_output(process: subprocess.Popen) -> str:
+def _forward_output(process: subprocess.Popen[bytes]) -> str:
     """Copy the child's output to our stderr until it closes; return the last characters seen."""
+    # stdout=PIPE with the default buffering: a BufferedReader, which has read1().
+    stdout = process.stdout
+    assert isinstance(stdout, io.BufferedReader)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     tail = ""
-    while chunk := process.stdout.read1(4096):
+    while chunk := stdout.read1(4096):
         text = decoder.decode(chunk)
         sys.stderr.write(text)
         sys.stderr.flush()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import Field, asdict, dataclass
+from typing import Any, ClassVar
 
 from client.errors import InternalError
 from stepahead_proto import generation_pb2
@@ -25,6 +25,8 @@ def finish_reason_name(value: int) -> str | None:
 
 class _AsDict:
     """Adds to_dict() to a dataclass: plain dicts, lists and numbers, ready for json.dumps."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # set by @dataclass on each subclass
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict (nested dataclasses become dicts, tuples stay sequences)."""

@@ -94,7 +94,9 @@ def _count_generated(row: list[int], eos_ids: set[int]) -> int:
     return len(row)
 
 
-def hf_generate_throughput(model_dir: str, prompts: list[str], batch_size: int, max_new_tokens: int, num_threads: int) -> dict:
+def hf_generate_throughput(
+    model_dir: str, prompts: list[str], batch_size: int, max_new_tokens: int, num_threads: int
+) -> dict:
     """HF transformers greedy `generate` over the prompts in static batches (left-padded), fp32."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -110,7 +112,9 @@ def hf_generate_throughput(model_dir: str, prompts: list[str], batch_size: int, 
     with torch.inference_mode():
         for first in range(0, len(prompts), batch_size):
             texts = [
-                tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+                tokenizer.apply_chat_template(
+                    [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False
+                )
                 for p in prompts[first : first + batch_size]
             ]
             inputs = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)

@@ -16,14 +16,17 @@ def add_bench_parser(commands) -> None:
 
     bench = commands.add_parser("bench", help="benchmark the stack on MT-Bench prompts, with HF baselines")
     bench.add_argument("--model", default=None, help="model to serve (default: SmolLM2-135M-Instruct)")
-    bench.add_argument("--concurrency", type=int, nargs="+", default=[1, 16], help="client concurrencies (default 1 16)")
+    bench.add_argument("--concurrency", type=int, nargs="+", default=[1, 16],
+                       help="client concurrencies (default 1 16)")
     bench.add_argument("--num-prompts", type=int, default=None,
                        help="prompts per run (default: 8 at concurrency 1, else every MT-Bench first turn, "
                             "or 2x concurrency if that is more)")
-    bench.add_argument("--max-tokens", type=int, default=256, help="max tokens per request; EOS stops earlier (default 256)")
+    bench.add_argument("--max-tokens", type=int, default=256,
+                       help="max tokens per request; EOS stops earlier (default 256)")
     bench.add_argument("--no-hf", action="store_true", help="skip the HF transformers baselines")
     bench.add_argument("--small-model", action="store_true",
-                       help="serve a small random 2-layer checkpoint with the default tokenizer (scheduling-bound regime)")
+                       help="serve a small random 2-layer checkpoint with the default tokenizer "
+                            "(scheduling-bound regime)")
     bench.add_argument("--out", default="bench/out", help="directory for the JSON report and PNG plot")
     bench.add_argument("--host", default="127.0.0.1")
     bench.add_argument("--served-model-name", default="")
@@ -134,7 +137,9 @@ def _load_runs(
                 suffix = ("" if tracing_on is None else mode_label(tracing_on)) + (
                     "" if args.spec_method == "none" else f" spec={spec_method}")
                 draft_model = args.draft_model if spec_method == "draft_model" else None
-                executor_args = argparse.Namespace(**{**vars(args), "spec_method": spec_method, "draft_model": draft_model})
+                executor_args = argparse.Namespace(
+                    **{**vars(args), "spec_method": spec_method, "draft_model": draft_model}
+                )
                 with LocalStack(model_dir, executor_flags(executor_args), flags, host=args.host, env=env) as stack:
                     for concurrency in args.concurrency:
                         run = _measure(stack.address, prompts, concurrency, inflight, args, suffix)

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from client.async_client import AsyncClient
+from client.types import SpecStats
 
 
 @dataclass
@@ -18,7 +19,7 @@ class RequestRecord:
     num_tokens: int = 0
     prompt_tokens: int = 0
     finish_reason: str | None = None
-    spec: object | None = None
+    spec: SpecStats | None = None
     """The request's SpecStats when speculative decoding ran."""
 
     @property
@@ -45,7 +46,9 @@ class LoadResult:
 
 
 async def _one_request(client: AsyncClient, prompt: str, max_tokens: int, record: RequestRecord) -> None:
-    stream = client.generate_stream(messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0)
+    stream = client.generate_stream(
+        messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0
+    )
     async for chunk in stream:
         now = time.perf_counter()
         record.prompt_tokens = chunk.prompt_tokens or record.prompt_tokens

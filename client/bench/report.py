@@ -114,7 +114,8 @@ def format_table(report: dict) -> str:
     for bare in report.get("bare_forward", []):
         contexts = bare.get("context_lens", [])
         lines.append(f"bare forward batch {bare['batch_size']} x {bare.get('query_len', 1)} tokens, "
-                     f"context {min(contexts, default=0)}..{max(contexts, default=0)}: median {bare['median_ms']:.1f} ms "
+                     f"context {min(contexts, default=0)}..{max(contexts, default=0)}: "
+                     f"median {bare['median_ms']:.1f} ms "
                      f"(min {bare['min_ms']:.1f}, max {bare['max_ms']:.1f})")
     for name, value in report.get("ratios", {}).items():
         lines.append(f"{name}: {value:.3f}")

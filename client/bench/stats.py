@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
 from client.bench.load import LoadResult
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0..100) by linear interpolation; nan for no values."""
     if not values:
         return float("nan")

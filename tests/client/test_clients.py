@@ -246,7 +246,7 @@ def test_cancel_ends_the_rpc_and_the_iteration(client: Client, fake: FakeGenerat
 
 
 def test_breaking_out_of_the_loop_cancels(client: Client, fake: FakeGeneration) -> None:
-    for chunk in client.generate_stream("hang"):
+    for _ in client.generate_stream("hang"):
         assert fake.hanging.wait(WAIT_S)
         break
     assert fake.interrupted.wait(WAIT_S)

@@ -43,7 +43,9 @@ def published(compose: dict, service: str) -> dict[int, int]:
 
 
 def test_services_are_the_stack(compose):
-    assert set(compose["services"]) == {"scheduler", "executor", "executor-gpu", "otel-collector", "jaeger", "prometheus"}
+    assert set(compose["services"]) == {
+        "scheduler", "executor", "executor-gpu", "otel-collector", "jaeger", "prometheus"
+    }
 
 
 @pytest.mark.parametrize("service", sorted(STEPAHEAD_SERVICES))
@@ -85,14 +87,17 @@ def test_services_listen_on_all_interfaces_with_the_shared_model_and_cache(compo
 
 def test_model_is_chosen_by_one_variable_for_both_services():
     chosen = load_compose({"STEPAHEAD_MODEL": "/cache/my-model"})
-    assert {service_environment(chosen["services"][name])["STEPAHEAD_MODEL"] for name in STEPAHEAD_SERVICES} == {"/cache/my-model"}
+    models = {service_environment(chosen["services"][name])["STEPAHEAD_MODEL"] for name in STEPAHEAD_SERVICES}
+    assert models == {"/cache/my-model"}
 
 
 @pytest.mark.parametrize("service", sorted(STEPAHEAD_SERVICES))
 def test_health_check_asks_the_service_readiness_on_its_port(compose, service):
     check = compose["services"][service]["healthcheck"]
     port = env(compose, service)["STEPAHEAD_PORT"]
-    assert check["test"] == ["CMD", "stepahead", "health", f"127.0.0.1:{port}", "--service", STEPAHEAD_SERVICES[service]]
+    assert check["test"] == [
+        "CMD", "stepahead", "health", f"127.0.0.1:{port}", "--service", STEPAHEAD_SERVICES[service]
+    ]
     assert {"interval", "timeout", "retries", "start_period"} <= set(check)
 
 
@@ -140,7 +145,8 @@ def test_collector_exports_traces_to_jaeger(compose):
     assert pipeline["receivers"] == ["otlp"]
     (exporter,) = pipeline["exporters"]
     assert config["exporters"][exporter]["endpoint"] == "jaeger:4317"
-    assert any("receivers.otlp.protocols.grpc.endpoint=0.0.0.0:4317" in arg for arg in compose["services"]["jaeger"]["command"])
+    jaeger_command = compose["services"]["jaeger"]["command"]
+    assert any("receivers.otlp.protocols.grpc.endpoint=0.0.0.0:4317" in arg for arg in jaeger_command)
     assert published(compose, "jaeger")[16686] == 16686
 
 

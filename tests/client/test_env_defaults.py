@@ -53,7 +53,9 @@ def test_variables_are_parsed_with_the_flags_types():
     environ = {"STEPAHEAD_PORT": "7000", "STEPAHEAD_EXECUTOR": "executor:50061", "STEPAHEAD_DTYPE": "bfloat16",
                "STEPAHEAD_RATIO": "0.25", "STEPAHEAD_DEPTHS": "1 2 4"}
     args = parse(environ)
-    assert (args.port, args.executor, args.dtype, args.ratio, args.depths) == (7000, "executor:50061", "bfloat16", 0.25, [1, 2, 4])
+    assert (args.port, args.executor, args.dtype, args.ratio, args.depths) == (
+        7000, "executor:50061", "bfloat16", 0.25, [1, 2, 4]
+    )
 
 
 def test_command_line_wins_over_the_variable():
@@ -61,9 +63,13 @@ def test_command_line_wins_over_the_variable():
     assert (args.port, args.executor) == (8000, "b:2")
 
 
-@pytest.mark.parametrize(("word", "tracing", "warmup", "color"), [("1", True, False, True), ("off", False, True, False)])
+@pytest.mark.parametrize(
+    ("word", "tracing", "warmup", "color"), [("1", True, False, True), ("off", False, True, False)]
+)
 def test_switches_read_true_and_false_words(word, tracing, warmup, color):
-    environ = {"STEPAHEAD_EXECUTOR": "e:1", "STEPAHEAD_TRACING": word, "STEPAHEAD_WARMUP": word, "STEPAHEAD_COLOR": word}
+    environ = {
+        "STEPAHEAD_EXECUTOR": "e:1", "STEPAHEAD_TRACING": word, "STEPAHEAD_WARMUP": word, "STEPAHEAD_COLOR": word
+    }
     args = parse(environ)
     assert (args.tracing, args.warmup, args.color) == (tracing, warmup, color)
 

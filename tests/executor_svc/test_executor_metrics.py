@@ -26,9 +26,15 @@ def make_step(step_id: int, new: int = 0, cached: tuple[int, ...] = (), drafts: 
     return step
 
 
-def make_result(step_id: int, start: float = 10.0, forward: float = 0.03, sample: float = 0.01) -> executor_pb2.StepResult:
+def make_result(
+    step_id: int, start: float = 10.0, forward: float = 0.03, sample: float = 0.01
+) -> executor_pb2.StepResult:
     return executor_pb2.StepResult(
-        step_id=step_id, compute_start_s=start, compute_end_s=start + forward + sample, forward_s=forward, sample_s=sample
+        step_id=step_id,
+        compute_start_s=start,
+        compute_end_s=start + forward + sample,
+        forward_s=forward,
+        sample_s=sample,
     )
 
 

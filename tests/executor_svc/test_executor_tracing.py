@@ -36,7 +36,9 @@ def test_forward_and_sample_are_children_of_the_step_span(tracer, exporter):
         assert span.parent.span_id == step_span.get_span_context().span_id
         assert span.context.trace_id == step_span.get_span_context().trace_id
     start_ns = 100_000_000_000
-    assert (forward.start_time, forward.end_time, sample.end_time) == (start_ns, start_ns + 30_000_000, start_ns + 40_000_000)
+    assert (forward.start_time, forward.end_time, sample.end_time) == (
+        start_ns, start_ns + 30_000_000, start_ns + 40_000_000
+    )
     assert sample.start_time == forward.end_time
     assert forward.attributes["stepahead.step.num_tokens"] == 6
     assert forward.attributes["stepahead.step.id"] == 3

@@ -28,7 +28,9 @@ def all_contiguous_splits(widths: list[int]):
 
 
 @pytest.mark.parametrize("overhead", [0, 3, 10, 40, 1000])
-@pytest.mark.parametrize("widths", [[5, 30, 5, 6, 29, 12], [1, 2, 3, 4, 5, 6, 7, 8], [9, 9, 9], [4, 31, 17, 2, 30, 8, 8]])
+@pytest.mark.parametrize(
+    "widths", [[5, 30, 5, 6, 29, 12], [1, 2, 3, 4, 5, 6, 7, 8], [9, 9, 9], [4, 31, 17, 2, 30, 8, 8]]
+)
 def test_groups_cover_every_index_once_at_minimal_cost(widths, overhead):
     groups = length_groups(widths, overhead)
     assert sorted(i for g in groups for i in g) == list(range(len(widths)))

@@ -78,7 +78,9 @@ class PagedSession:
         assert logits.dtype == torch.float32
         for (name, new_tokens), rows in zip(work, logits.split(query_lens)):
             expected = self.hf_model(torch.tensor([self.tokens[name]])).logits[0, -len(new_tokens) :]
-            torch.testing.assert_close(rows, expected, atol=ATOL, rtol=0, msg=lambda m: f"sequence {name}: {m}")
+            torch.testing.assert_close(
+                rows, expected, atol=ATOL, rtol=0, msg=lambda m, name=name: f"sequence {name}: {m}"
+            )
 
 
 @pytest.mark.parametrize("max_batched_query_len", [1, 8, 64])

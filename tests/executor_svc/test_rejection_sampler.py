@@ -82,7 +82,7 @@ def test_seeded_rows_emit_what_plain_sampling_emits_whatever_the_drafts():
     when it matches: a seeded request's tokens do not depend on the drafts or on K."""
     torch.manual_seed(1)
     params = RowSamplingParams(temperature=1.0, top_k=4, seed=11)
-    for trial in range(30):
+    for _ in range(30):
         logits = torch.randn(3, VOCAB) * 2
         outputs = [[5, 1], [5, 1, 2], [5, 1, 2, 3]]
         plain = [Sampler()(logits[j : j + 1], positional_metadata(params, [outputs[j]])).token_ids[0]

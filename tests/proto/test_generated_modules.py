@@ -28,7 +28,9 @@ def test_every_message_and_field_is_documented():
         for index, line in enumerate(lines):
             stripped = line.strip()
             is_declaration = stripped.startswith(("message ", "enum ", "service ", "rpc ")) or (
-                stripped.endswith(";") and "=" in stripped and not stripped.startswith(("option", "syntax", "package", "import"))
+                stripped.endswith(";")
+                and "=" in stripped
+                and not stripped.startswith(("option", "syntax", "package", "import"))
             )
             if is_declaration:
                 previous = lines[index - 1].strip()

@@ -18,7 +18,9 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module", params=["byte_level", "metaspace", pytest.param("default_model", marks=pytest.mark.slow)])
+@pytest.fixture(
+    scope="module", params=["byte_level", "metaspace", pytest.param("default_model", marks=pytest.mark.slow)]
+)
 def tokenizer(request, tmp_path_factory) -> Tokenizer:
     """The two tiny tokenizers, and the real default model's."""
     if request.param == "default_model":

@@ -52,7 +52,11 @@ class FakeExecutorCall:
         result = executor_pb2.StepResult(step_id=step.step_id)
         scheduled = [(n.request_id, n.num_scheduled_tokens) for n in step.new_requests]
         for new in step.new_requests:
-            self.state[new.request_id] = [len(new.prompt_token_ids) + len(new.output_token_ids), new.num_computed_tokens, len(new.output_token_ids)]
+            self.state[new.request_id] = [
+                len(new.prompt_token_ids) + len(new.output_token_ids),
+                new.num_computed_tokens,
+                len(new.output_token_ids),
+            ]
         scheduled += [(c.request_id, c.num_scheduled_tokens) for c in step.cached_requests]
         for request_id, num in scheduled:
             entry = self.state[request_id]

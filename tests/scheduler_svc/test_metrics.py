@@ -84,7 +84,9 @@ def test_finished_request_observes_tokens_latencies_and_reason():
 
 def test_request_aborted_before_scheduling_has_no_ttft_or_queue_time():
     metrics = SchedulerMetrics()
-    metrics.observe_finished(make_request(4, 0), RequestTiming(arrival=1.0), generation_pb2.FINISH_REASON_ABORT, now=3.0)
+    metrics.observe_finished(
+        make_request(4, 0), RequestTiming(arrival=1.0), generation_pb2.FINISH_REASON_ABORT, now=3.0
+    )
     assert value(metrics, "stepahead_scheduler_requests_finished_total", finish_reason="abort") == 1
     assert value(metrics, "stepahead_scheduler_time_to_first_token_seconds_count") == 0
     assert value(metrics, "stepahead_scheduler_request_queue_time_seconds_count") == 0

@@ -42,7 +42,8 @@ def test_prefill_then_decode_sends_request_once_then_deltas():
     complete_step(scheduler, first)
     second = scheduler.schedule()
     assert not second.new_requests
-    assert [(c.request_id, c.num_computed_tokens, c.num_scheduled_tokens) for c in second.cached_requests] == [("a", 20, 1)]
+    cached = [(c.request_id, c.num_computed_tokens, c.num_scheduled_tokens) for c in second.cached_requests]
+    assert cached == [("a", 20, 1)]
 
 
 def test_chunked_prefill_respects_budget_and_samples_only_at_the_end():

@@ -35,7 +35,9 @@ CONVERSATIONS = [
 ]
 
 
-@pytest.fixture(scope="module", params=["byte_level", "metaspace", pytest.param("default_model", marks=pytest.mark.slow)])
+@pytest.fixture(
+    scope="module", params=["byte_level", "metaspace", pytest.param("default_model", marks=pytest.mark.slow)]
+)
 def model_dir(request, tmp_path_factory) -> Path:
     """A tokenizer directory: the two tiny ones, and the real default model's."""
     if request.param == "default_model":

@@ -38,7 +38,8 @@ def test_seeded_sampling_is_reproducible_alone_and_in_a_batch(stack):
         alone = client.generate(token_ids=PROMPT, **SEEDED)
         again = client.generate(token_ids=PROMPT, **SEEDED)
         assert alone.token_ids == again.token_ids
-        assert [p.sampled.logprob for p in alone.logprobs] == pytest.approx([p.sampled.logprob for p in again.logprobs], abs=1e-5)
+        assert [p.sampled.logprob for p in alone.logprobs] == pytest.approx(
+            [p.sampled.logprob for p in again.logprobs], abs=1e-5)
 
         def other(index: int):
             params = dict(temperature=1.0, max_tokens=30, ignore_eos=True)
@@ -128,8 +129,8 @@ def test_abort_rpc_ends_stream_with_abort(stack):
         assert first.request_id == "to-abort"
         assert client.abort("to-abort")
         last = None
-        for last in stream:
-            pass
+        for chunk in stream:
+            last = chunk
         assert last is not None and last.finish_reason == "abort"
         assert not client.abort("to-abort")
         wait_until_all_blocks_free(client)
@@ -137,7 +138,8 @@ def test_abort_rpc_ends_stream_with_abort(stack):
 
 def test_duplicate_request_id_is_rejected(stack):
     with Client(stack.address) as client:
-        stream = client.generate_stream(token_ids=PROMPT, request_id="dup", max_tokens=100, temperature=0.0, ignore_eos=True)
+        stream = client.generate_stream(token_ids=PROMPT, request_id="dup", max_tokens=100, temperature=0.0,
+                                        ignore_eos=True)
         next(stream)
         with pytest.raises(AlreadyExistsError) as caught:
             client.generate(token_ids=PROMPT, request_id="dup", max_tokens=3)
@@ -158,7 +160,8 @@ def test_stop_string_and_stop_token(stack):
         text = free.text
         needle = text[len(text) // 2 : len(text) // 2 + 2]
         if needle.strip():
-            by_string = client.generate(token_ids=PROMPT, max_tokens=30, temperature=0.0, ignore_eos=True, stop=[needle])
+            by_string = client.generate(token_ids=PROMPT, max_tokens=30, temperature=0.0, ignore_eos=True,
+                                        stop=[needle])
             assert by_string.finish_reason == "stop" and by_string.stop_reason == needle
             assert needle not in by_string.text and text.startswith(by_string.text)
         min_tokens = client.generate(token_ids=PROMPT, max_tokens=30, temperature=0.0, ignore_eos=True,

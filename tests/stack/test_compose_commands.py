@@ -111,7 +111,9 @@ def compose_stack(tiny_model_dir, otlp_sink, tmp_path_factory):
     started = [executor]
     try:
         executor_address = executor.start(EXECUTOR_BOUND)  # a failed start raises with the service's log
-        scheduler = ComposeService("scheduler", load_compose({**shell, "STEPAHEAD_EXECUTOR": executor_address}), cache_dir)
+        scheduler = ComposeService(
+            "scheduler", load_compose({**shell, "STEPAHEAD_EXECUTOR": executor_address}), cache_dir
+        )
         started.append(scheduler)
         try:
             wait_until_serving(scheduler.start(SCHEDULER_LISTENING), timeout_s=300, service="stepahead.v1.Generation")
@@ -162,4 +164,6 @@ def test_requests_are_traced_to_the_compose_collector_endpoint(compose_stack, ot
         client.generate(prompt="trace me", max_tokens=4, ignore_eos=True)
     name = scheduler.env["OTEL_SERVICE_NAME"]
     # the compose file keeps the SDK's batch delay (5 s by default): spans arrive within a few seconds
-    assert otlp_sink.wait_for_service(name, timeout_s=30), f"no spans from {name}: {otlp_sink.services}\n{logs(scheduler)}"
+    assert otlp_sink.wait_for_service(name, timeout_s=30), (
+        f"no spans from {name}: {otlp_sink.services}\n{logs(scheduler)}"
+    )

@@ -2,42 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
+from hf_reference import assert_matches_reference, generate, load_cases
 
 from client import Client
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "smollm2_mtbench_greedy.json"
-NEAR_TIE = 1e-4
-
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
-
-
-def load_cases() -> list[dict]:
-    return json.loads(FIXTURE.read_text())["cases"]
-
-
-def assert_matches_reference(ours: list[int], case: dict) -> None:
-    """Equal to HF, or diverging first at a near-tie (top-2 logit gap < 1e-4) of the reference."""
-    reference = case["output_token_ids"]
-    for position, (mine, theirs) in enumerate(zip(ours, reference)):
-        if mine != theirs:
-            gap = case["top2_gaps"][position]
-            assert gap < NEAR_TIE, (
-                f"token {position} differs ({mine} vs HF {theirs}) with top-2 gap {gap:.3g} >= {NEAR_TIE} "
-                f"for prompt {case['prompt'][:60]!r}"
-            )
-            return
-    assert len(ours) == len(reference), f"length {len(ours)} vs HF {len(reference)} for {case['prompt'][:60]!r}"
-
-
-def generate(client: Client, case: dict) -> list[int]:
-    result = client.generate(messages=[{"role": "user", "content": case["prompt"]}], max_tokens=64, temperature=0.0)
-    assert result.usage.prompt_tokens == len(case["prompt_token_ids"])
-    return list(result.token_ids)
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["sync", "async"])

@@ -45,7 +45,8 @@ def scrape(address: str) -> dict[str, float]:
 
 def health_status(address: str, service: str) -> int:
     with grpc.insecure_channel(address) as channel:
-        return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=2).status
+        stub = health_pb2_grpc.HealthStub(channel)
+        return stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2).status
 
 
 def seconds_until_status(address: str, service: str, wanted: int, limit_s: float) -> float:
@@ -81,10 +82,13 @@ class MeteredStack:
     def start(self) -> None:
         executor_address = self.executor_address = self.executor.start(EXECUTOR_BOUND, timeout_s=300)
         # The bound line comes before the model is loaded (transformers alone takes seconds to import).
-        self.status_while_loading = {service: health_status(executor_address, service) for service in ("", EXECUTOR_SERVICE)}
+        self.status_while_loading = {
+            service: health_status(executor_address, service) for service in ("", EXECUTOR_SERVICE)
+        }
         self.scheduler = ServiceProcess(
             "scheduler",
-            ServiceProcess.cli_argv("scheduler", "--model", self.model_dir, "--port", "0", "--executor", executor_address,
+            ServiceProcess.cli_argv("scheduler", "--model", self.model_dir, "--port", "0",
+                                    "--executor", executor_address,
                                     "--metrics-port", "0", "--max-inflight-steps", "2"),
         )
         self.address = self.scheduler.start(SCHEDULER_LISTENING, timeout_s=300)
@@ -92,7 +96,8 @@ class MeteredStack:
 
     def stop(self, print_logs: bool) -> None:
         if print_logs:
-            print(f"--- executor ---\n{self.executor.log()}\n--- scheduler ---\n{self.scheduler and self.scheduler.log()}")
+            print(f"--- executor ---\n{self.executor.log()}\n"
+                  f"--- scheduler ---\n{self.scheduler and self.scheduler.log()}")
         if self.scheduler is not None:
             self.scheduler.stop()
         self.executor.stop()
@@ -112,7 +117,9 @@ def metered_stack(tiny_model_dir, request):
 
 
 def test_executor_ready_only_after_model_load_and_warm_up(metered_stack):
-    assert metered_stack.status_while_loading == {"": SERVING, EXECUTOR_SERVICE: NOT_SERVING}, metered_stack.executor.log()
+    assert metered_stack.status_while_loading == {"": SERVING, EXECUTOR_SERVICE: NOT_SERVING}, (
+        metered_stack.executor.log()
+    )
     executor_address = re.search(EXECUTOR_BOUND, metered_stack.executor.log()).group(1)
     assert health_status(executor_address, EXECUTOR_SERVICE) == SERVING
     assert "executor listening on" in metered_stack.executor.log()  # printed once warm-up is done
@@ -150,7 +157,9 @@ def test_metrics_move_under_load_and_settle(metered_stack):
     assert after["stepahead_scheduler_preemptions_total"] > 0
     assert sum(result.usage.num_preemptions for result in results) == after["stepahead_scheduler_preemptions_total"]
     assert after["stepahead_scheduler_step_time_seconds_count"] == after["stepahead_scheduler_steps_total"] > 0
-    assert after["stepahead_scheduler_spec_accepted_tokens_total"] <= after["stepahead_scheduler_spec_draft_tokens_total"]
+    assert (
+        after["stepahead_scheduler_spec_accepted_tokens_total"] <= after["stepahead_scheduler_spec_draft_tokens_total"]
+    )
     assert after["stepahead_scheduler_kv_blocks_used"] == 0
     assert after["stepahead_scheduler_kv_blocks_free"] == after["stepahead_scheduler_kv_blocks_total"] == 10
     assert after["stepahead_scheduler_requests_running"] == after["stepahead_scheduler_requests_waiting"] == 0

@@ -60,13 +60,16 @@ GRID = [
 ]
 
 
-@pytest.mark.parametrize("drafter, k, constraints", GRID, ids=[f"{d}-K{k}-{'forced' if c is FORCED else 'plain'}" for d, k, c in GRID])
+@pytest.mark.parametrize(
+    "drafter, k, constraints", GRID, ids=[f"{d}-K{k}-{'forced' if c is FORCED else 'plain'}" for d, k, c in GRID]
+)
 def test_greedy_output_is_unchanged_by_speculation(
     drafter, k, constraints, reference, tiny_model_dir, tiny_draft_model_dir, launch_stack
 ):
     executor_flags, scheduler_flags = constraints
     spec = ["--spec-method", "ngram"] if drafter == "ngram" else [
-        "--spec-method", "draft_model", "--draft-model", str(tiny_model_dir if drafter == "same" else tiny_draft_model_dir)]
+        "--spec-method", "draft_model",
+        "--draft-model", str(tiny_model_dir if drafter == "same" else tiny_draft_model_dir)]
     stack = launch_stack(tiny_model_dir, [*executor_flags, *spec, "--num-spec-tokens", str(k)], scheduler_flags)
     results = run_all(stack.address, make_prompts())
     assert [tokens for tokens, _, _ in results] == reference
@@ -92,7 +95,8 @@ def test_opt_out_request_is_not_speculated(tiny_model_dir, launch_stack):
     # Logprobs of accepted drafts come from the verify rows: the same values as one token at a time.
     assert [p.sampled.logprob for p in speculated.logprobs] == pytest.approx(
         [p.sampled.logprob for p in opted_out.logprobs], abs=1e-4)
-    assert [[t.token_id for t in p.top] for p in speculated.logprobs] == [[t.token_id for t in p.top] for p in opted_out.logprobs]
+    assert [[t.token_id for t in p.top] for p in speculated.logprobs] == [
+        [t.token_id for t in p.top] for p in opted_out.logprobs]
     assert speculated.spec.mean_acceptance_length > 1
 
 
