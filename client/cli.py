@@ -71,6 +71,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from client.bench.cli import add_bench_parser
 
     add_bench_parser(commands)
+    from client.gpu_check import add_gpu_check_parser
+
+    add_gpu_check_parser(commands)
     from client.env_defaults import attach_env_defaults
 
     for service_parser in (serve, scheduler, executor):
@@ -175,6 +178,10 @@ def main(argv: list[str] | None = None) -> None:
             from client.bench.cli import run_bench
 
             run_bench(args)
+        elif args.command == "gpu-check":
+            from client.gpu_check import run_gpu_check
+
+            raise SystemExit(run_gpu_check(args))
         else:
             handlers[args.command](args)
     except (StepaheadError, ModelResolutionError, ValueError) as error:

@@ -8,9 +8,12 @@ import statistics
 import time
 from pathlib import Path
 
+from client.bench.forward_setup import ForwardSetup
+
 
 def add_bench_parser(commands) -> None:
     """Register the `bench` subcommand."""
+    from client.bench.model_shapes import SHAPES
     from executor_svc.cli_args import add_executor_arguments
     from scheduler_svc.cli_args import add_scheduler_arguments
 
@@ -23,6 +26,10 @@ def add_bench_parser(commands) -> None:
                             "or 2x concurrency if that is more)")
     bench.add_argument("--max-tokens", type=int, default=256,
                        help="max tokens per request; EOS stops earlier (default 256)")
+    bench.add_argument("--ignore-eos", action="store_true",
+                       help="every request generates exactly --max-tokens (HF peers too): fixed-length runs")
+    bench.add_argument("--model-shape", default=None, choices=sorted(SHAPES),
+                       help="serve random weights of this shape with the default tokenizer (--load-format dummy)")
     bench.add_argument("--no-hf", action="store_true", help="skip the HF transformers baselines")
     bench.add_argument("--small-model", action="store_true",
                        help="serve a small random 2-layer checkpoint with the default tokenizer "
@@ -55,7 +62,11 @@ def _prompts_for(concurrency: int, num_prompts: int | None, prompts: list[str]) 
 
 def run_bench(args: argparse.Namespace) -> dict:
     """Run every load configuration against a fresh local stack, then the baselines; write the report."""
-    from client.bench.baselines import hf_generate_throughput, measure_bare_decode_forward_in_subprocess
+    from client.bench.baselines import (
+        hf_compiled_generate_throughput,
+        hf_generate_throughput,
+        measure_bare_decode_forward_in_subprocess,
+    )
     from client.bench.report import format_table, write_json, write_plot
     from client.bench.speculation import speculation_ratios
     from client.bench.tracing_compare import tracing_ratios
@@ -70,6 +81,15 @@ def run_bench(args: argparse.Namespace) -> dict:
         from client.cache import stepahead_cache_dir
 
         model_dir = str(make_small_checkpoint(stepahead_cache_dir() / "models" / "small-random-llama", Path(model_dir)))
+    if args.model_shape:
+        from client.bench.model_shapes import write_shape_dir
+        from client.cache import stepahead_cache_dir
+
+        shape_dir = stepahead_cache_dir() / "models" / f"shape-{args.model_shape}"
+        model_dir = str(write_shape_dir(args.model_shape, Path(model_dir), shape_dir))
+        args.load_format = "dummy"
+    setup = ForwardSetup(args.device, args.dtype, args.attention_backend, args.load_format)
+    args.forward_setup = setup
     prompts = load_mtbench_first_turns()
     report: dict = {"model": model_dir, "num_threads": args.num_threads, "max_tokens": args.max_tokens,
                     "title": f"stepahead bench: {Path(model_dir).name}, {args.num_threads} torch threads",
@@ -83,9 +103,13 @@ def run_bench(args: argparse.Namespace) -> dict:
         if not args.no_hf:
             for concurrency in args.concurrency:
                 hf = hf_generate_throughput(model_dir, _prompts_for(concurrency, args.num_prompts, prompts),
-                                            concurrency, args.max_tokens, args.num_threads)
+                                            concurrency, args.max_tokens, args.num_threads, setup, args.ignore_eos)
                 report["hf"].append({**hf, "round": round_index})
                 print(f"done: HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s", flush=True)
+            if setup.is_cuda and 1 in args.concurrency:
+                compiled = hf_compiled_generate_throughput(model_dir, prompts[:8], args.max_tokens, setup)
+                report.setdefault("hf_compiled", []).append({**compiled, "round": round_index})
+                print(f"done: HF static-cache compiled, batch 1: {compiled['throughput_tok_s']:.1f} tok/s", flush=True)
     first_runs = _first_run_per_concurrency(report["runs"])
     report["bare_forward"] = [run["bare_forward"] for run in first_runs.values()]
     report["ratios"] = _ratios(report)
@@ -94,7 +118,8 @@ def run_bench(args: argparse.Namespace) -> dict:
         # (greedy: every run at one concurrency decodes the same).
         contexts = first_runs[1]["decode_contexts"]
         one_token, verify = (
-            measure_bare_decode_forward_in_subprocess(model_dir, args.num_threads, contexts, query_len=q)
+            measure_bare_decode_forward_in_subprocess(model_dir, args.num_threads, contexts, query_len=q,
+                                                      setup=setup)
             for q in (1, args.num_spec_tokens + 1))
         report["bare_forward"] += [one_token, verify]
         report["ratios"].update(speculation_ratios(
@@ -145,8 +170,12 @@ def _load_runs(
                         run = _measure(stack.address, prompts, concurrency, inflight, args, suffix)
                         run["spec_method"] = spec_method
                         # Timed right after the run, on its contexts: machine drift between the two stays small.
+                        setup = args.forward_setup
                         run["bare_forward"] = measure_bare_decode_forward_in_subprocess(
-                            model_dir, args.num_threads, run["decode_contexts"])
+                            model_dir, args.num_threads, run["decode_contexts"], setup=setup)
+                        if setup.is_cuda and not args.enforce_eager:  # the step as the executor replays it
+                            run["bare_forward_graph"] = measure_bare_decode_forward_in_subprocess(
+                                model_dir, args.num_threads, run["decode_contexts"], setup=setup, graphs=True)
                         run["round"] = round_index
                         runs.append(run if tracing_on is None else {**run, "tracing": tracing_on})
     finally:
@@ -167,7 +196,8 @@ def _measure(
 
     with Client(address) as client:
         before = client.model_info().stats
-        result = run_load(address, _prompts_for(concurrency, args.num_prompts, prompts), concurrency, args.max_tokens)
+        result = run_load(address, _prompts_for(concurrency, args.num_prompts, prompts), concurrency, args.max_tokens,
+                          args.ignore_eos)
         after = client.model_info().stats
     summary = summarize(result)
     summary.update(
@@ -202,12 +232,21 @@ def _ratios(report: dict) -> dict:
     for sync runs, the bare forward vs the executor's idle gap between steps."""
     per_label: dict[str, dict[str, list[float]]] = {}
     hf = {(h.get("round", 0), h["batch_size"]): h["throughput_tok_s"] for h in report["hf"]}
+    hf_compiled = {h.get("round", 0): h["throughput_tok_s"] for h in report.get("hf_compiled", [])}
     by_round_label = {(run.get("round", 0), run["label"]): run for run in report["runs"]}
     for run in report["runs"]:
         c, label = run["concurrency"], run["label"]
         values = per_label.setdefault(label, {})
         values.setdefault(f"itl_p50_over_bare_forward_batch{c}[{label}]", []).append(
             run["itl_ms_p50"] / run["bare_forward"]["median_ms"])
+        graph_forward = run.get("bare_forward_graph")
+        if graph_forward is not None:
+            values.setdefault(f"itl_p50_over_graph_forward_batch{c}[{label}]", []).append(
+                run["itl_ms_p50"] / graph_forward["median_ms"])
+        compiled = hf_compiled.get(run.get("round", 0))
+        if compiled is not None and c == 1:
+            values.setdefault(f"throughput_over_hf_compiled_batch1[{label}]", []).append(
+                run["throughput_tok_s"] / compiled)
         hf_same_round = hf.get((run.get("round", 0), c))
         if hf_same_round is not None:
             values.setdefault(f"throughput_over_hf_batch{c}[{label}]", []).append(

@@ -45,9 +45,11 @@ class LoadResult:
     records: list[RequestRecord]
 
 
-async def _one_request(client: AsyncClient, prompt: str, max_tokens: int, record: RequestRecord) -> None:
+async def _one_request(
+    client: AsyncClient, prompt: str, max_tokens: int, record: RequestRecord, ignore_eos: bool = False
+) -> None:
     stream = client.generate_stream(
-        messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0
+        messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0, ignore_eos=ignore_eos
     )
     async for chunk in stream:
         now = time.perf_counter()
@@ -60,7 +62,9 @@ async def _one_request(client: AsyncClient, prompt: str, max_tokens: int, record
             record.spec = chunk.spec
 
 
-async def _run(address: str, prompts: list[str], concurrency: int, max_tokens: int) -> LoadResult:
+async def _run(
+    address: str, prompts: list[str], concurrency: int, max_tokens: int, ignore_eos: bool = False
+) -> LoadResult:
     queue: asyncio.Queue[str] = asyncio.Queue()
     for prompt in prompts:
         queue.put_nowait(prompt)
@@ -71,7 +75,7 @@ async def _run(address: str, prompts: list[str], concurrency: int, max_tokens: i
             prompt = queue.get_nowait()
             record = RequestRecord(sent_at=time.perf_counter())
             records.append(record)
-            await _one_request(client, prompt, max_tokens, record)
+            await _one_request(client, prompt, max_tokens, record, ignore_eos)
 
     async with AsyncClient(address) as client:
         start = time.perf_counter()
@@ -80,6 +84,9 @@ async def _run(address: str, prompts: list[str], concurrency: int, max_tokens: i
     return LoadResult(concurrency=concurrency, wall_s=wall, records=records)
 
 
-def run_load(address: str, prompts: list[str], concurrency: int, max_tokens: int) -> LoadResult:
-    """Send every prompt (greedy, natural length up to max_tokens) keeping `concurrency` in flight."""
-    return asyncio.run(_run(address, prompts, concurrency, max_tokens))
+def run_load(
+    address: str, prompts: list[str], concurrency: int, max_tokens: int, ignore_eos: bool = False
+) -> LoadResult:
+    """Send every prompt (greedy, natural length up to max_tokens, or exactly max_tokens with ignore_eos)
+    keeping `concurrency` in flight."""
+    return asyncio.run(_run(address, prompts, concurrency, max_tokens, ignore_eos))

@@ -111,6 +111,14 @@ def format_table(report: dict) -> str:
     for hf in report.get("hf", []):
         lines.append(f"{'HF generate batch ' + str(hf['batch_size']):<28}{hf['throughput_tok_s']:>9.1f}"
                      f"{'':>10}{'':>9}{'':>9}{hf['num_requests']:>6}")
+    for hf in report.get("hf_compiled", []):
+        lines.append(f"{'HF static compiled batch 1':<28}{hf['throughput_tok_s']:>9.1f}"
+                     f"{'':>10}{'':>9}{'':>9}{hf['num_requests']:>6}")
+    for label, r in zip(labels, report["runs"]):
+        graph = r.get("bare_forward_graph")
+        if graph is not None:
+            lines.append(f"{label}: bare forward replayed from a CUDA graph {graph['median_ms']:.2f} ms "
+                         f"(eager {r['bare_forward']['median_ms']:.2f} ms)")
     for bare in report.get("bare_forward", []):
         contexts = bare.get("context_lens", [])
         lines.append(f"bare forward batch {bare['batch_size']} x {bare.get('query_len', 1)} tokens, "

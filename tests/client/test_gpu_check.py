@@ -1,0 +1,32 @@
+"""`stepahead gpu-check`: refuses to run without CUDA; the commands it runs exist and parse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from client import cli
+from client.gpu_check import GPU_TESTS, _bench_command, run_gpu_check
+
+REPO = Path(__file__).parents[2]
+
+
+def test_every_gpu_test_file_exists():
+    assert all((REPO / path).is_file() for path in GPU_TESTS)
+
+
+@pytest.mark.parametrize("shape", ["default", "1.7b", "8b", "small"])
+def test_bench_commands_parse_as_stepahead_bench(shape, tmp_path):
+    command = _bench_command(shape, 128, tmp_path)
+    args = cli._build_parser().parse_args(command[command.index("bench") :])
+    assert (args.device, args.dtype, args.max_tokens, args.ignore_eos) == ("cuda", "bfloat16", 128, True)
+    assert args.model_shape == (None if shape == "small" else shape) and args.small_model == (shape == "small")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
+def test_without_cuda_it_exits_2_and_says_why(tmp_path, capsys):
+    args = cli._build_parser().parse_args(["gpu-check", "--out", str(tmp_path)])
+    assert run_gpu_check(args) == 2
+    assert "CUDA" in capsys.readouterr().err
