@@ -4,7 +4,10 @@ drafts; decode and verify steps replay, prefills run eagerly; a deferred decode 
 
 from __future__ import annotations
 
+import os
+
 import pytest
+import torch
 from host_syncs import recorded_host_syncs
 from step_plans import BATCHES, plan_steps, requests_plain
 from tiny_models import make_tiny_llama
@@ -13,6 +16,9 @@ from executor_svc.config import ExecutorConfig
 from executor_svc.cuda_graphs.step_graphs import EagerStandIn
 from executor_svc.server import build_runner
 from stepahead_proto import executor_pb2, sampling_pb2
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported: kernels run on the CPU
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +31,9 @@ def eager_runner(model_dir, **overrides):
     return build_runner(config)[0]
 
 
-def graphed_runner(model_dir, **overrides):
+def graphed_runner(model_dir, backend="torch_padded", **overrides):
     config = ExecutorConfig(
-        model_dir=str(model_dir), num_kv_blocks=40, attention_backend="torch_padded", max_num_seqs=4, **overrides
+        model_dir=str(model_dir), num_kv_blocks=40, attention_backend=backend, max_num_seqs=4, **overrides
     )
     return build_runner(config, make_capture=EagerStandIn)[0]
 
@@ -123,4 +129,14 @@ def test_draft_model_decode_steps_replay_and_draft_what_eager_drafts(model_dir, 
     runner = graphed_runner(model_dir, **spec)
     assert_same_outputs(run_ahead(runner, steps, 0), expected)
     assert runner.drafter.num_replays > 0
+    assert runner.forward.num_replays > 0
+
+
+def test_the_triton_backend_replays_run_ahead_steps_to_the_eager_tokens(model_dir):
+    pytest.importorskip("triton")
+    steps = plan_steps(requests_plain(), BATCHES)
+    eager = eager_runner(model_dir)
+    expected = [tokens_and_logprobs(eager.execute(step)) for step in steps]
+    runner = graphed_runner(model_dir, backend="triton", defer_token_readback=True)
+    assert_same_outputs(run_ahead(runner, steps, 2), expected)
     assert runner.forward.num_replays > 0
