@@ -1,0 +1,114 @@
+"""Measures what dynamic speculative decoding plans with, through the runner's own step path:
+the step time ITL(B, K) for decode batches of B requests verifying K drafts each, and the drafter's
+per-position acceptance on calibration prompts (greedy).
+
+Requests are dummies the executor owns for the measurement (ids start with ``__profile``), given
+contiguous blocks of the KV cache; the runner is reset afterwards.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+from executor_svc.model_runner import ModelRunner
+from stepahead_proto import executor_pb2, sampling_pb2
+
+PROFILE_PREFIX = "__profile"
+GREEDY = sampling_pb2.SamplingParams(temperature=0.0)
+
+
+@dataclass
+class _Dummy:
+    request_id: str
+    prompt: list[int]
+    block_ids: list[int]
+    computed: int = 0
+
+
+class StepProfiler:
+    """Runs dummy batches through ``runner`` (reset before and after each measurement)."""
+
+    def __init__(self, runner: ModelRunner, num_blocks: int) -> None:
+        self.runner = runner
+        self.num_blocks = num_blocks
+        self._step_id = 0
+
+    def max_batch_size(self, tokens_per_request: int) -> int:
+        """The largest batch whose requests each fit ``tokens_per_request`` tokens in the cache."""
+        return self.num_blocks // -(-tokens_per_request // self.runner.block_size)
+
+    def step_times_ms(
+        self, batch_sizes: list[int], max_k: int, context_len: int = 128, repeats: int = 5
+    ) -> list[list[float]]:
+        """Median step time [len(batch_sizes)][K + 1] in ms for K = 0..max_k (one warm-up step each)."""
+        table = []
+        for batch_size in batch_sizes:
+            table.append([self._time_decode(batch_size, k, context_len, repeats) for k in range(max_k + 1)])
+        return table
+
+    def acceptance(self, prompts: list[list[int]], max_k: int, max_tokens: int = 48) -> list[float]:
+        """Conditional acceptance of draft positions 1..max_k over greedy generations of the prompts."""
+        tokens_per_request = max(len(p) for p in prompts) + max_tokens + 2 * (max_k + 1)
+        dummies = self._dummies([list(p) for p in prompts], tokens_per_request)
+        tried, accepted = [0] * max_k, [0] * max_k
+        self.runner.reset()
+        try:
+            self._prefill(dummies, max_k)
+            for _ in range(max_tokens):
+                result = self.runner.execute(self._decode_step(dummies, max_k, max_k))
+                for output in result.outputs:
+                    for position in range(min(output.num_drafted, output.num_accepted + 1)):
+                        tried[position] += 1
+                        accepted[position] += position < output.num_accepted
+        finally:
+            self.runner.reset()
+        return [a / t if t else 0.0 for a, t in zip(accepted, tried)]
+
+    def _time_decode(self, batch_size: int, k: int, context_len: int, repeats: int) -> float:
+        tokens_per_request = context_len + (repeats + 2) * (k + 1) + k
+        prompt = [(7 * i) % 97 + 3 for i in range(context_len)]
+        dummies = self._dummies([list(prompt) for _ in range(batch_size)], tokens_per_request)
+        self.runner.reset()
+        times = []
+        try:
+            self._prefill(dummies, k)
+            for _ in range(repeats + 1):
+                step = self._decode_step(dummies, k, k)
+                start = time.perf_counter()
+                self.runner.execute(step)
+                times.append(time.perf_counter() - start)
+        finally:
+            self.runner.reset()
+        return 1000 * statistics.median(times[1:])
+
+    def _dummies(self, prompts: list[list[int]], tokens_per_request: int) -> list[_Dummy]:
+        blocks = -(-tokens_per_request // self.runner.block_size)
+        if blocks * len(prompts) > self.num_blocks:
+            raise ValueError(f"batch_sizes: {len(prompts)} requests of {tokens_per_request} tokens do not fit "
+                             f"the KV cache ({self.num_blocks} blocks)")
+        return [_Dummy(f"{PROFILE_PREFIX}-{i}", prompt, list(range(i * blocks, (i + 1) * blocks)))
+                for i, prompt in enumerate(prompts)]
+
+    def _prefill(self, dummies: list[_Dummy], k: int) -> None:
+        step = executor_pb2.StepRequest(step_id=self._next_id(), num_steps=1)
+        for dummy in dummies:
+            step.new_requests.add(request_id=dummy.request_id, prompt_token_ids=dummy.prompt, sampling=GREEDY,
+                                  block_ids=dummy.block_ids, num_scheduled_tokens=len(dummy.prompt),
+                                  num_spec_tokens=k)
+            dummy.computed = len(dummy.prompt)
+        self.runner.execute(step)
+
+    def _decode_step(self, dummies: list[_Dummy], num_drafts: int, num_spec: int) -> executor_pb2.StepRequest:
+        step = executor_pb2.StepRequest(step_id=self._next_id(), num_steps=1)
+        for dummy in dummies:
+            state = self.runner.requests[dummy.request_id]
+            # With drafts the executor's own count is the truth; the scheduler's view is only checked without.
+            step.cached_requests.add(request_id=dummy.request_id, num_computed_tokens=state.num_computed_tokens,
+                                     num_scheduled_tokens=1, num_draft_tokens=num_drafts, num_spec_tokens=num_spec)
+        return step
+
+    def _next_id(self) -> int:
+        self._step_id += 1
+        return self._step_id
