@@ -220,12 +220,16 @@ class EngineStats(_AsDict):
     spec_accepted: int = 0
     executor_draft_s: float = 0.0
     executor_forward_s: float = 0.0
+    scheduler_invocations: int = 0
+    step_requests: int = 0
+    scheduler_cpu_s: float = 0.0
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.EngineStats) -> EngineStats:
         """Build from an EngineStats message."""
         return cls(msg.steps, msg.executor_busy_s, msg.executor_bubble_s, msg.num_preemptions,
-                   msg.spec_drafted, msg.spec_accepted, msg.executor_draft_s, msg.executor_forward_s)
+                   msg.spec_drafted, msg.spec_accepted, msg.executor_draft_s, msg.executor_forward_s,
+                   msg.scheduler_invocations, msg.step_requests, msg.scheduler_cpu_s)
 
 
 @dataclass(frozen=True)

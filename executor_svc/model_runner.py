@@ -21,9 +21,10 @@ from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.last_token_buffer import LastTokenBuffer
+from executor_svc.multi_step import MultiStepBatch, MultiStepError, check_pure_decode, mark_stops
 from executor_svc.penalties import row_has_penalty
 from executor_svc.rejection_sampler import RejectionSampler, accept_drafts
-from executor_svc.request_state import ExecutorRequestState
+from executor_svc.request_state import ExecutorRequestState, StopRule
 from executor_svc.sampler import DeviceSamplerOutput, Sampler
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata
 from executor_svc.step_forward import StepForward
@@ -77,13 +78,18 @@ class ModelRunner:
         self.last_tokens = LastTokenBuffer(device)
         self.forward = StepForward(model, kv_cache, self.last_tokens, device, graphs)
         self._unsettled: deque[LaunchedStep] = deque()
+        self._multi_step: MultiStepBatch | None = None
+        """The multi-step StepRequest whose sub-steps are running (None between them)."""
 
     # ---- state updates -------------------------------------------------------------------
     def _apply_updates(self, step: executor_pb2.StepRequest) -> list[ScheduledWork]:
         for request_id in step.finished_request_ids:
             self._drop(request_id)
         work = [self._add_new(new) for new in step.new_requests]
-        work += [self._update_cached(cached) for cached in step.cached_requests]
+        for cached in step.cached_requests:
+            item = self._update_cached(cached)
+            if item is not None:
+                work.append(item)
         return work
 
     def _add_new(self, new: executor_pb2.NewRequestData) -> ScheduledWork:
@@ -96,15 +102,20 @@ class ModelRunner:
             block_ids=list(new.block_ids),
             params=RowSamplingParams.from_proto(new.sampling),
             num_computed_tokens=new.num_computed_tokens,
+            stop=StopRule.from_proto(new.stop) if new.HasField("stop") else None,
         )
         self.requests[new.request_id] = state
         self.last_tokens.assign(new.request_id)
         return ScheduledWork(state, new.num_scheduled_tokens, 0, new.num_spec_tokens)
 
-    def _update_cached(self, cached: executor_pb2.CachedRequestData) -> ScheduledWork:
+    def _update_cached(self, cached: executor_pb2.CachedRequestData) -> ScheduledWork | None:
+        """The request's share of the step; None for a request the executor stopped (a multi-step batch
+        ended it after the scheduler had planned this step)."""
         state = self.requests.get(cached.request_id)
         if state is None:
             raise StepError(f"cached_requests: {cached.request_id!r} is not on the executor")
+        if state.stopped:
+            return None
         # With speculation the scheduler plans before it knows how many drafts were accepted:
         # the executor's own count is the truth then.
         if not state.speculative and cached.num_computed_tokens != state.num_computed_tokens:
@@ -271,7 +282,7 @@ class ModelRunner:
             for token in tokens:
                 state.append_output(token)
             drafted = sum(1 for d in group.drafts if d != PAD_DRAFT)
-            launched.emitted[state.request_id] = Emitted(tokens, lps, drafted, num_accepted)
+            launched.emitted[state.request_id] = Emitted(tokens, lps, drafted, num_accepted, len(group.drafts))
 
     def complete(self, launched: LaunchedStep) -> executor_pb2.StepResult:
         """Settle the step (and every step launched before it) and return its result."""
@@ -283,6 +294,32 @@ class ModelRunner:
         result.compute_end_s = launched.computed_at
         fill_outputs(result, launched.work, launched.emitted)
         self.tracer.record(launched.step, result)
+        return result
+
+    # ---- multi-step -------------------------------------------------------------------------
+    def execute_sub_step(self, step: executor_pb2.StepRequest, sub_step: int) -> executor_pb2.StepResult:
+        """Run sub-step ``sub_step`` of a multi-step StepRequest and return its (settled) result.
+
+        Sub-step 0 runs the StepRequest as sent; later ones are planned from the host state the previous
+        sub-step left. Requests meeting a stop condition are stopped and flagged ``finished``. When no
+        request is left, the sub-step computes nothing and its result has no outputs.
+        """
+        if sub_step == 0:
+            try:
+                check_pure_decode(step)
+            except MultiStepError as error:
+                raise StepError(str(error)) from error
+            self._multi_step = MultiStepBatch.start(step)
+            sub_request = step
+        elif self._multi_step is None or self._multi_step.step.step_id != step.step_id:
+            raise StepError(f"sub_step: {sub_step} of step {step.step_id} runs before its sub-step 0")
+        else:
+            sub_request = self._multi_step.next_request(sub_step, self.requests, self.block_size)
+        result = self.execute(sub_request)
+        result.sub_step = sub_step
+        mark_stops(result, self.requests)
+        if sub_step == step.num_steps - 1:
+            self._multi_step = None
         return result
 
     def _propose(self, groups: list[SamplingGroup]) -> None:
@@ -301,6 +338,7 @@ class ModelRunner:
     def reset(self) -> None:
         """Forget every request (a new Execute stream starts from nothing)."""
         self._unsettled.clear()
+        self._multi_step = None
         self.requests.clear()
         self.last_tokens.clear()
         if self.drafter is not None:

@@ -5,6 +5,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from executor_svc.sampling_metadata import RowSamplingParams
+from stepahead_proto import executor_pb2
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When the executor ends a request inside a multi-step batch (mirrors the scheduler's rules)."""
+
+    max_tokens: int
+    min_tokens: int = 0
+    stop_token_ids: frozenset[int] = frozenset()
+    max_model_len: int = 0
+    """0: no length limit."""
+
+    @classmethod
+    def from_proto(cls, stop: executor_pb2.StopConditions) -> StopRule:
+        return cls(stop.max_tokens, stop.min_tokens, frozenset(stop.stop_token_ids), stop.max_model_len)
+
+    def ends_at(self, num_output: int, num_tokens: int, token_id: int) -> bool:
+        """Whether a token ends the request: ``num_output``/``num_tokens`` count it already."""
+        if num_output >= self.min_tokens and token_id in self.stop_token_ids:
+            return True
+        if self.max_tokens and num_output >= self.max_tokens:
+            return True
+        return bool(self.max_model_len) and num_tokens >= self.max_model_len
 
 
 @dataclass
@@ -28,6 +52,10 @@ class ExecutorRequestState:
     the newest is in the LastTokenBuffer)."""
     speculative: bool = False
     """True once drafts were asked for: from then on the executor's token count leads the scheduler's."""
+    stop: StopRule | None = None
+    """When the request ends (None: never stopped by the executor)."""
+    stopped: bool = False
+    """True once a multi-step sub-step met a stop condition: later sub-steps and steps skip it."""
     token_ids: list[int] = field(init=False)
 
     def __post_init__(self) -> None:

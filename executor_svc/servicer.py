@@ -23,7 +23,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
 
     Steps are read off the stream by a reader thread and queued on the compute loop as soon as they
     arrive, so step N+1 is already waiting when step N finishes; results are written in order. With
-    deferred read-back, step N+1 can even launch before step N's tokens are read.
+    deferred read-back, step N+1 can even launch before step N's tokens are read. A multi-step
+    StepRequest (num_steps > 1) becomes one job per sub-step, each written as soon as it completes.
     """
 
     def __init__(self, compute: ComputeLoop, metrics: ExecutorMetrics | None = None) -> None:
@@ -61,9 +62,9 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
             self.compute.call(runner.reset)
             threading.Thread(target=self._read_steps, args=(request_iterator, pending), daemon=True).start()
             while (item := pending.get()) is not _END:
-                step, future = item
+                step, future, settled = item
                 try:
-                    result = self._result_of(future)
+                    result = future.result() if settled else self._result_of(future)
                 except StepError as error:
                     logger.error("bad step %d: %s", step.step_id, error)
                     context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
@@ -92,7 +93,11 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
             runner = self._loaded_runner()
             run = runner.launch if runner.defer_readback else runner.execute
             for step in request_iterator:
-                pending.put((step, self.compute.submit(run, step)))
+                if step.num_steps > 1:  # one job per sub-step, each result written once it is done
+                    for sub_step in range(step.num_steps):
+                        pending.put((step, self.compute.submit(runner.execute_sub_step, step, sub_step), True))
+                else:
+                    pending.put((step, self.compute.submit(run, step), False))
         except grpc.RpcError:
             pass  # the stream was cancelled
         finally:

@@ -17,6 +17,7 @@ def fill_outputs(result: executor_pb2.StepResult, work: list[ScheduledWork], emi
         output.token_ids.extend(produced.token_ids)
         output.num_drafted = produced.num_drafted
         output.num_accepted = produced.num_accepted
+        output.num_draft_slots = produced.num_draft_slots
         output.logprobs.extend(
             _logprobs_proto(t, lp) for t, lp in zip(produced.token_ids, produced.logprobs) if lp is not None
         )

@@ -52,6 +52,8 @@ class Emitted:
     logprobs: list[RowLogprobs | None]
     num_drafted: int
     num_accepted: int
+    num_draft_slots: int = 0
+    """Draft slots verified, padding included."""
 
 
 class PendingSamples:

@@ -18,6 +18,12 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser, several_inflight_va
     else:
         group.add_argument("--max-inflight-steps", type=int, default=2,
                            help="steps outstanding on the executor; 1 = synchronous (default 2)")
+    if several_inflight_values:
+        group.add_argument("--num-scheduler-steps", type=int, nargs="+", default=[1],
+                           help="compare these multi-step depths in one run (default 1)")
+    else:
+        group.add_argument("--num-scheduler-steps", type=int, default=1,
+                           help="decode sub-steps per StepRequest when every request only decodes (default 1)")
     group.add_argument(
         "--default-max-tokens", type=int, default=256, help="max_tokens when a request sets none (default 256)"
     )
@@ -41,6 +47,7 @@ def scheduler_config_from_args(
             max_num_seqs=args.max_num_seqs,
             max_num_batched_tokens=args.max_num_batched_tokens,
             max_inflight_steps=args.max_inflight_steps,
+            num_scheduler_steps=args.num_scheduler_steps,
         ),
         default_max_tokens=args.default_max_tokens,
         metrics_port=args.metrics_port,
@@ -54,6 +61,7 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         "--max-num-seqs", str(args.max_num_seqs),
         "--max-num-batched-tokens", str(args.max_num_batched_tokens),
         "--max-inflight-steps", str(args.max_inflight_steps),
+        "--num-scheduler-steps", str(args.num_scheduler_steps),
         "--default-max-tokens", str(args.default_max_tokens),
         "--executor-stall-timeout-s", str(args.executor_stall_timeout_s),
     ]

@@ -20,9 +20,11 @@ class SchedulingConfig:
     """Token budget of one step (prefill chunks + decode tokens)."""
     max_inflight_steps: int = 2
     """StepRequests outstanding on the Execute stream (1 = synchronous)."""
+    num_scheduler_steps: int = 1
+    """Decode sub-steps per StepRequest when every scheduled request only decodes (multi-step)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "max_inflight_steps"):
+        for name in ("max_num_seqs", "max_num_batched_tokens", "max_inflight_steps", "num_scheduler_steps"):
             value = getattr(self, name)
             _require(value >= 1, name, f"must be >= 1, got {value}")
 

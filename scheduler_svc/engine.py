@@ -136,20 +136,28 @@ class Engine:
             result = await call.read()
             if not isinstance(result, executor_pb2.StepResult):  # grpc.aio.EOF
                 raise ConnectionError("the executor closed the Execute stream")
-            self.tracing.end_step(result)
-            self._process_result(self._inflight.popleft(), result)
+            output = self._inflight[0]
+            self._process_result(output, result)
+            if result.sub_step + 1 >= output.num_steps:  # a multi-step StepRequest is in flight until its last
+                self._inflight.popleft()
+                self.scheduler.close_step(output)
+                self.tracing.end_step(result)
 
     async def _fill_pipeline(self, call: ExecuteCall) -> None:
         while len(self._inflight) < self.max_inflight_steps:
             output = self.scheduler.schedule()
+            self.stats.scheduler_invocations += 1
+            self.metrics.scheduler_invocations.inc()
             if output.is_empty:
                 return
             now = time.monotonic()
             for scheduled in output.new_requests:
                 self._states[scheduled.request.request_id].timing.mark_scheduled(now)
-            step = to_step_request(output)
+            step = to_step_request(output, self.max_model_len)
             self.tracing.start_step(output, step)
             await call.write(step)
+            self.stats.step_requests += 1
+            self.metrics.step_requests.inc()
             self._inflight.append(output)
             if output.num_scheduled_requests == 0:
                 return
@@ -161,10 +169,14 @@ class Engine:
         now = time.monotonic()
         step_spec = SpecStatsTracker()
         for step_output in result.outputs:
-            request = self.scheduler.accept_result(output, step_output.request_id, step_output.num_accepted)
+            request = self.scheduler.accept_result(
+                output, step_output.request_id, step_output.num_accepted, result.sub_step, step_output.num_draft_slots
+            )
             if request is None or not step_output.token_ids:
                 continue
             num_slots = output.num_draft_tokens.get(request.request_id, 0)
+            if result.sub_step:
+                num_slots = step_output.num_draft_slots
             if num_slots:
                 for tracker in (self._states[request.request_id].spec, step_spec):
                     tracker.record(num_slots, step_output.num_drafted, step_output.num_accepted)

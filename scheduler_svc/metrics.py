@@ -113,7 +113,16 @@ class SchedulerMetrics:
 
     def _define_step_series(self) -> None:
         registry = self.registry
-        self.steps = Counter(f"{PREFIX}_steps", "Step results received from the executor.", registry=registry)
+        self.steps = Counter(f"{PREFIX}_steps", "Step results received from the executor (one per sub-step).",
+                             registry=registry)
+        self.scheduler_invocations = Counter(
+            f"{PREFIX}_scheduler_invocations", "Calls of the scheduler's schedule() (empty ones included).",
+            registry=registry,
+        )
+        self.step_requests = Counter(
+            f"{PREFIX}_step_requests", "StepRequests written to the executor (a multi-step one counts once).",
+            registry=registry,
+        )
         self.step_time = Histogram(f"{PREFIX}_step_time_seconds", "Executor compute time per step (end - start).",
                                    buckets=ITL_BUCKETS, registry=registry)
         self.bubble = Counter(

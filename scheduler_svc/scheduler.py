@@ -7,6 +7,7 @@ of the executor: a token scheduled for sampling counts as a placeholder until it
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 
 from scheduler_svc.block_manager import KVBlockManager
@@ -16,6 +17,7 @@ from scheduler_svc.scheduler_output import (
     ScheduledCachedRequest,
     ScheduledNewRequest,
     SchedulerOutput,
+    Unsettled,
 )
 
 
@@ -40,6 +42,8 @@ class Scheduler:
         self._finished_since_last_step: list[str] = []
         self._next_step_id = 0
         self.num_preemptions = 0
+        self.num_schedule_calls = 0
+        """Scheduler invocations so far (empty ones included)."""
 
     # ---- queue -----------------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -83,10 +87,13 @@ class Scheduler:
     # ---- scheduling ------------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
         """Plan one step. Mutates request progress optimistically (as if the step succeeds)."""
+        self.num_schedule_calls += 1
         output = SchedulerOutput(step_id=self._next_step_id)
         budget = self.config.max_num_batched_tokens
         budget = self._schedule_running(output, budget)
         self._schedule_waiting(output, budget)
+        if self.config.num_scheduler_steps > 1 and _is_pure_decode(output):
+            self._extend_to_multi_step(output)
         output.finished_request_ids = self._finished_since_last_step
         self._finished_since_last_step = []
         if not output.is_empty:
@@ -189,13 +196,58 @@ class Scheduler:
             request.sent_to_executor = True
         request.num_computed_tokens += num_new
         output.request_epochs[request.request_id] = request.epoch
+        unsettled = output.unsettled[request.request_id] = Unsettled(drafts=num_drafts)
         if num_drafts:
             output.num_draft_tokens[request.request_id] = num_drafts
             request.num_unresolved_drafts += num_drafts
         if request.num_computed_tokens >= request.num_tokens_with_placeholders:
             request.num_output_placeholders += 1
+            unsettled.placeholders = 1
             request.num_pending_drafts = num_spec
             output.sampling_request_ids.add(request.request_id)
+
+    # ---- multi-step ------------------------------------------------------------------------
+    def _extend_to_multi_step(self, output: SchedulerOutput) -> None:
+        """Make a pure decode step run n sub-steps: the most up to num_scheduler_steps whose KV slots
+        fit in the free blocks (n * (1 + K) per request); 1 when not even two fit."""
+        requests = [self.requests[cached.request_id] for cached in output.cached_requests]
+        specs = [cached.num_spec_tokens for cached in output.cached_requests]
+        for num_steps in range(self.config.num_scheduler_steps, 1, -1):
+            totals = [self._multi_step_cover(r, k, num_steps) for r, k in zip(requests, specs)]
+            needed = sum(self.block_manager.blocks_needed(r.request_id, t) for r, t in zip(requests, totals))
+            if needed <= self.block_manager.num_free_blocks:
+                self._apply_multi_step(output, requests, totals, num_steps)
+                return
+
+    def _extra_sub_steps(self, request: Request, num_steps: int) -> int:
+        """Sub-steps after the first that may sample for the request: never past max_tokens or the
+        length limit (the executor stops it there)."""
+        left = request.stop_params.max_tokens - request.num_output_tokens - request.num_output_placeholders
+        room = self.max_model_len - request.num_computed_tokens
+        return max(0, min(num_steps - 1, left, room))
+
+    def _multi_step_cover(self, request: Request, num_spec: int, num_steps: int) -> int:
+        """KV slots the request needs for ``num_steps`` sub-steps (its first one is already covered)."""
+        extra = self._extra_sub_steps(request, num_steps)
+        return request.num_computed_tokens + request.num_unresolved_drafts + num_spec + extra * (1 + num_spec)
+
+    def _apply_multi_step(
+        self, output: SchedulerOutput, requests: list[Request], totals: list[int], num_steps: int
+    ) -> None:
+        output.num_steps = num_steps
+        for index, (request, total) in enumerate(zip(requests, totals)):
+            cached = output.cached_requests[index]
+            new_block_ids = self.block_manager.allocate(request.request_id, total)
+            output.cached_requests[index] = dataclasses.replace(
+                cached, new_block_ids=cached.new_block_ids + new_block_ids
+            )
+            extra = self._extra_sub_steps(request, num_steps)
+            request.num_computed_tokens += extra
+            request.num_output_placeholders += extra
+            request.num_unresolved_drafts += extra * cached.num_spec_tokens
+            unsettled = output.unsettled[request.request_id]
+            unsettled.placeholders += extra
+            unsettled.drafts += extra * cached.num_spec_tokens
 
     def _preempt(self, request: Request) -> None:
         """Free a running request's blocks; it will be recomputed from its prompt and outputs."""
@@ -215,18 +267,55 @@ class Scheduler:
         self.waiting.appendleft(request)
 
     # ---- results ---------------------------------------------------------------------------
-    def accept_result(self, output: SchedulerOutput, request_id: str, num_accepted: int = 0) -> Request | None:
-        """Match a step's result to its request, settle its placeholder and its verified drafts.
+    def accept_result(
+        self, output: SchedulerOutput, request_id: str, num_accepted: int = 0, sub_step: int = 0,
+        num_draft_slots: int = 0,
+    ) -> Request | None:
+        """Match a step's (or sub-step's) result to its request, settle its placeholder and its verified
+        drafts (the step's planned drafts in sub-step 0, the executor's reported slots after it).
 
         Returns None when the result is stale: the request finished, was aborted or was preempted
         after the step was scheduled. The caller appends the tokens (it knows the stop rules).
         Accepted drafts become computed tokens; rejected ones simply never were.
         """
+        request = self._live(output, request_id)
+        if request is None:
+            return None
+        unsettled = output.unsettled.setdefault(request_id, Unsettled())
+        if request_id in output.sampling_request_ids and unsettled.placeholders > 0:
+            request.num_output_placeholders -= 1
+            unsettled.placeholders -= 1
+        drafts = output.num_draft_tokens.get(request_id, 0) if sub_step == 0 else num_draft_slots
+        drafts = min(drafts, unsettled.drafts)
+        request.num_unresolved_drafts -= drafts
+        unsettled.drafts -= drafts
+        request.num_computed_tokens += num_accepted
+        return request
+
+    def close_step(self, output: SchedulerOutput) -> None:
+        """The step's last result was processed: settle what its results did not (sub-steps the
+        executor skipped for a request it stopped), so no placeholder or draft slot is left behind."""
+        for request_id, unsettled in output.unsettled.items():
+            request = self._live(output, request_id)
+            if request is None:
+                continue
+            request.num_output_placeholders -= unsettled.placeholders
+            request.num_unresolved_drafts -= unsettled.drafts
+            if unsettled.placeholders:  # planned sub-steps that never ran never computed their token
+                request.num_computed_tokens -= unsettled.placeholders
+        output.unsettled.clear()
+
+    def _live(self, output: SchedulerOutput, request_id: str) -> Request | None:
+        """The request the step was scheduled for, or None when it ended or was preempted since."""
         request = self.requests.get(request_id)
         if request is None or output.request_epochs.get(request_id) != request.epoch:
             return None
-        if request_id in output.sampling_request_ids:
-            request.num_output_placeholders -= 1
-        request.num_unresolved_drafts -= output.num_draft_tokens.get(request_id, 0)
-        request.num_computed_tokens += num_accepted
         return request
+
+
+def _is_pure_decode(output: SchedulerOutput) -> bool:
+    """Whether every scheduled request is cached and decodes one token (no prefill, no new request)."""
+    return not output.new_requests and bool(output.cached_requests) and all(
+        cached.num_scheduled_tokens == 1 and cached.request_id in output.sampling_request_ids
+        for cached in output.cached_requests
+    )

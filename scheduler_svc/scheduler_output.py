@@ -31,6 +31,14 @@ class ScheduledCachedRequest:
 
 
 @dataclass
+class Unsettled:
+    """What a request's results from one step have still to settle: placeholders and draft slots."""
+
+    placeholders: int = 0
+    drafts: int = 0
+
+
+@dataclass
 class SchedulerOutput:
     """The work of one step and the bookkeeping needed to match its result."""
 
@@ -44,6 +52,10 @@ class SchedulerOutput:
     """Requests whose scheduled tokens reach their end, so the step samples a token for them."""
     num_draft_tokens: dict[str, int] = field(default_factory=dict)
     """Drafts each request verifies in this step (absent: 0)."""
+    num_steps: int = 1
+    """Decode sub-steps the executor runs for this step (multi-step when above 1)."""
+    unsettled: dict[str, Unsettled] = field(default_factory=dict)
+    """Per request, the placeholders and draft slots its results have not settled yet."""
 
     @property
     def num_scheduled_requests(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -69,5 +70,12 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
             num_free_kv_blocks=block_manager.num_free_blocks,
             num_running=self.engine.scheduler.num_running,
             num_waiting=self.engine.scheduler.num_waiting,
-            stats=self.engine.stats,
+            stats=self._stats(),
         )
+
+    def _stats(self) -> generation_pb2.EngineStats:
+        """The engine's counters, with the process's CPU time read now."""
+        stats = generation_pb2.EngineStats()
+        stats.CopyFrom(self.engine.stats)
+        stats.scheduler_cpu_s = time.process_time()
+        return stats

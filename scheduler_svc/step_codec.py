@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+from scheduler_svc.request import Request
 from scheduler_svc.scheduler_output import SchedulerOutput
 from stepahead_proto import executor_pb2
 
 
-def to_step_request(output: SchedulerOutput) -> executor_pb2.StepRequest:
+def stop_conditions(request: Request, max_model_len: int) -> executor_pb2.StopConditions:
+    """The request's stop rules the executor applies inside a multi-step batch (not stop strings)."""
+    params = request.stop_params
+    stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(params.eos_token_ids))
+    return executor_pb2.StopConditions(
+        max_tokens=params.max_tokens,
+        min_tokens=params.min_tokens,
+        stop_token_ids=sorted(stop_ids),
+        max_model_len=max_model_len,
+    )
+
+
+def to_step_request(output: SchedulerOutput, max_model_len: int = 0) -> executor_pb2.StepRequest:
     """Encode one step: new requests in full, cached ones as deltas, finished ids to drop."""
     step = executor_pb2.StepRequest(
-        step_id=output.step_id, num_steps=1, finished_request_ids=output.finished_request_ids
+        step_id=output.step_id, num_steps=output.num_steps, finished_request_ids=output.finished_request_ids
     )
     for scheduled in output.new_requests:
         request = scheduled.request
@@ -23,6 +36,7 @@ def to_step_request(output: SchedulerOutput) -> executor_pb2.StepRequest:
                 num_computed_tokens=scheduled.num_computed_tokens,
                 num_scheduled_tokens=scheduled.num_scheduled_tokens,
                 num_spec_tokens=scheduled.num_spec_tokens,
+                stop=stop_conditions(request, max_model_len),
             )
         )
     for cached in output.cached_requests:

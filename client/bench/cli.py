@@ -155,11 +155,13 @@ def _load_runs(
     modes = tracing_order(args.tracing_rounds) if args.tracing else [None]
     try:
         endpoint = receiver.start() if receiver else ""
-        for inflight in args.max_inflight_steps:
-            flags = scheduler_flags(argparse.Namespace(**{**vars(args), "max_inflight_steps": inflight}))
+        for inflight, num_steps in itertools.product(args.max_inflight_steps, args.num_scheduler_steps):
+            flags = scheduler_flags(argparse.Namespace(
+                **{**vars(args), "max_inflight_steps": inflight, "num_scheduler_steps": num_steps}))
             for tracing_on, spec_method in itertools.product(modes, spec_variants(args.spec_method)):
                 env = None if tracing_on is None else stack_env(tracing_on, endpoint)
-                suffix = ("" if tracing_on is None else mode_label(tracing_on)) + (
+                suffix = ("" if num_steps == 1 else f" steps={num_steps}") + (
+                    "" if tracing_on is None else mode_label(tracing_on)) + (
                     "" if args.spec_method == "none" else f" spec={spec_method}")
                 draft_model = args.draft_model if spec_method == "draft_model" else None
                 executor_args = argparse.Namespace(
@@ -169,6 +171,7 @@ def _load_runs(
                     for concurrency in args.concurrency:
                         run = _measure(stack.address, prompts, concurrency, inflight, args, suffix)
                         run["spec_method"] = spec_method
+                        run["num_scheduler_steps"] = num_steps
                         # Timed right after the run, on its contexts: machine drift between the two stays small.
                         setup = args.forward_setup
                         run["bare_forward"] = measure_bare_decode_forward_in_subprocess(
@@ -208,7 +211,11 @@ def _measure(
         executor_bubble_s=after.executor_bubble_s - before.executor_bubble_s,
         executor_draft_s=after.executor_draft_s - before.executor_draft_s,
         executor_forward_s=after.executor_forward_s - before.executor_forward_s,
+        step_requests=after.step_requests - before.step_requests,
+        scheduler_invocations=after.scheduler_invocations - before.scheduler_invocations,
+        scheduler_cpu_s=after.scheduler_cpu_s - before.scheduler_cpu_s,
     )
+    summary.update(per_token_counts(summary))
     summary["bubble_fraction"] = summary["executor_bubble_s"] / result.wall_s
     summary["executor_step_ms_mean"] = 1000 * summary["executor_busy_s"] / max(summary["steps"], 1)
     summary["executor_forward_ms_mean"] = 1000 * summary["executor_forward_s"] / max(summary["steps"], 1)
@@ -269,3 +276,13 @@ def _sync_gap_ms(run: dict) -> float | None:
     if run.get("max_inflight_steps") != 1 or not run.get("steps") or run["executor_bubble_s"] <= 0:
         return None
     return 1000 * run["executor_bubble_s"] / run["steps"]
+
+
+def per_token_counts(summary: dict) -> dict:
+    """StepRequests, scheduler invocations and scheduler CPU seconds per generated token."""
+    tokens = max(summary["output_tokens"], 1)
+    return {
+        "step_requests_per_token": summary["step_requests"] / tokens,
+        "scheduler_invocations_per_token": summary["scheduler_invocations"] / tokens,
+        "scheduler_cpu_s_per_token": summary["scheduler_cpu_s"] / tokens,
+    }

@@ -20,13 +20,14 @@ def speculation_ratios(runs: list[dict], bare_1: float, bare_verify: float, k: i
     """For each speculative configuration, the figures the issue asks for, each run paired with its
     no-speculation twin of the same round; the median over rounds."""
     v_k = bare_verify / bare_1
-    baseline = {(r.get("round", 0), r["concurrency"], r["max_inflight_steps"]): r
+    baseline = {(r.get("round", 0), r["concurrency"], r["max_inflight_steps"], r.get("num_scheduler_steps", 1)): r
                 for r in runs if r.get("spec_method") == "none"}
     samples: dict[str, list[float]] = {}
     for run in runs:
         if run.get("spec_method") in (None, "none") or "spec_drafted" not in run:
             continue
-        twin = baseline.get((run.get("round", 0), run["concurrency"], run["max_inflight_steps"]))
+        twin = baseline.get((run.get("round", 0), run["concurrency"], run["max_inflight_steps"],
+                             run.get("num_scheduler_steps", 1)))
         if twin is None:
             continue
         for name, value in _speculation_figures(run, twin, v_k, bare_1, k).items():

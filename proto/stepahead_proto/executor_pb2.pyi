@@ -41,7 +41,7 @@ class ExecutorDescription(_message.Message):
     def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., attention_backend: _Optional[str] = ..., num_threads: _Optional[int] = ..., spec_method: _Optional[str] = ..., max_num_spec_tokens: _Optional[int] = ...) -> None: ...
 
 class NewRequestData(_message.Message):
-    __slots__ = ("request_id", "prompt_token_ids", "output_token_ids", "sampling", "block_ids", "num_computed_tokens", "num_scheduled_tokens", "num_spec_tokens")
+    __slots__ = ("request_id", "prompt_token_ids", "output_token_ids", "sampling", "block_ids", "num_computed_tokens", "num_scheduled_tokens", "num_spec_tokens", "stop")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,7 @@ class NewRequestData(_message.Message):
     NUM_COMPUTED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     NUM_SCHEDULED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     NUM_SPEC_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     output_token_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -58,7 +59,20 @@ class NewRequestData(_message.Message):
     num_computed_tokens: int
     num_scheduled_tokens: int
     num_spec_tokens: int
-    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., block_ids: _Optional[_Iterable[int]] = ..., num_computed_tokens: _Optional[int] = ..., num_scheduled_tokens: _Optional[int] = ..., num_spec_tokens: _Optional[int] = ...) -> None: ...
+    stop: StopConditions
+    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., block_ids: _Optional[_Iterable[int]] = ..., num_computed_tokens: _Optional[int] = ..., num_scheduled_tokens: _Optional[int] = ..., num_spec_tokens: _Optional[int] = ..., stop: _Optional[_Union[StopConditions, _Mapping]] = ...) -> None: ...
+
+class StopConditions(_message.Message):
+    __slots__ = ("max_tokens", "min_tokens", "stop_token_ids", "max_model_len")
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MIN_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    STOP_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
+    max_tokens: int
+    min_tokens: int
+    stop_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    max_model_len: int
+    def __init__(self, max_tokens: _Optional[int] = ..., min_tokens: _Optional[int] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., max_model_len: _Optional[int] = ...) -> None: ...
 
 class CachedRequestData(_message.Message):
     __slots__ = ("request_id", "new_block_ids", "num_computed_tokens", "num_scheduled_tokens", "num_draft_tokens", "num_spec_tokens")
@@ -100,21 +114,25 @@ class StepRequest(_message.Message):
     def __init__(self, step_id: _Optional[int] = ..., new_requests: _Optional[_Iterable[_Union[NewRequestData, _Mapping]]] = ..., cached_requests: _Optional[_Iterable[_Union[CachedRequestData, _Mapping]]] = ..., finished_request_ids: _Optional[_Iterable[str]] = ..., num_steps: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RequestStepOutput(_message.Message):
-    __slots__ = ("request_id", "token_ids", "logprobs", "num_drafted", "num_accepted")
+    __slots__ = ("request_id", "token_ids", "logprobs", "num_drafted", "num_accepted", "num_draft_slots", "finished")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     NUM_DRAFTED_FIELD_NUMBER: _ClassVar[int]
     NUM_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    NUM_DRAFT_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     logprobs: _containers.RepeatedCompositeFieldContainer[_generation_pb2.PositionLogprobs]
     num_drafted: int
     num_accepted: int
-    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., num_drafted: _Optional[int] = ..., num_accepted: _Optional[int] = ...) -> None: ...
+    num_draft_slots: int
+    finished: bool
+    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., num_drafted: _Optional[int] = ..., num_accepted: _Optional[int] = ..., num_draft_slots: _Optional[int] = ..., finished: _Optional[bool] = ...) -> None: ...
 
 class StepResult(_message.Message):
-    __slots__ = ("step_id", "outputs", "compute_start_s", "compute_end_s", "forward_s", "sample_s", "draft_s", "num_device_input_ids")
+    __slots__ = ("step_id", "outputs", "compute_start_s", "compute_end_s", "forward_s", "sample_s", "draft_s", "num_device_input_ids", "sub_step")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_START_S_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +141,7 @@ class StepResult(_message.Message):
     SAMPLE_S_FIELD_NUMBER: _ClassVar[int]
     DRAFT_S_FIELD_NUMBER: _ClassVar[int]
     NUM_DEVICE_INPUT_IDS_FIELD_NUMBER: _ClassVar[int]
+    SUB_STEP_FIELD_NUMBER: _ClassVar[int]
     step_id: int
     outputs: _containers.RepeatedCompositeFieldContainer[RequestStepOutput]
     compute_start_s: float
@@ -131,4 +150,5 @@ class StepResult(_message.Message):
     sample_s: float
     draft_s: float
     num_device_input_ids: int
-    def __init__(self, step_id: _Optional[int] = ..., outputs: _Optional[_Iterable[_Union[RequestStepOutput, _Mapping]]] = ..., compute_start_s: _Optional[float] = ..., compute_end_s: _Optional[float] = ..., forward_s: _Optional[float] = ..., sample_s: _Optional[float] = ..., draft_s: _Optional[float] = ..., num_device_input_ids: _Optional[int] = ...) -> None: ...
+    sub_step: int
+    def __init__(self, step_id: _Optional[int] = ..., outputs: _Optional[_Iterable[_Union[RequestStepOutput, _Mapping]]] = ..., compute_start_s: _Optional[float] = ..., compute_end_s: _Optional[float] = ..., forward_s: _Optional[float] = ..., sample_s: _Optional[float] = ..., draft_s: _Optional[float] = ..., num_device_input_ids: _Optional[int] = ..., sub_step: _Optional[int] = ...) -> None: ...

@@ -60,7 +60,7 @@ class ExecutorServicer:
 
     def Execute(self, request_iterator, context):
         """The step stream: the scheduler writes StepRequests without waiting for earlier results;
-        the executor writes exactly one StepResult per StepRequest, in order.
+        the executor writes one StepResult per sub-step of each StepRequest (num_steps of them), in order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
