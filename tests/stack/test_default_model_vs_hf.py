@@ -84,3 +84,17 @@ def test_ngram_speculation_keeps_hf_output_sync_and_async(launch_stack, default_
         stack.stop()
     assert counts[1] == counts[2]
     assert sum(accepted for _, _, accepted in counts[1]) > 0
+
+
+@pytest.mark.parametrize("inflight", [1, 2], ids=["sync", "async"])
+def test_multi_step_keeps_hf_output(launch_stack, default_model_dir, inflight):
+    """Eight decode sub-steps per StepRequest on the default model: still HF's greedy output, every block free."""
+    stack = launch_stack(default_model_dir, [], ["--num-scheduler-steps", "8", "--max-inflight-steps", str(inflight)])
+    cases = load_cases()
+    with Client(stack.address) as client, ThreadPoolExecutor(len(cases)) as pool:
+        outputs = list(pool.map(lambda case: generate(client, case), cases))
+        info = client.model_info()
+    for ours, case in zip(outputs, cases):
+        assert_matches_reference(ours, case)
+    assert info.num_free_kv_blocks == info.num_kv_blocks
+    assert info.stats.step_requests < info.stats.steps  # sub-steps really ran without a round trip each

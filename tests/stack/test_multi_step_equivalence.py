@@ -20,8 +20,8 @@ SPEC = {
     "ngram": ["--spec-method", "ngram", "--num-spec-tokens", "3"],
     "draft_model": ["--spec-method", "draft_model", "--num-spec-tokens", "3"],
 }
-# (num_scheduler_steps, max_inflight_steps) compared with the (1, 1) reference.
-RUNS = [(4, 1), (8, 2)]
+# (num_scheduler_steps, max_inflight_steps) compared with the (1, 1) reference: n in {1, 4, 8} x {sync, async}.
+RUNS = [(1, 2), (4, 1), (4, 2), (8, 1), (8, 2)]
 
 
 def multi_step_workload() -> list[dict]:
@@ -40,19 +40,19 @@ def test_multi_step_outputs_are_identical(spec, tiny_model_dir, tiny_draft_model
         scheduler_flags = [*FORCED_SCHEDULER, "--num-scheduler-steps", str(steps),
                            "--max-inflight-steps", str(inflight)]
         stack = launch_stack(tiny_model_dir, executor_flags, scheduler_flags)
-        outputs[steps] = run(stack.address, multi_step_workload())
+        outputs[steps, inflight] = run(stack.address, multi_step_workload())
         with Client(stack.address) as client:
             info = client.model_info()
         assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == 0
         assert info.stats.num_preemptions > 0, info.stats
-        stats[steps] = info.stats
+        stats[steps, inflight] = info.stats
         stack.stop()
-    for steps, _ in RUNS:
-        assert_same_outputs(outputs[steps], outputs[1])
-        # Several sub-step results per StepRequest: fewer StepRequests than results.
-        assert stats[steps].step_requests < stats[steps].steps, stats[steps]
-    assert stats[1].step_requests >= stats[1].steps  # one result per StepRequest (a last one may be in flight)
-    assert {"stop", "length", "cancelled"} <= {o[-1] for o in outputs[1]}
+    for steps, inflight in RUNS:
+        assert_same_outputs(outputs[steps, inflight], outputs[1, 1])
+        if steps > 1:  # several sub-step results per StepRequest: fewer StepRequests than results
+            assert stats[steps, inflight].step_requests < stats[steps, inflight].steps, stats[steps, inflight]
+    assert stats[1, 1].step_requests >= stats[1, 1].steps  # one result per StepRequest (a last may be in flight)
+    assert {"stop", "length", "cancelled"} <= {o[-1] for o in outputs[1, 1]}
 
 
 @pytest.fixture(scope="module")
