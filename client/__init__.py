@@ -8,8 +8,10 @@ from client.errors import (
     InternalError,
     InvalidArgumentError,
     NotFoundError,
+    PermissionDeniedError,
     ResourceExhaustedError,
     StepaheadError,
+    UnauthenticatedError,
     UnavailableError,
 )
 from client.requests import GenerateOptions
@@ -39,11 +41,13 @@ __all__ = [
     "InvalidArgumentError",
     "ModelInfo",
     "NotFoundError",
+    "PermissionDeniedError",
     "PositionLogprobs",
     "ResourceExhaustedError",
     "StepaheadError",
     "Timings",
     "TokenLogprob",
+    "UnauthenticatedError",
     "UnavailableError",
     "Usage",
 ]

@@ -43,7 +43,8 @@ def published(compose: dict, service: str) -> dict[int, int]:
 
 
 def test_services_are_the_stack(compose):
-    assert set(compose["services"]) == {"scheduler", "executor", "executor-gpu", "otel-collector", "jaeger", "prometheus"}
+    assert set(compose["services"]) == {"scheduler", "executor", "executor-gpu", "otel-collector", "jaeger",
+                                        "prometheus"}
 
 
 @pytest.mark.parametrize("service", sorted(STEPAHEAD_SERVICES))
@@ -85,14 +86,16 @@ def test_services_listen_on_all_interfaces_with_the_shared_model_and_cache(compo
 
 def test_model_is_chosen_by_one_variable_for_both_services():
     chosen = load_compose({"STEPAHEAD_MODEL": "/cache/my-model"})
-    assert {service_environment(chosen["services"][name])["STEPAHEAD_MODEL"] for name in STEPAHEAD_SERVICES} == {"/cache/my-model"}
+    models = {service_environment(chosen["services"][name])["STEPAHEAD_MODEL"] for name in STEPAHEAD_SERVICES}
+    assert models == {"/cache/my-model"}
 
 
 @pytest.mark.parametrize("service", sorted(STEPAHEAD_SERVICES))
 def test_health_check_asks_the_service_readiness_on_its_port(compose, service):
     check = compose["services"][service]["healthcheck"]
     port = env(compose, service)["STEPAHEAD_PORT"]
-    assert check["test"] == ["CMD", "stepahead", "health", f"127.0.0.1:{port}", "--service", STEPAHEAD_SERVICES[service]]
+    expected = ["CMD", "stepahead", "health", f"127.0.0.1:{port}", "--service", STEPAHEAD_SERVICES[service]]
+    assert check["test"] == expected
     assert {"interval", "timeout", "retries", "start_period"} <= set(check)
 
 
@@ -101,6 +104,12 @@ def test_scheduler_reaches_the_executor_and_waits_for_its_health(compose):
     assert host == "executor" and port == env(compose, "executor")["STEPAHEAD_PORT"]
     assert compose["services"]["scheduler"]["depends_on"]["executor"]["condition"] == "service_healthy"
     assert published(compose, "scheduler")[int(env(compose, "scheduler")["STEPAHEAD_PORT"])] == 50051
+
+
+def test_scheduler_serves_and_publishes_the_http_api(compose):
+    http_port = int(env(compose, "scheduler")["STEPAHEAD_HTTP_PORT"])
+    assert published(compose, "scheduler")[http_port] == 8000
+    assert "8000" in (REPO_ROOT / "Dockerfile").read_text().split("EXPOSE", 1)[1].splitlines()[0]
 
 
 def test_executor_is_cpu_by_default_and_gpu_in_its_profile(compose):
@@ -140,7 +149,8 @@ def test_collector_exports_traces_to_jaeger(compose):
     assert pipeline["receivers"] == ["otlp"]
     (exporter,) = pipeline["exporters"]
     assert config["exporters"][exporter]["endpoint"] == "jaeger:4317"
-    assert any("receivers.otlp.protocols.grpc.endpoint=0.0.0.0:4317" in arg for arg in compose["services"]["jaeger"]["command"])
+    jaeger_args = compose["services"]["jaeger"]["command"]
+    assert any("receivers.otlp.protocols.grpc.endpoint=0.0.0.0:4317" in arg for arg in jaeger_args)
     assert published(compose, "jaeger")[16686] == 16686
 
 
