@@ -51,7 +51,7 @@ class AsyncGenerationStream(AsyncIterator[GenerationChunk]):
             raise
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
-        if message is grpc.aio.EOF:
+        if message is grpc.aio.EOF or not isinstance(message, generation_pb2.GenerateResponse):
             raise StopAsyncIteration
         return GenerationChunk.from_proto(message)
 

@@ -139,7 +139,7 @@ def _run_serve(args: argparse.Namespace) -> None:
         signal.signal(sig, lambda *_: stop.set())
     try:
         address = stack.start()
-        http = f", HTTP {stack.http_url}" if stack.http_url else ""
+        http = f" and {stack.http_url}" if stack.http_url else ""
         print(f"stepahead serving {model_dir} on {address}{http} (Ctrl-C to stop)", flush=True)
         while not stop.wait(1.0):
             scheduler_running = stack.scheduler is not None and stack.scheduler.is_running()

@@ -120,7 +120,7 @@ def _parse_switch(env: EnvDefault) -> Any:
 
 
 def _convert(env: EnvDefault, token: str) -> Any:
-    converter = env.action.type or str
+    converter: Any = env.action.type or str
     if not callable(converter):
         _fail(env, f"flag type {converter!r} cannot be read from the environment")
     try:

@@ -51,12 +51,6 @@ class UnauthenticatedError(StepaheadError):
     default_code = grpc.StatusCode.UNAUTHENTICATED
 
 
-class PermissionDeniedError(StepaheadError):
-    """The caller is known but not allowed to make this call."""
-
-    default_code = grpc.StatusCode.PERMISSION_DENIED
-
-
 class UnavailableError(StepaheadError):
     """The server cannot be reached or is shutting down; retrying later may succeed."""
 
@@ -90,7 +84,6 @@ _ERROR_BY_CODE: dict[grpc.StatusCode, type[StepaheadError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
     grpc.StatusCode.CANCELLED: CancelledError,
     grpc.StatusCode.INTERNAL: InternalError,

@@ -57,10 +57,11 @@ class ServiceProcess:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise ServiceStartError(f"{self.name} did not start (exit {self.process.returncode}):\n{self.log()}")
+        assert self._match is not None  # set before _matched
         return self._match.group(1)
 
     def _pump(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
+        assert self.process is not None and self.process.stdout is not None and self._pattern is not None
         for line in self.process.stdout:
             self._lines.append(line.rstrip("\n"))
             if not self._matched.is_set():

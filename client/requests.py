@@ -148,6 +148,7 @@ def _set_prompt(
             raise ValueError("messages must contain at least one message")
         request.chat.messages.extend(_chat_message(m, i) for i, m in enumerate(messages))
     else:
+        assert token_ids is not None  # exactly one form is given
         if len(token_ids) == 0:
             raise ValueError("token_ids must contain at least one token id")
         request.token_ids.ids.extend(token_ids)

@@ -45,7 +45,8 @@ class LoadResult:
 
 
 async def _one_request(client: AsyncClient, prompt: str, max_tokens: int, record: RequestRecord) -> None:
-    stream = client.generate_stream(messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0)
+    stream = client.generate_stream(messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
+                                    temperature=0.0)
     async for chunk in stream:
         now = time.perf_counter()
         record.prompt_tokens = chunk.prompt_tokens or record.prompt_tokens

@@ -10,9 +10,12 @@ include_stop_str_in_output) are accepted on both endpoints.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+"""An integer the proto holds in 32 bits: a larger one is refused naming its parameter, not a crash."""
 
 
 class _Strict(BaseModel):
@@ -44,7 +47,7 @@ class SamplingFields(_Strict):
     """Parameters both endpoints share."""
 
     model: str | None = None
-    max_tokens: int | None = None
+    max_tokens: Int32 | None = None
     temperature: float | None = None
     top_p: float | None = None
     n: int = 1
@@ -57,12 +60,12 @@ class SamplingFields(_Strict):
     user: str | None = None
     logit_bias: dict[str, Any] | None = None
     # vLLM's extensions
-    top_k: int | None = None
+    top_k: Int32 | None = None
     min_p: float | None = None
     repetition_penalty: float | None = None
-    min_tokens: int | None = None
+    min_tokens: Int32 | None = None
     ignore_eos: bool | None = None
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[Int32] | None = None
     skip_special_tokens: bool | None = None
     include_stop_str_in_output: bool | None = None
 
@@ -71,9 +74,9 @@ class ChatCompletionRequest(SamplingFields):
     """``POST /v1/chat/completions``."""
 
     messages: list[ChatMessage]
-    max_completion_tokens: int | None = None
+    max_completion_tokens: Int32 | None = None
     logprobs: bool | None = None
-    top_logprobs: int | None = None
+    top_logprobs: Int32 | None = None
     tools: list[Any] | None = None
     functions: list[Any] | None = None
     response_format: dict[str, Any] | None = None
@@ -82,11 +85,11 @@ class ChatCompletionRequest(SamplingFields):
 class CompletionRequest(SamplingFields):
     """``POST /v1/completions``."""
 
-    prompt: str | list[str] | list[int] | list[list[int]]
-    logprobs: int | None = None
+    prompt: str | list[str] | list[Int32] | list[list[Int32]]
+    logprobs: Int32 | None = None
     echo: bool | None = None
     suffix: str | None = None
-    best_of: int | None = None
+    best_of: Int32 | None = None
 
 
 Endpoint = Literal["chat", "completion"]

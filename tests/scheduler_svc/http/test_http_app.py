@@ -209,6 +209,9 @@ BAD = [
     (COMPLETIONS, {"prompt": "hi", "stop_token_ids": [100_000]}, "stop_token_ids[0]"),
     (COMPLETIONS, {"prompt": "hi", "max_tokens": 4, "min_tokens": 5}, "min_tokens"),
     (COMPLETIONS, {"prompt": "hi", "seed": 2**70}, "seed"),
+    (COMPLETIONS, {"prompt": [5, 2**40]}, "prompt"),
+    (COMPLETIONS, {"prompt": "hi", "max_tokens": 2**40}, "max_tokens"),
+    (CHAT, {"messages": MESSAGES, "stop_token_ids": [2**33]}, "stop_token_ids[0]"),
 ]
 
 
@@ -224,6 +227,17 @@ def test_bad_requests_are_400_naming_the_parameter(tokenizer, route, body, param
         still = await client.post(route, json={**({"messages": MESSAGES} if route == CHAT else {"prompt": "hi"}),
                                                "max_tokens": 2})
         assert still.status_code == 200
+
+    serve(tokenizer, test)
+
+
+def test_a_body_over_the_limit_is_refused_unread(tokenizer, monkeypatch):
+    monkeypatch.setattr("scheduler_svc.http.completions.MAX_BODY_BYTES", 1000)
+
+    async def test(client, served):
+        big = {"prompt": "x" * 2000}
+        response = await client.post(COMPLETIONS, json=big)
+        assert response.status_code == 400 and "larger than 1000 bytes" in response.json()["error"]["message"]
 
     serve(tokenizer, test)
 
