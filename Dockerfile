@@ -34,6 +34,6 @@ USER stepahead
 VOLUME /cache
 
 # 50051 scheduler API, 50061 executor, 9400/9401 their /metrics
-EXPOSE 50051 50061 9400 9401
+EXPOSE 50051 50061 8000 9400 9401
 ENTRYPOINT ["stepahead"]
 CMD ["serve", "--host", "0.0.0.0"]

@@ -10,6 +10,7 @@ from client.errors import (
     NotFoundError,
     ResourceExhaustedError,
     StepaheadError,
+    UnauthenticatedError,
     UnavailableError,
 )
 from client.requests import GenerateOptions
@@ -44,6 +45,7 @@ __all__ = [
     "StepaheadError",
     "Timings",
     "TokenLogprob",
+    "UnauthenticatedError",
     "UnavailableError",
     "Usage",
 ]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.aio
 
+from client.channels import open_aio_channel, resolve_api_key
 from client.errors import UnavailableError, error_from_rpc
 from client.requests import (
     Message,
@@ -50,10 +51,9 @@ class AsyncGenerationStream(AsyncIterator[GenerationChunk]):
             raise
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
-        if message is grpc.aio.EOF:
+        if message is grpc.aio.EOF or not isinstance(message, generation_pb2.GenerateResponse):
             raise StopAsyncIteration
-        # grpc's stubs type read() as `object | response` (EOF is `object`), so `is EOF` does not narrow.
-        return GenerationChunk.from_proto(cast(generation_pb2.GenerateResponse, message))
+        return GenerationChunk.from_proto(message)
 
     def cancel(self) -> None:
         """Cancel the RPC (a no-op once it has finished)."""
@@ -89,6 +89,9 @@ class AsyncClient:
     Create it inside a running event loop. `timeout` is the default deadline in seconds of
     every call (None: no deadline); each method's own `timeout` overrides it. Failed calls
     raise client.errors.StepaheadError subclasses.
+
+    TLS: `tls_ca="ca.pem"` trusts that CA (`tls=True` alone: the system's roots). `api_key` is sent
+    as `authorization: Bearer <key>` with every call; None reads STEPAHEAD_API_KEY (unset: no key).
     """
 
     def __init__(
@@ -97,12 +100,16 @@ class AsyncClient:
         timeout: float | None = None,
         *,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls_ca: str | None = None,
+        tls: bool | None = None,
+        api_key: str | None = None,
     ) -> None:
         if not target:
             raise ValueError("target must be a non-empty 'host:port' address")
         self.target = target
         self.timeout = check_timeout(timeout)
-        self._channel = grpc.aio.insecure_channel(target, options=list(channel_options))
+        self._api_key = resolve_api_key(api_key)
+        self._channel = open_aio_channel(target, tls, tls_ca, channel_options)
         self._stub = generation_pb2_grpc.GenerationStub(self._channel)
 
     def generate_stream(
@@ -117,7 +124,7 @@ class AsyncClient:
         """Start a generation; iterate the result with `async for` (see Client.generate_stream)."""
         request = build_generate_request(prompt, messages=messages, token_ids=token_ids, **options)
         call = self._stub.Generate(
-            request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata()
+            request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
         )
         return AsyncGenerationStream(call)
 
@@ -145,7 +152,7 @@ class AsyncClient:
         request = generation_pb2.AbortRequest(request_id=request_id)
         try:
             response = await self._stub.Abort(
-                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata()
+                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -157,7 +164,7 @@ class AsyncClient:
             response = await self._stub.GetModelInfo(
                 generation_pb2.GetModelInfoRequest(),
                 timeout=resolve_timeout(timeout, self.timeout),
-                metadata=call_metadata(),
+                metadata=call_metadata(self._api_key),
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err

@@ -1,4 +1,4 @@
-"""The `stepahead` command: serve, scheduler, executor, generate, bench, health.
+"""The `stepahead` command: serve, scheduler, executor, generate, bench, health, make-certs.
 
 Every flag of `serve`, `scheduler` and `executor` also reads STEPAHEAD_<FLAG_NAME> from the
 environment (see client/env_defaults.py); docker-compose.yml configures the services that way.
@@ -24,13 +24,18 @@ def _add_model_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
 
 
+def _add_client_tls_arguments(parser: argparse.ArgumentParser, api_key: bool = True) -> None:
+    parser.add_argument("--tls-ca", default=None, help="CA certificate (PEM) to trust: talk TLS to the server")
+    if api_key:
+        parser.add_argument("--api-key", default=None, help="API key sent as 'Authorization: Bearer <key>'")
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    from executor_svc.cli_args import add_executor_arguments, add_metrics_argument
+    from executor_svc.cli_args import add_executor_arguments, add_executor_tls_arguments, add_metrics_argument
     from scheduler_svc.cli_args import add_scheduler_arguments
 
-    parser = argparse.ArgumentParser(
-        prog="stepahead", description="LLM serving: a scheduler and an executor over gRPC."
-    )
+    parser = argparse.ArgumentParser(prog="stepahead",
+                                     description="LLM serving: a scheduler and an executor over gRPC.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="start scheduler + executor as two processes")
@@ -38,6 +43,7 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"public API port (default {DEFAULT_PORT})")
     add_scheduler_arguments(serve)
     add_executor_arguments(serve)
+    add_executor_tls_arguments(serve, server_certificate=False)
 
     scheduler = commands.add_parser("scheduler", help="start the scheduler service alone")
     _add_model_argument(scheduler)
@@ -49,6 +55,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_model_argument(executor)
     executor.add_argument("--port", type=int, default=50061, help="executor API port (default 50061)")
     add_executor_arguments(executor)
+    add_executor_tls_arguments(executor)
     add_metrics_argument(executor)
 
     generate = commands.add_parser("generate", help="stream a completion from a running server")
@@ -61,12 +68,23 @@ def _build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--seed", type=int, default=None)
     generate.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    _add_client_tls_arguments(generate)
 
     health = commands.add_parser("health", help="exit 0 if a service reports SERVING (container health checks)")
     health.add_argument("address", help="host:port of a scheduler or executor")
     health.add_argument("--service", default="",
                         help='"" = liveness (default); stepahead.v1.Generation or stepahead.v1.Executor = readiness')
     health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer (default 3)")
+    _add_client_tls_arguments(health, api_key=False)
+    health.add_argument("--tls-cert", default=None, help="client certificate (an executor with --tls-client-ca)")
+    health.add_argument("--tls-key", default=None, help="private key of --tls-cert")
+
+    certs = commands.add_parser("make-certs", help="write a throwaway CA, server and client certificates (TLS, mTLS)")
+    certs.add_argument("--out", required=True, help="directory to write ca.pem, server.pem, client.pem and keys to")
+    certs.add_argument("--san", action="append", default=[],
+                       help="extra name or IP the server certificate is valid for (repeatable; "
+                            "localhost, 127.0.0.1 and ::1 always are)")
+    certs.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
 
     from client.bench.cli import add_bench_parser
 
@@ -78,6 +96,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     for service_parser in (serve, scheduler, executor):
         attach_env_defaults(service_parser, os.environ)
+    attach_env_defaults(generate, os.environ, only=("api_key",))
     return parser
 
 
@@ -106,7 +125,7 @@ def _run_serve(args: argparse.Namespace) -> None:
     from client.model_resolver import resolve_model
     from client.stack import LocalStack
     from executor_svc.cli_args import executor_flags
-    from scheduler_svc.cli_args import scheduler_flags
+    from scheduler_svc.cli_args import scheduler_flags, scheduler_secret_env
 
     model_dir = str(resolve_model(args.model))
     name_flags = ["--served-model-name", args.served_model_name] if args.served_model_name else []
@@ -116,7 +135,7 @@ def _run_serve(args: argparse.Namespace) -> None:
         scheduler_flags=scheduler_flags(args) + name_flags,
         port=args.port,
         host=args.host,
-        env=without_flag_variables(os.environ, args),
+        env={**without_flag_variables(os.environ, args), **scheduler_secret_env(args)},
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -124,9 +143,11 @@ def _run_serve(args: argparse.Namespace) -> None:
     try:
         address = stack.start()
         assert stack.scheduler is not None  # started by stack.start()
-        print(f"stepahead serving {model_dir} on {address} (Ctrl-C to stop)", flush=True)
+        http = f" and {stack.http_url}" if stack.http_url else ""
+        print(f"stepahead serving {model_dir} on {address}{http} (Ctrl-C to stop)", flush=True)
         while not stop.wait(1.0):
-            if not (stack.executor.is_running() and stack.scheduler.is_running()):
+            scheduler_running = stack.scheduler is not None and stack.scheduler.is_running()
+            if not (stack.executor.is_running() and scheduler_running):
                 print(f"a service exited:\n{stack.logs()}", file=sys.stderr)
                 raise SystemExit(1)
     finally:
@@ -137,10 +158,9 @@ def _run_generate(args: argparse.Namespace) -> None:
     from client import Client
 
     prompt_kwargs = {"prompt": args.prompt} if args.raw else {"messages": [{"role": "user", "content": args.prompt}]}
-    params = dict(
-        max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed
-    )
-    with Client(args.server) as client:
+    params = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+                  seed=args.seed)
+    with Client(args.server, tls_ca=args.tls_ca, api_key=args.api_key) as client:
         if args.json:
             result = client.generate(**prompt_kwargs, **params)
             print(json.dumps(result.to_dict(), indent=2))
@@ -153,9 +173,19 @@ def _run_generate(args: argparse.Namespace) -> None:
 def _run_health(args: argparse.Namespace) -> None:
     from client.health_check import SERVING, health_status
 
-    status = health_status(args.address, args.service, args.timeout)
+    status = health_status(args.address, args.service, args.timeout, args.tls_ca, args.tls_cert, args.tls_key)
     print(status)
     raise SystemExit(0 if status == SERVING else 1)
+
+
+def _run_make_certs(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from client.certs import make_certs
+
+    paths = make_certs(Path(args.out), args.san, args.days)
+    print(f"wrote {paths.ca} (trust it), {paths.server} + {paths.server_key} (servers), "
+          f"{paths.client} + {paths.client_key} (the scheduler's client certificate)")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -172,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         "executor": _run_executor,
         "generate": _run_generate,
         "health": _run_health,
+        "make-certs": _run_make_certs,
     }
     try:
         if args.command == "bench":

@@ -10,7 +10,7 @@ variable. Switches (flags without a value) take 1/true/yes/on or 0/false/no/off.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -35,13 +35,18 @@ class EnvDefault:
     builtin_default: Any
 
 
-def attach_env_defaults(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> None:
-    """Make every option of ``parser`` default to its STEPAHEAD_* variable when that is set.
+def attach_env_defaults(
+    parser: argparse.ArgumentParser, environ: Mapping[str, str], only: Collection[str] | None = None
+) -> None:
+    """Make every option of ``parser`` (or those whose destination is in ``only``) default to its
+    STEPAHEAD_* variable when that is set.
 
     Call it after all arguments are added. Help texts gain the variable's name; a required
     option whose variable is set stops being required.
     """
     for action in _configurable_options(parser):
+        if only is not None and action.dest not in only:
+            continue
         variable = env_var_name(action.dest)
         if action.help and action.help is not argparse.SUPPRESS:
             action.help = f"{action.help} [env {variable}]"
@@ -115,7 +120,7 @@ def _parse_switch(env: EnvDefault) -> Any:
 
 
 def _convert(env: EnvDefault, token: str) -> Any:
-    converter = env.action.type or str
+    converter: Any = env.action.type or str
     if not callable(converter):
         _fail(env, f"flag type {converter!r} cannot be read from the environment")
     try:

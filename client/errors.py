@@ -45,6 +45,12 @@ class ResourceExhaustedError(StepaheadError):
     default_code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+class UnauthenticatedError(StepaheadError):
+    """The server wants an API key and got none, or a wrong one (`api_key` / STEPAHEAD_API_KEY)."""
+
+    default_code = grpc.StatusCode.UNAUTHENTICATED
+
+
 class UnavailableError(StepaheadError):
     """The server cannot be reached or is shutting down; retrying later may succeed."""
 
@@ -77,6 +83,7 @@ _ERROR_BY_CODE: dict[grpc.StatusCode, type[StepaheadError]] = {
     grpc.StatusCode.NOT_FOUND: NotFoundError,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
     grpc.StatusCode.CANCELLED: CancelledError,
     grpc.StatusCode.INTERNAL: InternalError,

@@ -74,6 +74,15 @@ class ServiceProcess:
         """The last lines the process printed."""
         return "\n".join(self._lines)
 
+    def find(self, pattern: str) -> str | None:
+        """The first group of ``pattern`` in the first kept log line that matches it, or None."""
+        compiled = re.compile(pattern)
+        for line in list(self._lines):
+            match = compiled.search(line)
+            if match:
+                return match.group(1)
+        return None
+
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
@@ -93,10 +102,13 @@ class ServiceProcess:
                 continue
 
 
-def wait_until_serving(address: str, timeout_s: float = 300.0, service: str = "") -> None:
-    """Poll grpc.health.v1 until ``service`` reports SERVING (never a fixed sleep)."""
+def wait_until_serving(
+    address: str, timeout_s: float = 300.0, service: str = "", credentials: grpc.ChannelCredentials | None = None
+) -> None:
+    """Poll grpc.health.v1 until ``service`` reports SERVING (never a fixed sleep); TLS with ``credentials``."""
     deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(address) as channel:
+    channel = grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
+    with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypedDict
 
+from client.channels import auth_metadata
 from client.tracing import trace_metadata
 from stepahead_proto import generation_pb2, sampling_pb2
 
@@ -117,9 +118,10 @@ def build_stopping_params(options: Mapping[str, Any]) -> sampling_pb2.StoppingPa
     return params
 
 
-def call_metadata() -> tuple[tuple[str, str], ...]:
-    """Metadata sent with every call: the caller's W3C trace context, when a span is current."""
-    return trace_metadata()
+def call_metadata(api_key: str | None = None) -> tuple[tuple[str, str], ...]:
+    """Metadata sent with every call: the caller's W3C trace context, when a span is current, and the
+    API key as ``authorization: Bearer <key>`` when there is one."""
+    return trace_metadata() + auth_metadata(api_key)
 
 
 def _check_option_names(options: Mapping[str, Any]) -> None:

@@ -5,13 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from client.launcher import ServiceProcess, wait_until_serving
+from stepahead_common.tls import channel_credentials
 
 EXECUTOR_BOUND = r"executor bound to (\S+),"
 SCHEDULER_LISTENING = r"scheduler listening on (\S+) "
+SCHEDULER_HTTP = r"scheduler HTTP on (\S+)"
 
 
 class LocalStack:
-    """Starts executor then scheduler on 127.0.0.1; stops both (process groups) on exit."""
+    """Starts executor then scheduler on 127.0.0.1; stops both (process groups) on exit.
+
+    With --tls-cert among the scheduler's flags its health is checked over TLS trusting ``tls_ca``;
+    without a CA to trust, the line the scheduler prints once it is serving is the readiness signal.
+    ``http_url`` is the HTTP front's base URL when --http-port is among the flags.
+    """
 
     def __init__(
         self,
@@ -21,6 +28,7 @@ class LocalStack:
         port: int = 0,
         host: str = "127.0.0.1",
         env: dict[str, str] | None = None,
+        tls_ca: str | None = None,
     ) -> None:
         self.executor = ServiceProcess(
             "executor",
@@ -31,9 +39,12 @@ class LocalStack:
             "scheduler", "--model", model_dir, "--host", host, "--port", str(port), *scheduler_flags
         )
         self._env = env
+        self._tls = "--tls-cert" in scheduler_flags
+        self._tls_ca = tls_ca
         self.scheduler: ServiceProcess | None = None
         self.address = ""
         self.executor_address = ""
+        self.http_url: str | None = None
 
     def start(self, timeout_s: float = 600.0) -> str:
         """Start both services and wait until the scheduler is SERVING; returns its address."""
@@ -45,7 +56,11 @@ class LocalStack:
                 self._env,
             )
             self.address = self.scheduler.start(SCHEDULER_LISTENING, timeout_s)
-            wait_until_serving(self.address, timeout_s)
+            self.http_url = self.scheduler.find(SCHEDULER_HTTP)
+            if not self._tls:
+                wait_until_serving(self.address, timeout_s)
+            elif self._tls_ca is not None:
+                wait_until_serving(self.address, timeout_s, credentials=channel_credentials(self._tls_ca))
         except BaseException:
             self.stop()
             raise

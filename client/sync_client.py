@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from client.channels import open_channel, resolve_api_key
 from client.errors import UnavailableError, error_from_rpc
 from client.requests import (
     Message,
@@ -74,6 +75,9 @@ class Client:
     `timeout` is the default deadline in seconds of every call (None: no deadline); each
     method's own `timeout` overrides it. Failed calls raise client.errors.StepaheadError
     subclasses.
+
+    TLS: `tls_ca="ca.pem"` trusts that CA (`tls=True` alone: the system's roots). `api_key` is sent
+    as `authorization: Bearer <key>` with every call; None reads STEPAHEAD_API_KEY (unset: no key).
     """
 
     def __init__(
@@ -82,12 +86,16 @@ class Client:
         timeout: float | None = None,
         *,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls_ca: str | None = None,
+        tls: bool | None = None,
+        api_key: str | None = None,
     ) -> None:
         if not target:
             raise ValueError("target must be a non-empty 'host:port' address")
         self.target = target
         self.timeout = check_timeout(timeout)
-        self._channel = grpc.insecure_channel(target, options=list(channel_options))
+        self._api_key = resolve_api_key(api_key)
+        self._channel = open_channel(target, tls, tls_ca, channel_options)
         self._stub = generation_pb2_grpc.GenerationStub(self._channel)
 
     def generate_stream(
@@ -106,7 +114,7 @@ class Client:
         """
         request = build_generate_request(prompt, messages=messages, token_ids=token_ids, **options)
         call = self._stub.Generate(
-            request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata()
+            request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
         )
         return GenerationStream(call)
 
@@ -134,7 +142,7 @@ class Client:
         request = generation_pb2.AbortRequest(request_id=request_id)
         try:
             response = self._stub.Abort(
-                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata()
+                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -146,7 +154,7 @@ class Client:
             response = self._stub.GetModelInfo(
                 generation_pb2.GetModelInfoRequest(),
                 timeout=resolve_timeout(timeout, self.timeout),
-                metadata=call_metadata(),
+                metadata=call_metadata(self._api_key),
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err

@@ -43,6 +43,17 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
                             "(default auto: on for CUDA, off for CPU)")
 
 
+def add_executor_tls_arguments(parser: argparse.ArgumentParser, server_certificate: bool = True) -> None:
+    """TLS flags of the executor. Under `serve` its certificate is the one of --tls-cert/--tls-key (the
+    scheduler's flags), so only --tls-client-ca is added there (``server_certificate`` False)."""
+    group = parser.add_argument_group("executor TLS")
+    if server_certificate:
+        group.add_argument("--tls-cert", default=None, help="PEM certificate: serve the Execute API over TLS")
+        group.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
+    group.add_argument("--tls-client-ca", default=None,
+                       help="mutual TLS: accept only clients with a certificate this CA signed (the scheduler's)")
+
+
 def add_metrics_argument(parser: argparse.ArgumentParser) -> None:
     """--metrics-port and --max-num-seqs of `stepahead executor` (under `serve` both belong to the scheduler,
     and the executor gets the scheduler's --max-num-seqs)."""
@@ -77,6 +88,9 @@ def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: in
         max_num_seqs=args.max_num_seqs,
         load_format=args.load_format,
         defer_token_readback=READBACK_CHOICES[args.defer_token_readback],
+        tls_cert=getattr(args, "tls_cert", None),
+        tls_key=getattr(args, "tls_key", None),
+        tls_client_ca=getattr(args, "tls_client_ca", None),
     )
 
 
@@ -95,4 +109,21 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
         value = getattr(args, name)
         if value is not None:
             flags += ["--" + name.replace("_", "-"), str(value)]
+    return flags + executor_tls_flags(args)
+
+
+def executor_tls_flags(args: argparse.Namespace) -> list[str]:
+    """Under `serve`: the executor serves TLS with --tls-cert/--tls-key when the scheduler-executor hop is
+    secured (any --executor-tls-* flag or --tls-client-ca); none of them: plaintext."""
+    hop = [getattr(args, name, None) for name in
+           ("executor_tls_ca", "executor_tls_cert", "executor_tls_key", "tls_client_ca")]
+    if not any(value is not None for value in hop):
+        return []
+    cert, key = getattr(args, "tls_cert", None), getattr(args, "tls_key", None)
+    if cert is None or key is None:
+        raise ValueError("tls_cert: --tls-cert and --tls-key are required to secure the scheduler-executor hop "
+                         "(the executor serves TLS with them)")
+    flags = ["--tls-cert", cert, "--tls-key", key]
+    if getattr(args, "tls_client_ca", None) is not None:
+        flags += ["--tls-client-ca", args.tls_client_ca]
     return flags

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stepahead_common.tls import check_pair, check_pem_file
+
 SUPPORTED_DTYPES = ("auto", "float32", "bfloat16", "float16")
 SPEC_METHODS = ("none", "ngram", "draft_model")
 ATTENTION_BACKENDS = ("auto", "torch", "torch_padded", "triton")
@@ -58,6 +60,12 @@ class ExecutorConfig:
     """Launch the next step before this one's sampled tokens reach the host, taking its input ids from
     the device (see model_runner.py). None: on for CUDA, off for CPU, where the forward runs on the
     calling thread and deferring would only delay each result by one forward."""
+    tls_cert: str | None = None
+    """PEM certificate of the Execute service; None: plaintext."""
+    tls_key: str | None = None
+    """PEM private key of ``tls_cert``."""
+    tls_client_ca: str | None = None
+    """Mutual TLS: accept only clients (the scheduler) presenting a certificate this CA signed."""
 
     @property
     def torch_dtype_name(self) -> str:
@@ -129,3 +137,10 @@ class ExecutorConfig:
             "ngram_min_n",
             f"must be in [1, ngram_max_n], got {self.ngram_min_n}",
         )
+        check_pair(self.tls_cert, self.tls_key, "tls_cert", "tls_key")
+        _require(
+            self.tls_client_ca is None or self.tls_cert is not None,
+            "tls_client_ca",
+            "requires tls_cert and tls_key (client certificates are checked over TLS)",
+        )
+        check_pem_file(self.tls_client_ca, "tls_client_ca")

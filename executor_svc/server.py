@@ -27,6 +27,7 @@ from executor_svc.model_runner import ModelRunner
 from executor_svc.servicer import ExecutorServicer
 from executor_svc.tracing import ExecutorTracing
 from executor_svc.warmup import warm_up
+from stepahead_common.tls import server_credentials
 from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 logger = logging.getLogger(__name__)
@@ -125,9 +126,14 @@ def serve(config: ExecutorConfig) -> None:
     executor_servicer = ExecutorServicer(compute, metrics)
     executor_pb2_grpc.add_ExecutorServicer_to_server(executor_servicer, server)
     reflection.enable_server_reflection((EXECUTOR_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(f"{config.host}:{config.port}")
+    address = f"{config.host}:{config.port}"
+    if config.tls_cert is not None and config.tls_key is not None:
+        credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
+        port = server.add_secure_port(address, credentials)
+    else:
+        port = server.add_insecure_port(address)
     if port == 0:
-        raise OSError(f"port: cannot bind {config.host}:{config.port}")
+        raise OSError(f"port: cannot bind {address}")
     server.start()
     if config.metrics_port is not None:
         metrics_port = metrics.serve_http(config.host, config.metrics_port)

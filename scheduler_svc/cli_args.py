@@ -7,8 +7,11 @@ import argparse
 from scheduler_svc.config import ReadinessConfig, SchedulerServiceConfig, SchedulingConfig
 
 
-def add_scheduler_arguments(parser: argparse.ArgumentParser, several_inflight_values: bool = False) -> None:
-    """Flags shared by `stepahead scheduler`, `serve` and `bench` (which may compare several inflight depths)."""
+def add_scheduler_arguments(
+    parser: argparse.ArgumentParser, several_inflight_values: bool = False, public_api: bool = True
+) -> None:
+    """Flags shared by `stepahead scheduler`, `serve` and `bench` (which may compare several inflight depths,
+    and serves its public API plainly: ``public_api`` False leaves out the HTTP, TLS and API-key flags)."""
     group = parser.add_argument_group("scheduler")
     group.add_argument("--max-num-seqs", type=int, default=64, help="most requests running at once (default 64)")
     group.add_argument("--max-num-batched-tokens", type=int, default=512, help="token budget of one step (default 512)")
@@ -31,6 +34,24 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser, several_inflight_va
                        help="serve the scheduler's Prometheus /metrics on this port (0: any free port; default off)")
     group.add_argument("--executor-stall-timeout-s", type=float, default=5.0,
                        help="not ready when the executor returns no step for this long with work pending (default 5)")
+    if public_api:
+        add_public_api_arguments(parser)
+
+
+def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
+    """The HTTP front, TLS and API keys of the public APIs, and TLS towards the executor."""
+    group = parser.add_argument_group("public API security and HTTP")
+    group.add_argument("--http-port", type=int, default=None,
+                       help="serve the OpenAI-compatible HTTP API on this port (0: any free port; default off)")
+    group.add_argument("--tls-cert", default=None, help="PEM certificate: serve the public APIs (gRPC, HTTP) over TLS")
+    group.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
+    group.add_argument("--api-key", default=None,
+                       help="require 'Authorization: Bearer <key>' on the public APIs (health stays open)")
+    group.add_argument("--api-key-file", default=None, help="accepted API keys, one per line")
+    group.add_argument("--executor-tls-ca", default=None, help="CA of the executor's certificate: reach it over TLS")
+    group.add_argument("--executor-tls-cert", default=None,
+                       help="the scheduler's client certificate for mutual TLS with the executor")
+    group.add_argument("--executor-tls-key", default=None, help="PEM private key of --executor-tls-cert")
 
 
 def scheduler_config_from_args(
@@ -52,6 +73,14 @@ def scheduler_config_from_args(
         default_max_tokens=args.default_max_tokens,
         metrics_port=args.metrics_port,
         readiness=ReadinessConfig(executor_stall_timeout_s=args.executor_stall_timeout_s),
+        http_port=getattr(args, "http_port", None),
+        tls_cert=getattr(args, "tls_cert", None),
+        tls_key=getattr(args, "tls_key", None),
+        api_keys=(args.api_key,) if getattr(args, "api_key", None) else (),
+        api_key_file=getattr(args, "api_key_file", None),
+        executor_tls_ca=getattr(args, "executor_tls_ca", None),
+        executor_tls_cert=getattr(args, "executor_tls_cert", None),
+        executor_tls_key=getattr(args, "executor_tls_key", None),
     )
 
 
@@ -67,4 +96,16 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
     ]
     if args.metrics_port is not None:
         flags += ["--metrics-port", str(args.metrics_port)]
+    for name in ("http_port", "tls_cert", "tls_key", "api_key_file", "executor_tls_ca", "executor_tls_cert",
+                 "executor_tls_key"):
+        value = getattr(args, name, None)
+        if value is not None:
+            flags += ["--" + name.replace("_", "-"), str(value)]
     return flags
+
+
+def scheduler_secret_env(args: argparse.Namespace) -> dict[str, str]:
+    """Settings `stepahead serve` hands the scheduler in its environment rather than its argv (which any
+    local user can read): the API key."""
+    key = getattr(args, "api_key", None)
+    return {"STEPAHEAD_API_KEY": key} if key else {}

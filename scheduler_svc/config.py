@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scheduler_svc.api_keys import read_api_key_file
+from stepahead_common.tls import check_pair, check_pem_file
+
 
 def _require(condition: bool, field_name: str, message: str) -> None:
     if not condition:
@@ -65,6 +68,37 @@ class SchedulerServiceConfig:
     metrics_port: int | None = None
     """Port of the Prometheus /metrics endpoint (None: off, 0: any free port)."""
     readiness: ReadinessConfig = field(default_factory=ReadinessConfig)
+    http_port: int | None = None
+    """Port of the OpenAI-compatible HTTP front (None: off, 0: any free port)."""
+    tls_cert: str | None = None
+    """PEM certificate (chain) of the public APIs, gRPC and HTTP; None: plaintext."""
+    tls_key: str | None = None
+    """PEM private key of ``tls_cert``."""
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    """Bearer tokens the public APIs accept (with those of ``api_key_file``); none at all: no authentication."""
+    api_key_file: str | None = None
+    """File with one accepted key per line (blank lines and # comments skipped)."""
+    executor_tls_ca: str | None = None
+    """CA that signed the executor's certificate; setting any executor_tls_* field turns TLS on for that hop."""
+    executor_tls_cert: str | None = None
+    """The scheduler's client certificate for mutual TLS with the executor."""
+    executor_tls_key: str | None = None
+    """Private key of ``executor_tls_cert``."""
+
+    @property
+    def tls_enabled(self) -> bool:
+        """Whether the public APIs serve TLS."""
+        return self.tls_cert is not None
+
+    @property
+    def executor_tls_enabled(self) -> bool:
+        """Whether the scheduler dials its executor over TLS."""
+        return any(path is not None for path in (self.executor_tls_ca, self.executor_tls_cert, self.executor_tls_key))
+
+    def load_api_keys(self) -> frozenset[str]:
+        """Every accepted key: ``api_keys`` plus the lines of ``api_key_file`` (read now)."""
+        from_file = read_api_key_file(self.api_key_file) if self.api_key_file is not None else []
+        return frozenset((*self.api_keys, *from_file))
 
     def __post_init__(self) -> None:
         _require(bool(self.model_dir), "model_dir", "must be set")
@@ -81,3 +115,27 @@ class SchedulerServiceConfig:
             "executor_connect_timeout_s",
             f"must be > 0, got {self.executor_connect_timeout_s}",
         )
+        self._check_http_port()
+        check_pair(self.tls_cert, self.tls_key, "tls_cert", "tls_key")
+        check_pair(self.executor_tls_cert, self.executor_tls_key, "executor_tls_cert", "executor_tls_key")
+        check_pem_file(self.executor_tls_ca, "executor_tls_ca")
+        self._check_api_keys()
+
+    def _check_http_port(self) -> None:
+        if self.http_port is None:
+            return
+        _require(0 <= self.http_port < 65536, "http_port", f"must be in [0, 65535], got {self.http_port}")
+        for other, value in (("port", self.port), ("metrics_port", self.metrics_port)):
+            _require(self.http_port == 0 or self.http_port != value, "http_port", f"must differ from {other}")
+
+    def _check_api_keys(self) -> None:
+        for index, key in enumerate(self.api_keys):
+            _require(bool(key) and key == key.strip() and " " not in key, f"api_keys[{index}]",
+                     "must be non-empty, without spaces")
+        if self.api_key_file is not None:
+            try:
+                keys = read_api_key_file(self.api_key_file)
+            except OSError as error:
+                reason = error.strerror or error
+                raise ValueError(f"api_key_file: cannot read {self.api_key_file!r} ({reason})") from None
+            _require(bool(keys), "api_key_file", f"{self.api_key_file!r} holds no key (one per line)")

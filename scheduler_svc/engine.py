@@ -72,11 +72,18 @@ class Engine:
         """When the executor finished the previous step; None after the engine went idle."""
 
     # ---- requests ----------------------------------------------------------------------------
-    def add_request(self, request: Request) -> asyncio.Queue[StreamItem]:
-        """Queue a validated request; its messages arrive on the returned queue."""
+    def add_request(
+        self, request: Request, queue: asyncio.Queue[StreamItem] | None = None
+    ) -> asyncio.Queue[StreamItem]:
+        """Queue a validated request; its messages arrive on the returned queue.
+
+        ``queue``: put them there instead of on a new queue (several requests may share one; their
+        messages carry their request ids, an EngineError arrives once per request).
+        """
         self.scheduler.add_request(request)
         self.tracing.register_request(request.request_id)
-        queue: asyncio.Queue[StreamItem] = asyncio.Queue()
+        if queue is None:
+            queue = asyncio.Queue()
         self._queues[request.request_id] = queue
         self._states[request.request_id] = RequestOutputState(
             request, self.tokenizer, self.max_model_len, RequestTiming(arrival=request.arrival_time)

@@ -110,6 +110,8 @@ class SchedulerMetrics:
                                 ["finish_reason"], registry=registry)
         self.failed = Counter(f"{PREFIX}_requests_failed", "Requests that ended with a gRPC error, by status code.",
                               ["code"], registry=registry)
+        self.http_requests = Counter(f"{PREFIX}_http_requests", "HTTP API responses, by route and status.",
+                                     ["route", "status"], registry=registry)
 
     def _define_step_series(self) -> None:
         registry = self.registry
@@ -181,6 +183,10 @@ class SchedulerMetrics:
     def count_error(self, code_name: str) -> None:
         """A request ended with a gRPC error; ``code_name`` is the status code's name, e.g. "UNAVAILABLE"."""
         self.failed.labels(code=code_name).inc()
+
+    def observe_http(self, route: str, status: int) -> None:
+        """An HTTP API response was sent (or, for a stream, started) with ``status``."""
+        self.http_requests.labels(route=route, status=str(status)).inc()
 
     def observe_speculation(
         self, drafted: int, accepted: int, accepted_per_position: Sequence[int], k: int | None = None

@@ -7,14 +7,18 @@ import logging
 import os
 import signal
 import time
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from scheduler_svc.api_keys import ApiKeyChecker
+from scheduler_svc.auth_interceptor import ApiKeyInterceptor
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulerServiceConfig
 from scheduler_svc.engine import Engine
+from scheduler_svc.http.context import ServingContext
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.readiness import GENERATION_SERVICE, ReadinessMonitor, executor_health_probe
 from scheduler_svc.scheduler import Scheduler
@@ -22,7 +26,11 @@ from scheduler_svc.servicer import GenerationServicer
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.tracing import SchedulerTracing
 from scheduler_svc.validation import ModelLimits
+from stepahead_common.tls import channel_credentials, server_credentials
 from stepahead_proto import executor_pb2, executor_pb2_grpc, generation_pb2_grpc
+
+if TYPE_CHECKING:
+    from scheduler_svc.http.front import HttpFront
 
 logger = logging.getLogger(__name__)
 
@@ -78,11 +86,44 @@ def readiness_monitor(
     )
 
 
+def executor_channel(config: SchedulerServiceConfig) -> grpc.aio.Channel:
+    """The channel to the executor: TLS (mutual with a client certificate) when configured."""
+    if not config.executor_tls_enabled:
+        return grpc.aio.insecure_channel(config.executor_address)
+    credentials = channel_credentials(config.executor_tls_ca, config.executor_tls_cert, config.executor_tls_key)
+    return grpc.aio.secure_channel(config.executor_address, credentials)
+
+
+def bind_public_port(server: grpc.aio.Server, config: SchedulerServiceConfig) -> int:
+    """Listen for the public gRPC API, with TLS when configured; returns the bound port."""
+    address = f"{config.host}:{config.port}"
+    if config.tls_cert is not None and config.tls_key is not None:
+        port = server.add_secure_port(address, server_credentials(config.tls_cert, config.tls_key))
+    else:
+        port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"port: cannot bind {address}")
+    return port
+
+
+async def start_http_front(
+    config: SchedulerServiceConfig, context: ServingContext, http_port: int
+) -> HttpFront:
+    """The OpenAI-compatible HTTP front on the scheduler's loop and engine."""
+    from scheduler_svc.http.app import create_app
+    from scheduler_svc.http.front import HttpFront
+
+    front = HttpFront(create_app(context), config.host, http_port, config.tls_cert, config.tls_key)
+    await front.start()
+    return front
+
+
 async def serve(config: SchedulerServiceConfig) -> None:
     """Run the scheduler until cancelled."""
     tracing = SchedulerTracing.from_env(os.environ)
     tokenizer = Tokenizer.from_dir(config.model_dir)
-    channel = grpc.aio.insecure_channel(config.executor_address)
+    api_keys = ApiKeyChecker(config.load_api_keys())
+    channel = executor_channel(config)
     executor = executor_pb2_grpc.ExecutorStub(channel)
     description = await describe_executor(executor, config.executor_connect_timeout_s)
     limits = model_limits(config, description, tokenizer)
@@ -95,31 +136,43 @@ async def serve(config: SchedulerServiceConfig) -> None:
         tracing=tracing.engine,
     )
 
-    server = grpc.aio.server(interceptors=tracing.server_interceptors())
+    interceptors = tracing.server_interceptors()
+    if api_keys.enabled:
+        interceptors.append(ApiKeyInterceptor(api_keys, lambda: metrics.count_error("UNAUTHENTICATED")))
+    server = grpc.aio.server(interceptors=interceptors)
     servicer = tracing.wrap_servicer(GenerationServicer(engine, tokenizer, limits), limits.model_name)
     generation_pb2_grpc.add_GenerationServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((GENERATION_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(f"{config.host}:{config.port}")
-    if port == 0:
-        raise OSError(f"port: cannot bind {config.host}:{config.port}")
+    port = bind_public_port(server, config)
     await server.start()
     engine.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)  # liveness
     monitor = readiness_monitor(config, channel, engine, health_servicer)
     await monitor.poll_once()
     monitor_task = asyncio.get_running_loop().create_task(monitor.run_forever())
+    http_front = None
     if config.metrics_port is not None:
         metrics_port = metrics.serve_http(config.host, config.metrics_port)
         print(f"stepahead scheduler metrics on {config.host}:{metrics_port}", flush=True)
-    print(f"stepahead scheduler listening on {config.host}:{port} (model {limits.model_name})", flush=True)
+    if config.http_port is not None:
+        context = ServingContext(
+            engine, tokenizer, limits, api_keys, tracing.http(), lambda: monitor.ready is True,
+            metrics.registry if config.metrics_port is not None else None,
+        )
+        http_front = await start_http_front(config, context, config.http_port)
+        print(f"stepahead scheduler HTTP on {http_front.url}", flush=True)
+    security = ("TLS" if config.tls_enabled else "plaintext") + (", API keys" if api_keys.enabled else "")
+    print(f"stepahead scheduler listening on {config.host}:{port} (model {limits.model_name}, {security})", flush=True)
     # SIGTERM (docker stop, process-group stop) ends the server cleanly, so buffered spans get exported.
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: asyncio.ensure_future(server.stop(grace=1.0)))
     try:
         await server.wait_for_termination()
     finally:
         monitor_task.cancel()
+        if http_front is not None:
+            await http_front.stop()
         await engine.stop()
         await server.stop(grace=1.0)
         await channel.close()

@@ -37,6 +37,10 @@ class Tokenizer:
             token_id for token_id, token in inner.get_added_tokens_decoder().items() if token.special
         )
         self._byte_fallback_ids = _byte_fallback_ids(inner)
+        self.byte_level = inner.decoder is not None and "ByteLevel" in _decoder_types(
+            json.loads(inner.decoder.__getstate__())
+        )
+        """Whether tokens are GPT-2 style byte-level strings (each character stands for one byte)."""
 
     @classmethod
     def from_dir(cls, model_dir: str | Path) -> Tokenizer:

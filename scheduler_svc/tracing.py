@@ -7,6 +7,8 @@ Spans (when on):
 - ``<operation> <model>`` (e.g. ``text_completion SmolLM2``): one per Generate call, from its start
   to its final message, with gen_ai.* attributes; children ``stepahead.queue``,
   ``stepahead.prefill``, ``stepahead.decode``.
+- ``POST /v1/...`` (SERVER): the HTTP front's span per request, continuing the ``traceparent``
+  header, over the same ``<operation> <model>`` spans (one per choice); see http/tracing.py.
 - ``stepahead.step``: one per sampled step (STEPAHEAD_STEP_TRACE_RATE, default 0.1), see
   step_tracing.py; the executor's ``executor.*`` phase spans are its children.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from scheduler_svc.http.tracing import HttpTracing
 from scheduler_svc.request_tracing import TracedGenerationServicer
 from scheduler_svc.step_tracing import EngineTracing
 from stepahead_common.tracing_config import TracingConfig, process_tracer
@@ -63,6 +66,10 @@ class SchedulerTracing:
         if self._tracer is None:
             return servicer
         return TracedGenerationServicer(servicer, self._tracer, self.engine, model_name)
+
+    def http(self) -> HttpTracing:
+        """Spans of the HTTP front's requests (no-ops when off)."""
+        return HttpTracing(self._tracer, self.engine)
 
     def shutdown(self) -> None:
         """Flush and stop the exporters (no-op when off)."""

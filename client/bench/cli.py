@@ -13,6 +13,7 @@ from client.bench.forward_setup import ForwardSetup
 
 def add_bench_parser(commands) -> None:
     """Register the `bench` subcommand."""
+    from client.bench.http_compare import API_CHOICES
     from client.bench.model_shapes import SHAPES
     from executor_svc.cli_args import add_executor_arguments
     from scheduler_svc.cli_args import add_scheduler_arguments
@@ -45,7 +46,10 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--rounds", type=int, default=1,
                        help="repeat every load configuration this many times, alternating, and report the "
                             "median of each ratio over the rounds (default 1)")
-    add_scheduler_arguments(bench, several_inflight_values=True)
+    bench.add_argument("--api", nargs="+", choices=API_CHOICES, default=["grpc"],
+                       help="drive the gRPC API, the OpenAI-compatible HTTP front (streamed chat completions), or "
+                            "both against the same stack: --api grpc http reports HTTP/gRPC throughput (default grpc)")
+    add_scheduler_arguments(bench, several_inflight_values=True, public_api=False)
     add_executor_arguments(bench)
     bench.set_defaults(num_threads=2)
 
@@ -67,6 +71,7 @@ def run_bench(args: argparse.Namespace) -> dict:
         hf_generate_throughput,
         measure_bare_decode_forward_in_subprocess,
     )
+    from client.bench.http_compare import http_ratios
     from client.bench.report import format_table, write_json, write_plot
     from client.bench.speculation import speculation_ratios
     from client.bench.tracing_compare import tracing_ratios
@@ -113,6 +118,7 @@ def run_bench(args: argparse.Namespace) -> dict:
     first_runs = _first_run_per_concurrency(report["runs"])
     report["bare_forward"] = [run["bare_forward"] for run in first_runs.values()]
     report["ratios"] = _ratios(report)
+    report["ratios"].update(http_ratios(report["runs"]))
     if args.spec_method != "none" and 1 in first_runs:
         # V(K) compares two forwards timed one right after the other, on the contexts decoded at c=1
         # (greedy: every run at one concurrency decodes the same).
@@ -123,8 +129,8 @@ def run_bench(args: argparse.Namespace) -> dict:
             for q in (1, args.num_spec_tokens + 1))
         report["bare_forward"] += [one_token, verify]
         report["ratios"].update(speculation_ratios(
-            report["runs"], one_token["median_ms"], verify["median_ms"], args.num_spec_tokens))
-    report["ratios"].update(tracing_ratios(report["runs"]))
+            _grpc_runs(report["runs"]), one_token["median_ms"], verify["median_ms"], args.num_spec_tokens))
+    report["ratios"].update(tracing_ratios(_grpc_runs(report["runs"])))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out)
     write_json(report, out / f"bench-{stamp}.json")
@@ -143,6 +149,7 @@ def _load_runs(
     Returns the runs and, with --tracing, what the in-process OTLP receiver saw.
     """
     from client.bench.baselines import measure_bare_decode_forward_in_subprocess
+    from client.bench.http_compare import api_label, api_order
     from client.bench.otlp_receiver import OtlpReceiver
     from client.bench.speculation import spec_variants
     from client.bench.tracing_compare import mode_label, stack_env, step_trace_rate, tracing_order
@@ -158,6 +165,8 @@ def _load_runs(
         for inflight, num_steps in itertools.product(args.max_inflight_steps, args.num_scheduler_steps):
             flags = scheduler_flags(argparse.Namespace(
                 **{**vars(args), "max_inflight_steps": inflight, "num_scheduler_steps": num_steps}))
+            if "http" in args.api:
+                flags += ["--http-port", "0"]
             for tracing_on, spec_method in itertools.product(modes, spec_variants(args.spec_method)):
                 env = None if tracing_on is None else stack_env(tracing_on, endpoint)
                 suffix = ("" if num_steps == 1 else f" steps={num_steps}") + (
@@ -165,22 +174,28 @@ def _load_runs(
                     "" if args.spec_method == "none" else f" spec={spec_method}")
                 draft_model = args.draft_model if spec_method == "draft_model" else None
                 executor_args = argparse.Namespace(
-                    **{**vars(args), "spec_method": spec_method, "draft_model": draft_model}
-                )
+                    **{**vars(args), "spec_method": spec_method, "draft_model": draft_model})
                 with LocalStack(model_dir, executor_flags(executor_args), flags, host=args.host, env=env) as stack:
                     for concurrency in args.concurrency:
-                        run = _measure(stack.address, prompts, concurrency, inflight, args, suffix)
-                        run["spec_method"] = spec_method
-                        run["num_scheduler_steps"] = num_steps
-                        # Timed right after the run, on its contexts: machine drift between the two stays small.
+                        group = []
+                        for api in api_order(args.api, round_index):
+                            run = _measure(stack, prompts, concurrency, inflight, args, suffix + api_label(api), api)
+                            group.append({**run, "api": api, "spec_method": spec_method, "round": round_index,
+                                          "num_scheduler_steps": num_steps})
+                        # Timed right after the runs, on their contexts (greedy: every API decodes the same):
+                        # machine drift between the two stays small.
                         setup = args.forward_setup
-                        run["bare_forward"] = measure_bare_decode_forward_in_subprocess(
-                            model_dir, args.num_threads, run["decode_contexts"], setup=setup)
+                        bare = measure_bare_decode_forward_in_subprocess(
+                            model_dir, args.num_threads, group[0]["decode_contexts"], setup=setup)
+                        graph = None
                         if setup.is_cuda and not args.enforce_eager:  # the step as the executor replays it
-                            run["bare_forward_graph"] = measure_bare_decode_forward_in_subprocess(
-                                model_dir, args.num_threads, run["decode_contexts"], setup=setup, graphs=True)
-                        run["round"] = round_index
-                        runs.append(run if tracing_on is None else {**run, "tracing": tracing_on})
+                            graph = measure_bare_decode_forward_in_subprocess(
+                                model_dir, args.num_threads, group[0]["decode_contexts"], setup=setup, graphs=True)
+                        for run in group:
+                            run["bare_forward"] = bare
+                            if graph is not None:
+                                run["bare_forward_graph"] = graph
+                            runs.append(run if tracing_on is None else {**run, "tracing": tracing_on})
     finally:
         if receiver:
             receiver.stop()
@@ -190,17 +205,22 @@ def _load_runs(
 
 
 def _measure(
-    address: str, prompts: list[str], concurrency: int, inflight: int, args: argparse.Namespace, label_suffix: str = ""
+    stack, prompts: list[str], concurrency: int, inflight: int, args: argparse.Namespace, label_suffix: str = "",
+    api: str = "grpc",
 ) -> dict:
-    """One load run, with the executor's busy and bubble time over exactly that run."""
+    """One load run through ``api``, with the executor's busy and bubble time over exactly that run."""
+    from client.bench.http_load import run_http_load
     from client.bench.load import run_load
     from client.bench.stats import summarize
     from client.sync_client import Client
 
-    with Client(address) as client:
+    chosen = _prompts_for(concurrency, args.num_prompts, prompts)
+    with Client(stack.address) as client:
         before = client.model_info().stats
-        result = run_load(address, _prompts_for(concurrency, args.num_prompts, prompts), concurrency, args.max_tokens,
-                          args.ignore_eos)
+        if api == "http":
+            result = run_http_load(stack.http_url, chosen, concurrency, args.max_tokens)
+        else:
+            result = run_load(stack.address, chosen, concurrency, args.max_tokens, args.ignore_eos)
         after = client.model_info().stats
     summary = summarize(result)
     summary.update(
@@ -225,6 +245,11 @@ def _measure(
     return summary
 
 
+def _grpc_runs(runs: list[dict]) -> list[dict]:
+    """The runs through the gRPC API (those through HTTP have a ratio of their own: http_compare.py)."""
+    return [run for run in runs if run.get("api", "grpc") == "grpc"]
+
+
 def _first_run_per_concurrency(runs: list[dict]) -> dict[int, dict]:
     """The first run at each concurrency, by ascending concurrency."""
     firsts: dict[int, dict] = {}
@@ -241,7 +266,7 @@ def _ratios(report: dict) -> dict:
     hf = {(h.get("round", 0), h["batch_size"]): h["throughput_tok_s"] for h in report["hf"]}
     hf_compiled = {h.get("round", 0): h["throughput_tok_s"] for h in report.get("hf_compiled", [])}
     by_round_label = {(run.get("round", 0), run["label"]): run for run in report["runs"]}
-    for run in report["runs"]:
+    for run in _grpc_runs(report["runs"]):
         c, label = run["concurrency"], run["label"]
         values = per_label.setdefault(label, {})
         values.setdefault(f"itl_p50_over_bare_forward_batch{c}[{label}]", []).append(

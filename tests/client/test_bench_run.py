@@ -28,3 +28,18 @@ def test_bench_reports_sync_and_async_against_bare_forwards(tiny_model_dir, tmp_
     assert "throughput_over_sync[c=3 inflight=2]" in report["ratios"]
     assert next(tmp_path.glob("bench-*.png")).stat().st_size > 0
     assert "bare forward + LM head right after the run" in capsys.readouterr().out
+
+
+def test_bench_compares_the_http_front_with_grpc_in_one_run(tiny_model_dir, tmp_path):
+    main(["bench", "--model", str(tiny_model_dir), "--no-hf", "--concurrency", "2", "--num-prompts", "3",
+          "--max-tokens", "6", "--max-inflight-steps", "2", "--num-threads", "1", "--api", "grpc", "http",
+          "--rounds", "2", "--out", str(tmp_path)])
+    report = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
+    assert [(run["label"], run["round"]) for run in report["runs"]] == [
+        ("c=2 inflight=2", 0), ("c=2 inflight=2 api=http", 0), ("c=2 inflight=2 api=http", 1), ("c=2 inflight=2", 1)]
+    grpc_run, http_run = report["runs"][:2]
+    assert http_run["api"] == "http" and http_run["output_tokens"] == grpc_run["output_tokens"] > 0
+    assert http_run["num_requests"] == 3 and http_run["steps"] > 0
+    ratio = report["ratios"]["throughput_http_over_grpc[c=2 inflight=2]"]
+    assert 0 < ratio < 10
+    assert not any("api=http" in name for name in report["ratios"] if not name.startswith("throughput_http"))

@@ -108,6 +108,12 @@ def test_scheduler_reaches_the_executor_and_waits_for_its_health(compose):
     assert published(compose, "scheduler")[int(env(compose, "scheduler")["STEPAHEAD_PORT"])] == 50051
 
 
+def test_scheduler_serves_and_publishes_the_http_api(compose):
+    http_port = int(env(compose, "scheduler")["STEPAHEAD_HTTP_PORT"])
+    assert published(compose, "scheduler")[http_port] == 8000
+    assert "8000" in (REPO_ROOT / "Dockerfile").read_text().split("EXPOSE", 1)[1].splitlines()[0]
+
+
 def test_executor_is_cpu_by_default_and_gpu_in_its_profile(compose):
     cpu, gpu = compose["services"]["executor"], compose["services"]["executor-gpu"]
     assert "profiles" not in cpu and "deploy" not in cpu

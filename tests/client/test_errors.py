@@ -33,6 +33,7 @@ class _FakeRpcError(grpc.RpcError):
         (grpc.StatusCode.CANCELLED, errors.CancelledError),
         (grpc.StatusCode.INTERNAL, errors.InternalError),
         (grpc.StatusCode.UNKNOWN, errors.InternalError),
+        (grpc.StatusCode.UNAUTHENTICATED, errors.UnauthenticatedError),
     ],
 )
 def test_codes_map_to_typed_errors(code: grpc.StatusCode, error_type: type) -> None:

@@ -24,12 +24,13 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 
 from client import Client
 from client.launcher import ServiceProcess, wait_until_serving
-from client.stack import EXECUTOR_BOUND, SCHEDULER_LISTENING
+from client.stack import EXECUTOR_BOUND, SCHEDULER_HTTP, SCHEDULER_LISTENING
 
 pytestmark = pytest.mark.stack
 
 METRICS_LINE = r"metrics on (\S+)"
 SUBSTITUTED = {"STEPAHEAD_HOST": "127.0.0.1", "STEPAHEAD_PORT": "0", "STEPAHEAD_METRICS_PORT": "0"}
+SUBSTITUTED_SCHEDULER = {"STEPAHEAD_HTTP_PORT": "0"}
 
 
 class OtlpSink(trace_service_pb2_grpc.TraceServiceServicer):
@@ -94,13 +95,14 @@ class ComposeService:
 
 def local_environment(compose_env: dict[str, str], cache_dir: str) -> dict[str, str]:
     """This machine's environment without stepahead/OTel settings, then the compose file's, then the substitutions."""
-    missing = set(SUBSTITUTED) - set(compose_env)
+    substituted = {**SUBSTITUTED, **(SUBSTITUTED_SCHEDULER if "STEPAHEAD_HTTP_PORT" in compose_env else {})}
+    missing = set(substituted) - set(compose_env)
     assert not missing, f"the compose file no longer sets {missing}; update this test"
     compose_cache = compose_env["STEPAHEAD_CACHE"]
     under_cache = {key: cache_dir + value[len(compose_cache):] for key, value in compose_env.items()
                    if value.startswith(compose_cache)}
     inherited = {key: value for key, value in os.environ.items() if not key.startswith(("STEPAHEAD_", "OTEL_"))}
-    return {**inherited, **compose_env, **under_cache, **SUBSTITUTED}
+    return {**inherited, **compose_env, **under_cache, **substituted}
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +143,16 @@ def test_generation_runs_through_the_compose_services(compose_stack):
     with Client(scheduler.address) as client:
         result = client.generate(prompt="hello compose", max_tokens=8, ignore_eos=True, temperature=0.0)
     assert len(result.token_ids) == 8 and result.finish_reason == "length", logs(executor, scheduler)
+
+
+def test_the_compose_scheduler_serves_the_http_api(compose_stack):
+    executor, scheduler = compose_stack
+    url = scheduler.process.find(SCHEDULER_HTTP)
+    assert url, logs(scheduler)
+    request = urllib.request.Request(f"{url}/v1/completions", data=b'{"prompt": "hi", "max_tokens": 3}',
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 200 and b'"completion_tokens":3' in response.read()
 
 
 @pytest.mark.parametrize("index", [0, 1], ids=["executor", "scheduler"])

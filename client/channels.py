@@ -1,0 +1,63 @@
+"""gRPC channels of the SDK: plaintext or TLS, and the API key sent with every call."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from stepahead_common.tls import channel_credentials
+
+API_KEY_VARIABLE = "STEPAHEAD_API_KEY"
+
+
+def resolve_api_key(api_key: str | None) -> str | None:
+    """``api_key``, else STEPAHEAD_API_KEY from the environment (read now), else None (send no key)."""
+    if api_key is not None:
+        if not api_key.strip():
+            raise ValueError("api_key must be a non-empty string or None")
+        return api_key.strip()
+    return os.environ.get(API_KEY_VARIABLE, "").strip() or None
+
+
+def _credentials(tls: bool | None, tls_ca: str | None) -> grpc.ChannelCredentials | None:
+    if tls is None:
+        tls = tls_ca is not None
+    if not tls:
+        if tls_ca is not None:
+            raise ValueError("tls_ca is given but tls=False")
+        return None
+    if tls_ca is not None:
+        try:
+            open(tls_ca, "rb").close()
+        except OSError as error:
+            raise ValueError(f"tls_ca: cannot read {tls_ca!r} ({error.strerror or error})") from None
+    return channel_credentials(tls_ca)
+
+
+def open_channel(
+    target: str, tls: bool | None, tls_ca: str | None, options: Sequence[tuple[str, Any]]
+) -> grpc.Channel:
+    """A blocking channel: TLS trusting ``tls_ca`` (or the system's roots with tls=True), else plaintext."""
+    credentials = _credentials(tls, tls_ca)
+    if credentials is None:
+        return grpc.insecure_channel(target, options=list(options))
+    return grpc.secure_channel(target, credentials, options=list(options))
+
+
+def open_aio_channel(
+    target: str, tls: bool | None, tls_ca: str | None, options: Sequence[tuple[str, Any]]
+) -> grpc.aio.Channel:
+    """The asyncio twin of open_channel."""
+    credentials = _credentials(tls, tls_ca)
+    if credentials is None:
+        return grpc.aio.insecure_channel(target, options=list(options))
+    return grpc.aio.secure_channel(target, credentials, options=list(options))
+
+
+def auth_metadata(api_key: str | None) -> tuple[tuple[str, str], ...]:
+    """The ``authorization: Bearer <key>`` call metadata (nothing without a key)."""
+    return () if api_key is None else (("authorization", f"Bearer {api_key}"),)

@@ -1,0 +1,7 @@
+"""The OpenAI-compatible HTTP front: a FastAPI app on the scheduler's own event loop and Engine.
+
+app.py assembles it; completions.py serves /v1/chat/completions and /v1/completions;
+info_routes.py /v1/models, /health and /metrics; protocol.py, conversion.py, responses.py and
+logprobs.py translate between OpenAI's shapes and the engine's; streaming.py sends server-sent
+events; front.py runs uvicorn as a task of the scheduler's loop.
+"""

@@ -1,0 +1,45 @@
+"""The FastAPI app of the HTTP front: routes, and every error in OpenAI's shape."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from scheduler_svc.http.completions import CHAT_ROUTE, COMPLETIONS_ROUTE, CompletionRoutes
+from scheduler_svc.http.context import ServingContext
+from scheduler_svc.http.errors import error_body
+from scheduler_svc.http.info_routes import InfoRoutes
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(context: ServingContext) -> FastAPI:
+    """The OpenAI-compatible API over ``context``'s engine."""
+    app = FastAPI(title="stepahead", docs_url=None, redoc_url=None, openapi_url=None)
+    completions = CompletionRoutes(context)
+    info = InfoRoutes(context)
+    app.add_api_route(CHAT_ROUTE, completions.chat, methods=["POST"])
+    app.add_api_route(COMPLETIONS_ROUTE, completions.completions, methods=["POST"])
+    app.add_api_route("/v1/models", info.list_models, methods=["GET"])
+    app.add_api_route("/v1/models/{model:path}", info.get_model, methods=["GET"])
+    app.add_api_route("/health", info.health, methods=["GET"])
+    app.add_api_route("/metrics", info.metrics, methods=["GET"])
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _server_error)
+    return app
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    """Starlette's own errors (unknown path 404, wrong method 405) in OpenAI's shape."""
+    status = error.status_code if isinstance(error, HTTPException) else 500
+    detail = error.detail if isinstance(error, HTTPException) else str(error)
+    return JSONResponse(error_body(status, f"{request.method} {request.url.path}: {detail}"), status_code=status)
+
+
+async def _server_error(request: Request, error: Exception) -> Response:
+    logger.exception("HTTP %s %s failed", request.method, request.url.path, exc_info=error)
+    return JSONResponse(error_body(500, f"internal error: {type(error).__name__}"), status_code=500)

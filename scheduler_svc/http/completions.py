@@ -1,0 +1,165 @@
+"""``POST /v1/chat/completions`` and ``POST /v1/completions`` over the engine.
+
+Both run the same steps: authorize, parse the body (pydantic, strict types), map it to
+GenerateRequests and validate them with the gRPC API's own checks, add them to the engine, then
+either collect every choice into one JSON body or stream chunks as server-sent events. A stream
+answers once the first engine message is there, so a failure before any output (the executor is
+unavailable, say) still gets its own HTTP status; a later one becomes an error event. A client
+that disconnects aborts every unfinished choice, freeing its KV blocks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+import grpc
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from scheduler_svc.http.context import ServingContext
+from scheduler_svc.http.conversion import GenerationPlan, build_engine_requests, chat_plan, completion_plan
+from scheduler_svc.http.engine_run import EngineRun
+from scheduler_svc.http.errors import ApiError, from_validation_error
+from scheduler_svc.http.logprobs import TokenTexts
+from scheduler_svc.http.protocol import ChatCompletionRequest, CompletionRequest
+from scheduler_svc.http.responses import ResponseBuilder
+from scheduler_svc.http.streaming import DONE, ClientDisconnected, EventStream, sse_event, unless_disconnected
+from scheduler_svc.http.tracing import RequestTrace
+from stepahead_proto import generation_pb2
+
+logger = logging.getLogger(__name__)
+
+CHAT_ROUTE = "/v1/chat/completions"
+COMPLETIONS_ROUTE = "/v1/completions"
+CLIENT_CLOSED = 499
+"""Logged and counted (never sent) when the client went away first, as nginx does."""
+MAX_BODY_BYTES = 32 * 2**20
+"""Largest request body read (a prompt longer than any context fits many times over)."""
+Body = TypeVar("Body", bound=BaseModel)
+
+
+async def read_body(request: Request, limit: int | None = None) -> bytes:
+    """The request body, or ApiError (400) once it exceeds ``limit`` bytes (MAX_BODY_BYTES; never read further)."""
+    limit = MAX_BODY_BYTES if limit is None else limit
+    declared = request.headers.get("content-length", "")
+    too_large = ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"the body is larger than {limit} bytes")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_body(model: type[Body], raw: bytes) -> Body:
+    """The request body as ``model``, or ApiError (400) naming the first wrong parameter."""
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as error:
+        raise from_validation_error(error) from None
+
+
+class CompletionRoutes:
+    """The two generation endpoints, sharing one flow."""
+
+    def __init__(self, context: ServingContext) -> None:
+        self.context = context
+        self.texts = TokenTexts(context.tokenizer)
+
+    async def chat(self, request: Request) -> Response:
+        """``POST /v1/chat/completions``."""
+        return await self._serve(request, CHAT_ROUTE, "chatcmpl", lambda raw: chat_plan(
+            parse_body(ChatCompletionRequest, raw), self.context.limits.model_name))
+
+    async def completions(self, request: Request) -> Response:
+        """``POST /v1/completions``."""
+        return await self._serve(request, COMPLETIONS_ROUTE, "cmpl", lambda raw: completion_plan(
+            parse_body(CompletionRequest, raw), self.context.limits.model_name))
+
+    async def _serve(
+        self, request: Request, route: str, id_prefix: str, make_plan: Callable[[bytes], GenerationPlan]
+    ) -> Response:
+        context = self.context
+        trace = context.tracing.start("POST", route, request.headers)
+        run: EngineRun | None = None
+        try:
+            context.authorize(request.headers)
+            plan = make_plan(await read_body(request))
+            engine_requests = build_engine_requests(plan, context.tokenizer, context.limits)
+            run = EngineRun(context.engine, plan, trace)
+            run.start(engine_requests)
+            builder = ResponseBuilder(plan, self.texts, f"{id_prefix}-{uuid.uuid4().hex}", int(time.time()))
+            if plan.stream:
+                first = await unless_disconnected(run.next(), request.receive)
+                self._count(route, 200)
+                return EventStream(self._events(run, builder, first, trace), on_close=lambda: _close(run, trace))
+            body = await unless_disconnected(self._collect(run, builder), request.receive)
+        except ApiError as error:
+            return self._refuse(error, route, run, trace)
+        except ClientDisconnected:
+            self._count(route, CLIENT_CLOSED)
+            _close(run, trace, CLIENT_CLOSED)
+            return Response(status_code=CLIENT_CLOSED)
+        except BaseException as error:
+            _close(run, trace, 500, f"{type(error).__name__}: {error}")
+            raise
+        trace.close(200)
+        self._count(route, 200)
+        return JSONResponse(body)
+
+    async def _collect(self, run: EngineRun, builder: ResponseBuilder) -> dict[str, Any]:
+        while (item := await run.next()) is not None:
+            builder.add(*item)
+        return builder.body()
+
+    async def _events(
+        self,
+        run: EngineRun,
+        builder: ResponseBuilder,
+        first: tuple[int, generation_pb2.GenerateResponse] | None,
+        trace: RequestTrace,
+    ) -> AsyncIterator[bytes]:
+        if builder.chat:
+            yield sse_event(builder.role_chunk())
+        item = first
+        while item is not None:
+            chunk = builder.chunk(*item)
+            if chunk is not None:
+                yield sse_event(chunk)
+            try:
+                item = await run.next()
+            except ApiError as error:
+                trace.close(200, error.message)
+                yield sse_event(error.body())
+                yield DONE
+                return
+        if builder.plan.include_usage:
+            yield sse_event(builder.usage_chunk())
+        trace.close(200)
+        yield DONE
+
+    def _refuse(self, error: ApiError, route: str, run: EngineRun | None, trace: RequestTrace) -> Response:
+        _close(run, trace, error.status, error.message)
+        if run is None:  # refused before reaching the engine (which counts its own failures)
+            self.context.engine.metrics.count_error(error.code.name)
+        self._count(route, error.status)
+        headers = {"WWW-Authenticate": "Bearer"} if error.code == grpc.StatusCode.UNAUTHENTICATED else None
+        return error.response(headers)
+
+    def _count(self, route: str, status: int) -> None:
+        self.context.engine.metrics.observe_http(route, status)
+
+
+def _close(run: EngineRun | None, trace: RequestTrace, status: int = 200, error: str | None = None) -> None:
+    """Abort what is unfinished (the client is gone or the response failed) and end the trace."""
+    if run is not None:
+        run.abort()
+    trace.close(status, error)

@@ -1,0 +1,40 @@
+"""What the HTTP routes serve from: the scheduler's engine, tokenizer and limits, and its policies."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from scheduler_svc.api_keys import ApiKeyChecker
+from scheduler_svc.engine import Engine
+from scheduler_svc.http.errors import ApiError
+from scheduler_svc.http.tracing import HttpTracing
+from scheduler_svc.tokenizer import Tokenizer
+from scheduler_svc.validation import ModelLimits
+
+
+@dataclass(frozen=True)
+class ServingContext:
+    """The scheduler's objects the HTTP front shares with the gRPC servicer (one engine, two protocols)."""
+
+    engine: Engine
+    tokenizer: Tokenizer
+    limits: ModelLimits
+    api_keys: ApiKeyChecker = field(default_factory=lambda: ApiKeyChecker(()))
+    tracing: HttpTracing = field(default_factory=HttpTracing)
+    is_ready: Callable[[], bool] = lambda: True
+    """The Generation service's readiness (what gRPC health reports)."""
+    metrics_registry: Any = None
+    """The prometheus_client registry /metrics exposes; None: metrics are off and /metrics is 404."""
+    created: int = field(default_factory=lambda: int(time.time()))
+    """When the model was loaded (the ``created`` of /v1/models), Unix seconds."""
+
+    def authorize(self, headers: Mapping[str, str]) -> None:
+        """Raise ApiError (401) unless the headers carry an accepted API key (or none is configured)."""
+        reason = self.api_keys.check(headers.get("authorization"))
+        if reason is not None:
+            raise ApiError(grpc.StatusCode.UNAUTHENTICATED, reason, error_code="invalid_api_key")

@@ -1,0 +1,87 @@
+"""uvicorn serving the HTTP app as a task of the scheduler's own event loop (no thread, no process).
+
+The socket is bound before the task starts, so the port (``0``: any free one) is known at once
+and a port in use fails start-up with a clear error. The scheduler keeps its signal handling:
+uvicorn's own is switched off, and stop() asks the server to exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Generator
+
+import uvicorn
+from starlette.types import ASGIApp
+
+logger = logging.getLogger(__name__)
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """A uvicorn server that leaves SIGINT/SIGTERM to its host."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+class HttpFront:
+    """Serves ``app`` on host:port, plain or TLS, from the running event loop."""
+
+    def __init__(
+        self, app: ASGIApp, host: str, port: int, tls_cert: str | None = None, tls_key: str | None = None
+    ) -> None:
+        self.config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            ssl_certfile=tls_cert,
+            ssl_keyfile=tls_key,
+            http="h11",
+            ws="none",
+            lifespan="off",
+            log_config=None,
+            log_level=logging.WARNING,
+            access_log=False,
+            server_header=False,
+            timeout_graceful_shutdown=2,
+        )
+        self.host = host
+        self.port = port
+        self.scheme = "https" if tls_cert is not None else "http"
+        self._server = _EmbeddedServer(self.config)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> int:
+        """Bind and start serving; returns the bound port."""
+        self.config.load()  # TLS files are read here: a bad certificate fails start-up, not the first request
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        try:
+            sock = socket.create_server((self.host, self.port), family=family)
+        except OSError as error:
+            raise OSError(f"http_port: cannot bind {self.host}:{self.port} ({error.strerror or error})") from None
+        self.port = sock.getsockname()[1]
+        self._task = asyncio.get_running_loop().create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started and not self._task.done():
+            await asyncio.sleep(0.01)
+        if self._task.done():
+            self._task.result()  # start-up failed: raise its error
+            raise RuntimeError("the HTTP server exited during start-up")
+        return self.port
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. http://127.0.0.1:8000."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+    async def stop(self) -> None:
+        """Stop accepting, let running responses end (up to the graceful timeout), then return."""
+        if self._task is None:
+            return
+        self._server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None

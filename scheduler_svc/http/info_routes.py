@@ -1,0 +1,68 @@
+"""``GET /v1/models``, ``GET /v1/models/{model}``, ``GET /health`` and ``GET /metrics``.
+
+/health is readiness, the same status the gRPC health service reports for stepahead.v1.Generation
+(200 ``{"status": "SERVING"}`` or 503 ``NOT_SERVING``); like gRPC health it needs no API key, and
+neither does /metrics (Prometheus scrapes it), which exists only when metrics are on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from scheduler_svc.http.context import ServingContext
+from scheduler_svc.http.conversion import check_model
+from scheduler_svc.http.errors import ApiError
+
+
+class InfoRoutes:
+    """Model listing, readiness and metrics."""
+
+    def __init__(self, context: ServingContext) -> None:
+        self.context = context
+
+    def _model_card(self) -> dict[str, Any]:
+        return {
+            "id": self.context.limits.model_name,
+            "object": "model",
+            "created": self.context.created,
+            "owned_by": "stepahead",
+            "max_model_len": self.context.limits.max_model_len,
+        }
+
+    async def list_models(self, request: Request) -> Response:
+        """``GET /v1/models``: the one served model."""
+        try:
+            self.context.authorize(request.headers)
+        except ApiError as error:
+            return error.response({"WWW-Authenticate": "Bearer"})
+        return JSONResponse({"object": "list", "data": [self._model_card()]})
+
+    async def get_model(self, request: Request) -> Response:
+        """``GET /v1/models/{model}``: 404 unless it is the served model."""
+        try:
+            self.context.authorize(request.headers)
+            check_model(request.path_params["model"], self.context.limits.model_name)
+        except ApiError as error:
+            headers = {"WWW-Authenticate": "Bearer"} if error.code == grpc.StatusCode.UNAUTHENTICATED else None
+            return error.response(headers)
+        return JSONResponse(self._model_card())
+
+    async def health(self, request: Request) -> Response:
+        """``GET /health``: readiness."""
+        if self.context.is_ready():
+            return JSONResponse({"status": "SERVING"})
+        return JSONResponse({"status": "NOT_SERVING"}, status_code=503)
+
+    async def metrics(self, request: Request) -> Response:
+        """``GET /metrics``: the scheduler's Prometheus registry, in the text exposition format."""
+        registry = self.context.metrics_registry
+        if registry is None:
+            off = "metrics are off (start the scheduler with --metrics-port)"
+            return ApiError(grpc.StatusCode.NOT_FOUND, off).response()
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,94 @@
+"""Logprobs in OpenAI's two shapes: chat (``logprobs.content``) and legacy completions (parallel lists).
+
+Every output token gets one entry, so there are as many entries as ``usage.completion_tokens``
+(the end-of-sequence token included). A token's text is its own decoding with special tokens kept;
+its ``bytes`` are the token's raw bytes (a byte-level token may hold part of a UTF-8 character, which
+its text shows as U+FFFD). A logprob of -inf is sent as -9999.0, as JSON has no infinity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from scheduler_svc.tokenizer import Tokenizer
+from stepahead_proto import generation_pb2
+
+NEG_INF_LOGPROB = -9999.0
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-to-character table, inverted: the character a byte-level token uses for each byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = list(printable)
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(char): byte for byte, char in zip(printable, chars)}
+
+
+class TokenTexts:
+    """Text and bytes of single tokens, cached per id."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._alphabet = _byte_level_alphabet() if tokenizer.byte_level else {}
+        self._cache: dict[int, tuple[str, list[int]]] = {}
+
+    def get(self, token_id: int) -> tuple[str, list[int]]:
+        """(text, bytes) of ``token_id``."""
+        cached = self._cache.get(token_id)
+        if cached is None:
+            cached = self._cache[token_id] = self._describe(token_id)
+        return cached
+
+    def _describe(self, token_id: int) -> tuple[str, list[int]]:
+        tokenizer = self._tokenizer
+        text = tokenizer.decode([token_id], skip_special_tokens=False)
+        raw = tokenizer.inner.id_to_token(token_id) or ""
+        if tokenizer.is_byte_fallback(token_id):
+            return text, [int(raw[3:5], 16)]
+        if self._alphabet and raw and not tokenizer.is_special(token_id) and all(c in self._alphabet for c in raw):
+            return text, [self._alphabet[c] for c in raw]
+        return text, list(text.encode("utf-8"))
+
+
+def _finite(logprob: float) -> float:
+    return logprob if math.isfinite(logprob) else NEG_INF_LOGPROB
+
+
+def chat_logprobs(texts: TokenTexts, positions: Sequence[generation_pb2.PositionLogprobs]) -> list[dict[str, Any]]:
+    """``choices[i].logprobs.content`` entries for these positions."""
+    entries = []
+    for position in positions:
+        entry = _chat_entry(texts, position.sampled)
+        entry["top_logprobs"] = [_chat_entry(texts, alternative) for alternative in position.top]
+        entries.append(entry)
+    return entries
+
+
+def _chat_entry(texts: TokenTexts, token: generation_pb2.TokenLogprob) -> dict[str, Any]:
+    text, data = texts.get(token.token_id)
+    return {"token": text, "logprob": _finite(token.logprob), "bytes": data}
+
+
+def completion_logprobs(
+    texts: TokenTexts, positions: Sequence[generation_pb2.PositionLogprobs], text_offset: int
+) -> dict[str, Any]:
+    """``choices[i].logprobs`` of a completion: tokens, their logprobs, top alternatives, character offsets.
+
+    ``text_offset`` is where the first of these tokens starts in the choice's text.
+    """
+    tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
+    for position in positions:
+        text, _ = texts.get(position.sampled.token_id)
+        tokens.append(text)
+        token_logprobs.append(_finite(position.sampled.logprob))
+        top_logprobs.append({texts.get(alt.token_id)[0]: _finite(alt.logprob) for alt in position.top})
+        offsets.append(text_offset)
+        text_offset += len(text)
+    return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs, "text_offset": offsets}

@@ -1,0 +1,95 @@
+"""Request bodies of the OpenAI-compatible API, as pydantic models.
+
+Strict types (a string where a number belongs is refused, not coerced); unknown fields are
+ignored, as OpenAI's own server and vLLM do. Fields OpenAI defines but stepahead cannot honour
+(tools, logit_bias, ...) are accepted only at their neutral value: anything else is refused in
+conversion.py, naming the parameter. vLLM's sampling extensions (top_k, min_p,
+repetition_penalty, min_tokens, ignore_eos, stop_token_ids, skip_special_tokens,
+include_stop_str_in_output) are accepted on both endpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+"""An integer the proto holds in 32 bits: a larger one is refused naming its parameter, not a crash."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class StreamOptions(_Strict):
+    """``stream_options``: with ``include_usage``, a last chunk carries the usage (and every other ``usage: null``)."""
+
+    include_usage: bool = False
+
+
+class TextPart(_Strict):
+    """One part of a message's content given as a list; only text parts are served."""
+
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(_Strict):
+    """One message of ``messages``."""
+
+    role: str
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+
+
+class SamplingFields(_Strict):
+    """Parameters both endpoints share."""
+
+    model: str | None = None
+    max_tokens: Int32 | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    n: int = 1
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    user: str | None = None
+    logit_bias: dict[str, Any] | None = None
+    # vLLM's extensions
+    top_k: Int32 | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    min_tokens: Int32 | None = None
+    ignore_eos: bool | None = None
+    stop_token_ids: list[Int32] | None = None
+    skip_special_tokens: bool | None = None
+    include_stop_str_in_output: bool | None = None
+
+
+class ChatCompletionRequest(SamplingFields):
+    """``POST /v1/chat/completions``."""
+
+    messages: list[ChatMessage]
+    max_completion_tokens: Int32 | None = None
+    logprobs: bool | None = None
+    top_logprobs: Int32 | None = None
+    tools: list[Any] | None = None
+    functions: list[Any] | None = None
+    response_format: dict[str, Any] | None = None
+
+
+class CompletionRequest(SamplingFields):
+    """``POST /v1/completions``."""
+
+    prompt: str | list[str] | list[Int32] | list[list[Int32]]
+    logprobs: Int32 | None = None
+    echo: bool | None = None
+    suffix: str | None = None
+    best_of: Int32 | None = None
+
+
+Endpoint = Literal["chat", "completion"]
