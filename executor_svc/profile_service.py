@@ -73,7 +73,7 @@ def run_profile(
     repeats = request.repeats or DEFAULT_REPEATS
     sizes = [size for size in request.batch_sizes if profiler.fits(size, max_k, context_len, repeats)]
     _check(bool(sizes), "batch_sizes", f"not even {request.batch_sizes[0]} requests fit the KV cache")
-    table = profiler.step_times_ms(sizes, max_k, context_len, repeats)
+    table = monotone(profiler.step_times_ms(sizes, max_k, context_len, repeats))
     prompts = [list(prompt.ids) for prompt in request.calibration_prompts]
     prior = [0.0] * max_k
     if max_k and prompts:
@@ -86,6 +86,19 @@ def run_profile(
     for row in table:
         profile.rows.add(step_ms=row)
     return profile
+
+
+def monotone(table: list[list[float]]) -> list[list[float]]:
+    """The table with noise spikes removed: a step is never slower than one with more requests or more
+    drafts (a busy machine only ever adds time, so the smaller of two such measurements is kept)."""
+    repaired = [list(row) for row in table]
+    for i in range(len(repaired) - 1, -1, -1):
+        for k in range(len(repaired[i]) - 1, -1, -1):
+            if i + 1 < len(repaired):
+                repaired[i][k] = min(repaired[i][k], repaired[i + 1][k])
+            if k + 1 < len(repaired[i]):
+                repaired[i][k] = min(repaired[i][k], repaired[i][k + 1])
+    return repaired
 
 
 def _fitting_prompts(profiler: StepProfiler, prompts: list[list[int]], tokens: int, max_k: int) -> list[list[int]]:

@@ -87,3 +87,10 @@ def test_the_fingerprint_changes_with_the_weights_and_the_drafter(tmp_path):
     assert model_fingerprint(ExecutorConfig(model_dir=str(model_dir), spec_method="ngram")) != first
     (model_dir / "model.safetensors").write_bytes(b"other weights")
     assert model_fingerprint(config) != first
+
+
+def test_a_noise_spike_is_repaired_from_larger_steps():
+    from executor_svc.profile_service import monotone
+
+    table = [[20.0, 21.0, 22.0], [3000.0, 60.0, 50.0], [40.0, 70.0, 80.0]]
+    assert monotone(table) == [[20.0, 21.0, 22.0], [40.0, 50.0, 50.0], [40.0, 70.0, 80.0]]
