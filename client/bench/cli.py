@@ -15,6 +15,7 @@ def add_bench_parser(commands) -> None:
     """Register the `bench` subcommand."""
     from client.bench.http_compare import API_CHOICES
     from client.bench.model_shapes import SHAPES
+    from client.bench.prompt_sets import PROMPT_SETS
     from executor_svc.cli_args import add_executor_arguments
     from scheduler_svc.cli_args import add_scheduler_arguments
 
@@ -26,7 +27,7 @@ def add_bench_parser(commands) -> None:
                        help="throughput over the concurrencies for no speculation, K = 1..--sweep-max-k fixed and "
                             "dynamic K (drafter: --spec-method, n-gram by default), one line each in the plot")
     bench.add_argument("--sweep-max-k", type=int, default=5, help="largest fixed K of --sweep (default 5)")
-    bench.add_argument("--prompts", choices=("mtbench", "code"), default="mtbench",
+    bench.add_argument("--prompts", choices=PROMPT_SETS, default="mtbench",
                        help="mtbench: MT-Bench first turns; code: complete the first lines of Python stdlib "
                             "functions (default mtbench)")
     bench.add_argument("--num-prompts", type=int, default=None,
@@ -108,8 +109,8 @@ def run_bench(args: argparse.Namespace) -> dict:
     if args.sweep:
         from client.bench.sweep_run import run_sweep
 
-        return run_sweep(args, model_dir)
-    from client.bench.sweep_run import load_prompts
+        return run_sweep(args, model_dir, _measure)
+    from client.bench.prompt_sets import load_prompts
 
     prompts = load_prompts(args.prompts)
     report: dict = {"model": model_dir, "num_threads": args.num_threads, "max_tokens": args.max_tokens,

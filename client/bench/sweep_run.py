@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from client.bench.prompt_sets import load_prompts
 from client.bench.sweep import (
     executor_overrides,
     format_sweep,
@@ -18,20 +20,9 @@ from client.bench.sweep import (
 DEFAULT_SWEEP_CONCURRENCY = [1, 2, 4, 8, 16, 32]
 
 
-def load_prompts(kind: str) -> list[str]:
-    """The benchmark prompts: MT-Bench first turns, or code completions of stdlib functions."""
-    if kind == "code":
-        from stepahead_common.stdlib_prompts import code_prompts
-
-        return code_prompts()
-    from client.mtbench import load_mtbench_first_turns
-
-    return load_mtbench_first_turns()
-
-
-def run_sweep(args: argparse.Namespace, model_dir: str) -> dict:
-    """Every (round, configuration) on a fresh stack, each concurrency in turn; write JSON and PNG."""
-    from client.bench.cli import _measure
+def run_sweep(args: argparse.Namespace, model_dir: str, measure: Callable[..., dict]) -> dict:
+    """Every (round, configuration) on a fresh stack, each concurrency in turn (``measure``: one load run,
+    bench/cli.py's), then write JSON and PNG."""
     from client.bench.report import write_json
     from client.stack import LocalStack
     from executor_svc.cli_args import executor_flags
@@ -48,7 +39,7 @@ def run_sweep(args: argparse.Namespace, model_dir: str) -> dict:
         executor = executor_flags(argparse.Namespace(**{**base, **overrides}))
         with LocalStack(model_dir, executor, scheduler_base + scheduler_extra_flags(config), host=args.host) as stack:
             for concurrency in args.concurrency:
-                run = _measure(stack, prompts, concurrency, inflight, args, f" {config.label}")
+                run = measure(stack, prompts, concurrency, inflight, args, f" {config.label}")
                 runs.append({**run, "config": config.label, "round": round_index})
     title = (f"{Path(model_dir).name}, {spec_method} drafts, {args.prompts} prompts, {args.num_threads} threads, "
              f"{args.rounds} round(s)")

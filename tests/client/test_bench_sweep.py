@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from client.bench.prompt_sets import load_prompts
 from client.bench.sweep import (
     DYNAMIC,
     NO_SPEC,
@@ -16,7 +17,6 @@ from client.bench.sweep import (
     sweep_summary,
     write_sweep_plot,
 )
-from client.bench.sweep_run import load_prompts
 
 
 def test_the_plan_covers_every_configuration_each_round_alternating_the_order():
@@ -79,3 +79,5 @@ def test_code_prompts_are_python_completions():
     prompts = load_prompts("code")
     assert len(prompts) >= 64 and all("```python\ndef " in p for p in prompts)
     assert len(set(prompts)) == len(prompts)
+    with pytest.raises(ValueError, match="prompts"):
+        load_prompts("poetry")
