@@ -123,6 +123,8 @@ def write_sweep_plot(summary: dict, title: str, path) -> None:
                                                                                 else "-"}
         axis.plot(list(per_c), list(per_c.values()), marker="o", label=label, **style)
     axis.set_xscale("log", base=2)
+    concurrencies = sorted({c for per_c in summary["median_throughput_tok_s"].values() for c in per_c})
+    axis.set_xticks(concurrencies, [str(c) for c in concurrencies])
     axis.set_xlabel("concurrency")
     axis.set_ylabel("throughput (output tok/s, median over rounds)")
     axis.set_title(title)
