@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -44,6 +45,20 @@ def run_all(address: str, prompts: list[list[int]]) -> list[tuple]:
         return list(pool.map(one, zip(prompts, lengths(len(prompts)))))
 
 
+def k_histogram(stack) -> dict[str, float]:
+    """The scheduler's histogram of the K chosen per step: {le: cumulative count}, and its count and sum."""
+    address = stack.scheduler.find(r"scheduler metrics on (\S+)")
+    text = urllib.request.urlopen(f"http://{address}/metrics", timeout=10).read().decode()
+    name = "stepahead_scheduler_spec_num_draft_tokens"
+    values = {}
+    for line in text.splitlines():
+        if line.startswith(f"{name}_bucket"):
+            values[line.split('le="')[1].split('"')[0]] = float(line.split()[-1])
+        elif line.startswith((f"{name}_count", f"{name}_sum")):
+            values[line.split()[0].rsplit("_", 1)[1]] = float(line.split()[-1])
+    return values
+
+
 def write_switching_profile(model_dir, spec_flags: list[str], cache_dir) -> None:
     """Profile with the CLI (exactly as the stack's executor will run), then swap in SWITCHING_TABLE."""
     measured = cache_dir / "measured.json"
@@ -70,12 +85,15 @@ def test_greedy_output_with_dynamic_k_equals_no_speculation(
     write_switching_profile(tiny_model_dir, spec, tmp_path)
     for inflight in (1, 2):
         stack = launch_stack(tiny_model_dir, spec, ["--max-inflight-steps", str(inflight), "--num-spec-tokens",
-                                                    "dynamic", "--spec-profile-dir", str(tmp_path)])
+                                                    "dynamic", "--spec-profile-dir", str(tmp_path),
+                                                    "--metrics-port", "0"])
         results = run_all(stack.address, prompts)
         assert [tokens for tokens, _ in results] == reference, f"inflight {inflight}"
         ks_used = {k for _, steps_per_k in results for k, count in enumerate(steps_per_k) if count}
         assert {0, 3} <= ks_used, f"K should follow the batch size: {[s for _, s in results]}"
         assert "step profile from" in stack.scheduler.log()  # the cached (switching) profile, not a new one
+        histogram = k_histogram(stack)  # steps with K = 0 and steps with K = 3 (and 1) were chosen
+        assert 0 < histogram["0.0"] < histogram["2.0"] < histogram["3.0"] == histogram["count"]
         with Client(stack.address) as client:
             info = client.model_info()
         assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == 0
