@@ -1,5 +1,5 @@
-"""Dynamic K through the stack: greedy output equals no speculation, sync and async, with n-gram and
-draft-model drafts, while the K chosen changes between steps.
+"""Dynamic K through the stack: greedy output equals no speculation, sync and async (and multi-step with
+n-gram), with n-gram and draft-model drafts, while the K chosen changes between steps.
 
 The step profile is measured by `stepahead profile` (the CLI), then its table is replaced (key kept, so the
 scheduler takes it from its cache) by one whose optimum depends on the batch size only: K = 3 at one
@@ -83,12 +83,13 @@ def test_greedy_output_with_dynamic_k_equals_no_speculation(
     if drafter == "draft_model":
         spec += ["--draft-model", str(tiny_draft_model_dir)]
     write_switching_profile(tiny_model_dir, spec, tmp_path)
-    for inflight in (1, 2):
+    modes = [(1, 1), (2, 1)] + ([(2, 4)] if drafter == "ngram" else [])  # (inflight, multi-step depth)
+    for inflight, num_steps in modes:
         stack = launch_stack(tiny_model_dir, spec, ["--max-inflight-steps", str(inflight), "--num-spec-tokens",
                                                     "dynamic", "--spec-profile-dir", str(tmp_path),
-                                                    "--metrics-port", "0"])
+                                                    "--metrics-port", "0", "--num-scheduler-steps", str(num_steps)])
         results = run_all(stack.address, prompts)
-        assert [tokens for tokens, _ in results] == reference, f"inflight {inflight}"
+        assert [tokens for tokens, _ in results] == reference, f"inflight {inflight}, steps {num_steps}"
         ks_used = {k for _, steps_per_k in results for k, count in enumerate(steps_per_k) if count}
         assert {0, 3} <= ks_used, f"K should follow the batch size: {[s for _, s in results]}"
         assert "step profile from" in stack.scheduler.log()  # the cached (switching) profile, not a new one
