@@ -18,9 +18,10 @@ from typing import Any, Protocol
 
 DEFAULT_DECAY = 0.05
 """Weight of each new verify in the acceptance estimate: about 1/0.05 = 20 verifies of memory."""
-DEFAULT_PROBE_INTERVAL = 16
-"""After this many choices of K = 0 in a row, one choice is K = 1: without drafts nothing is observed, and
-a workload that became predictable again would never be noticed."""
+DEFAULT_PROBE_BUDGET = 0.01
+"""While K = 0 is best, one step now and then drafts K = 1 anyway (without drafts nothing is observed, and a
+workload that became predictable again would never be noticed); probes are spaced so that their extra
+time, ITL(B, 1) - ITL(B, 0) each, stays within this fraction of the time spent at K = 0."""
 
 
 class KPolicy(Protocol):
@@ -137,24 +138,25 @@ class DynamicKPolicy:
     """Chooses K per step: argmax over K in 0..K_max of AL(K) / ITL(B, K); the smaller K on a tie."""
 
     def __init__(
-        self, profile: StepTimeProfile, decay: float = DEFAULT_DECAY, probe_interval: int = DEFAULT_PROBE_INTERVAL
+        self, profile: StepTimeProfile, decay: float = DEFAULT_DECAY, probe_budget: float = DEFAULT_PROBE_BUDGET
     ) -> None:
-        if probe_interval < 1:
-            raise ValueError(f"probe_interval: must be >= 1, got {probe_interval}")
+        if not 0.0 <= probe_budget < 1.0:
+            raise ValueError(f"probe_budget: must be in [0, 1), got {probe_budget}")
         self.profile = profile
         self.acceptance = AcceptanceEstimate(profile.acceptance_prior, decay)
-        self.probe_interval = probe_interval
-        self._zeros_in_a_row = 0
+        self.probe_budget = probe_budget
+        self._probe_credit_ms = 0.0
 
     def choose(self, batch_size: int) -> int:
         """K for a step with ``batch_size`` decoding requests (0: do not speculate; 1 now and then to probe)."""
         best = self.best_k(batch_size)
-        if best or not self.profile.max_num_spec_tokens:
-            self._zeros_in_a_row = 0
+        if best or not self.profile.max_num_spec_tokens or not self.probe_budget:
+            self._probe_credit_ms = 0.0
             return best
-        self._zeros_in_a_row += 1
-        if self._zeros_in_a_row > self.probe_interval:
-            self._zeros_in_a_row = 0
+        batch = max(1, batch_size)
+        self._probe_credit_ms += self.probe_budget * self.profile.step_time(batch, 0)
+        if self._probe_credit_ms >= self.profile.step_time(batch, 1) - self.profile.step_time(batch, 0):
+            self._probe_credit_ms = 0.0
             return 1
         return 0
 

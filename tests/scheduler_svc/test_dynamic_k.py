@@ -84,9 +84,16 @@ def test_acceptance_moves_off_the_prior_after_a_warm_up_of_verifies():
 
 def test_k_zero_is_probed_with_one_draft_now_and_then_so_a_predictable_workload_is_noticed():
     low = StepTimeProfile(PROFILE.batch_sizes, PROFILE.step_ms, (0.05, 0.05, 0.05))
-    policy = DynamicKPolicy(low, probe_interval=4)
-    choices = [policy.choose(1) for _ in range(10)]
-    assert choices == [0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
+    policy = DynamicKPolicy(low, probe_budget=0.0125)  # a probe costs 1 ms more than a 20 ms step: every 4th
+    choices = [policy.choose(1) for _ in range(8)]
+    assert choices == [0, 0, 0, 1, 0, 0, 0, 1]
+    # Where a probe costs more (B = 32: 110 ms against 60 ms), probes are rarer: the same budget of time.
+    large_batch = DynamicKPolicy(low, probe_budget=0.0125)
+    assert sum(large_batch.choose(32) for _ in range(200)) == 200 // 67
+    never = DynamicKPolicy(low, probe_budget=0.0)
+    assert sum(never.choose(1) for _ in range(50)) == 0
+    with pytest.raises(ValueError, match="probe_budget"):
+        DynamicKPolicy(low, probe_budget=1.0)
     steps = 0
     while policy.best_k(1) == 0 and steps < 100:  # predictable text again: every probe's draft is accepted
         if policy.choose(1) > 0:
