@@ -32,7 +32,7 @@ def _add_client_tls_arguments(parser: argparse.ArgumentParser, api_key: bool = T
 
 def _build_parser() -> argparse.ArgumentParser:
     from executor_svc.cli_args import add_executor_arguments, add_executor_tls_arguments, add_metrics_argument
-    from scheduler_svc.cli_args import add_scheduler_arguments
+    from scheduler_svc.cli_args import add_scheduler_arguments, add_spec_tokens_argument
 
     parser = argparse.ArgumentParser(prog="stepahead",
                                      description="LLM serving: a scheduler and an executor over gRPC.")
@@ -42,7 +42,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_model_argument(serve)
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"public API port (default {DEFAULT_PORT})")
     add_scheduler_arguments(serve)
-    add_executor_arguments(serve)
+    add_executor_arguments(serve, dynamic_k=True)
     add_executor_tls_arguments(serve, server_certificate=False)
 
     scheduler = commands.add_parser("scheduler", help="start the scheduler service alone")
@@ -50,6 +50,7 @@ def _build_parser() -> argparse.ArgumentParser:
     scheduler.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"public API port (default {DEFAULT_PORT})")
     scheduler.add_argument("--executor", required=True, help="host:port of the executor")
     add_scheduler_arguments(scheduler)
+    add_spec_tokens_argument(scheduler)
 
     executor = commands.add_parser("executor", help="start the executor service alone")
     _add_model_argument(executor)
@@ -89,6 +90,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from client.bench.cli import add_bench_parser
 
     add_bench_parser(commands)
+    from client.profile_cli import add_profile_parser
+
+    add_profile_parser(commands)
     from client.gpu_check import add_gpu_check_parser
 
     add_gpu_check_parser(commands)
@@ -205,7 +209,11 @@ def main(argv: list[str] | None = None) -> None:
         "make-certs": _run_make_certs,
     }
     try:
-        if args.command == "bench":
+        if args.command == "profile":
+            from client.profile_cli import run_profile
+
+            run_profile(args)
+        elif args.command == "bench":
             from client.bench.cli import run_bench
 
             run_bench(args)

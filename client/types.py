@@ -102,12 +102,16 @@ class SpecStats(_AsDict):
     accepted_per_position: tuple[int, ...]
     mean_acceptance_length: float
     verify_steps: int
+    steps_per_k: tuple[int, ...] = ()
+    """steps_per_k[k]: decode steps that verified k drafts (the K the scheduler chose; dynamic K varies it)."""
+    mean_k: float = 0.0
+    """Mean K over the request's decode steps."""
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.SpecStats) -> SpecStats:
         """Build from a SpecStats message."""
         return cls(msg.drafted, msg.accepted, tuple(msg.accepted_per_position), msg.mean_acceptance_length,
-                   msg.verify_steps)
+                   msg.verify_steps, tuple(msg.steps_per_k), msg.mean_k)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,16 @@ from executor_svc.config import ATTENTION_BACKENDS, LOAD_FORMATS, SUPPORTED_DTYP
 READBACK_CHOICES = {"auto": None, "on": True, "off": False}
 
 
-def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by `stepahead executor` and `stepahead serve`."""
+def spec_tokens_value(text: str) -> str:
+    """--num-spec-tokens of `serve`: "dynamic" or a number N >= 0."""
+    if text == "dynamic" or text.isdigit():
+        return text
+    raise argparse.ArgumentTypeError(f"must be dynamic or a number >= 0, got {text!r}")
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = False) -> None:
+    """Flags shared by `stepahead executor` and `stepahead serve` (``dynamic_k``: serve's --num-spec-tokens,
+    dynamic or N, with --max-num-spec-tokens the most K a dynamic choice may take)."""
     group = parser.add_argument_group("executor")
     group.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
     group.add_argument("--dtype", default="auto", choices=SUPPORTED_DTYPES,
@@ -26,7 +34,15 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     group.add_argument("--spec-method", default="none", choices=("none", "ngram", "draft_model"),
                        help="speculative decoding drafter (default none)")
-    group.add_argument("--num-spec-tokens", type=int, default=3, help="draft tokens per step, K (default 3)")
+    if dynamic_k:
+        group.add_argument("--num-spec-tokens", type=spec_tokens_value, default="dynamic",
+                           help="draft tokens per step with a drafter: dynamic (chosen each step from a step "
+                                "profile, measured on first start and cached, and live acceptance) or a fixed N "
+                                "(default dynamic)")
+        group.add_argument("--max-num-spec-tokens", type=int, default=5,
+                           help="most draft tokens a dynamic choice may take, K_max (default 5)")
+    else:
+        group.add_argument("--num-spec-tokens", type=int, default=3, help="draft tokens per step, K (default 3)")
     group.add_argument(
         "--draft-model", default=None, help="HF directory of the draft model (--spec-method draft_model)"
     )
@@ -98,7 +114,7 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
     """The same flags as a list, to start an executor process from `stepahead serve`."""
     flags = ["--device", args.device, "--dtype", args.dtype, "--block-size", str(args.block_size)]
     flags += ["--kv-cache-memory-gb", str(args.kv_cache_memory_gb)]
-    flags += ["--spec-method", args.spec_method, "--num-spec-tokens", str(args.num_spec_tokens)]
+    flags += ["--spec-method", args.spec_method, "--num-spec-tokens", str(executor_max_k(args))]
     flags += ["--ngram-min-n", str(args.ngram_min_n), "--ngram-max-n", str(args.ngram_max_n)]
     flags += ["--defer-token-readback", args.defer_token_readback]
     flags += ["--attention-backend", args.attention_backend, "--load-format", args.load_format]
@@ -110,6 +126,13 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
         if value is not None:
             flags += ["--" + name.replace("_", "-"), str(value)]
     return flags + executor_tls_flags(args)
+
+
+def executor_max_k(args: argparse.Namespace) -> int:
+    """The executor's K (its K_max): --max-num-spec-tokens under serve's dynamic K, else N (at least 1)."""
+    if args.num_spec_tokens == "dynamic":
+        return int(args.max_num_spec_tokens)
+    return max(1, int(args.num_spec_tokens))
 
 
 def executor_tls_flags(args: argparse.Namespace) -> list[str]:

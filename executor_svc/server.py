@@ -24,6 +24,7 @@ from executor_svc.kv_cache import PagedKVCache
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_loader import load_hf_config, load_model
 from executor_svc.model_runner import ModelRunner
+from executor_svc.profile_service import model_fingerprint
 from executor_svc.servicer import ExecutorServicer
 from executor_svc.tracing import ExecutorTracing
 from executor_svc.warmup import warm_up
@@ -108,6 +109,7 @@ def build_runner(
         num_threads=torch.get_num_threads(),
         spec_method=config.spec_method,
         max_num_spec_tokens=config.num_spec_tokens if drafter is not None else 0,
+        model_fingerprint=model_fingerprint(config),
     )
     return runner, description
 

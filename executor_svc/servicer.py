@@ -11,6 +11,7 @@ import grpc
 from executor_svc.compute_loop import ComputeLoop
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_runner import ModelRunner, StepError
+from executor_svc.profile_service import run_profile
 from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,19 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
     def Describe(self, request: executor_pb2.DescribeRequest, context: grpc.ServicerContext):
         self._require_ready(context)
         return self.description
+
+    def Profile(self, request: executor_pb2.ProfileRequest, context: grpc.ServicerContext):
+        self._require_ready(context)
+        if not self._stream_lock.acquire(blocking=False):
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          "an Execute stream is open: profile before the scheduler starts stepping")
+        runner = self._loaded_runner()
+        try:
+            return self.compute.call(run_profile, runner, self.description, request)
+        except ValueError as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        finally:
+            self._stream_lock.release()
 
     def Execute(self, request_iterator, context: grpc.ServicerContext):
         self._require_ready(context)

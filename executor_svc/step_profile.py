@@ -40,17 +40,29 @@ class StepProfiler:
         return self.num_blocks // -(-tokens_per_request // self.runner.block_size)
 
     def step_times_ms(
-        self, batch_sizes: list[int], max_k: int, context_len: int = 128, repeats: int = 5
+        self, batch_sizes: list[int], max_k: int, context_len: int = 64, repeats: int = 3
     ) -> list[list[float]]:
-        """Median step time [len(batch_sizes)][K + 1] in ms for K = 0..max_k (one warm-up step each)."""
-        table = []
-        for batch_size in batch_sizes:
-            table.append([self._time_decode(batch_size, k, context_len, repeats) for k in range(max_k + 1)])
-        return table
+        """Median step time [len(batch_sizes)][K + 1] in ms for K = 0..max_k (one warm-up step each).
+
+        Each batch size is prefilled once; its K columns are then timed one after the other on it."""
+        return [self._time_batch(batch_size, max_k, context_len, repeats) for batch_size in batch_sizes]
+
+    def fits(self, batch_size: int, max_k: int, context_len: int = 64, repeats: int = 3) -> bool:
+        """Whether a timing batch of ``batch_size`` requests fits the KV cache."""
+        return batch_size <= self.max_batch_size(self._timing_tokens(max_k, context_len, repeats))
+
+    @staticmethod
+    def acceptance_tokens(prompt_len: int, max_k: int, max_tokens: int) -> int:
+        """KV slots one calibration request may fill: every decode step may accept all its drafts."""
+        return prompt_len + max_tokens * (max_k + 1) + max_k + 1
+
+    @staticmethod
+    def _timing_tokens(max_k: int, context_len: int, repeats: int) -> int:
+        return context_len + sum((repeats + 1) * (k + 1) for k in range(max_k + 1)) + max_k
 
     def acceptance(self, prompts: list[list[int]], max_k: int, max_tokens: int = 48) -> list[float]:
         """Conditional acceptance of draft positions 1..max_k over greedy generations of the prompts."""
-        tokens_per_request = max(len(p) for p in prompts) + max_tokens + 2 * (max_k + 1)
+        tokens_per_request = self.acceptance_tokens(max(len(p) for p in prompts), max_k, max_tokens)
         dummies = self._dummies([list(p) for p in prompts], tokens_per_request)
         tried, accepted = [0] * max_k, [0] * max_k
         self.runner.reset()
@@ -59,29 +71,33 @@ class StepProfiler:
             for _ in range(max_tokens):
                 result = self.runner.execute(self._decode_step(dummies, max_k, max_k))
                 for output in result.outputs:
-                    for position in range(min(output.num_drafted, output.num_accepted + 1)):
+                    # Padded slots (no draft found) count as rejected: that is what a verify yields.
+                    for position in range(min(output.num_draft_slots, output.num_accepted + 1)):
                         tried[position] += 1
                         accepted[position] += position < output.num_accepted
         finally:
             self.runner.reset()
         return [a / t if t else 0.0 for a, t in zip(accepted, tried)]
 
-    def _time_decode(self, batch_size: int, k: int, context_len: int, repeats: int) -> float:
-        tokens_per_request = context_len + (repeats + 2) * (k + 1) + k
+    def _time_batch(self, batch_size: int, max_k: int, context_len: int, repeats: int) -> list[float]:
         prompt = [(7 * i) % 97 + 3 for i in range(context_len)]
+        tokens_per_request = self._timing_tokens(max_k, context_len, repeats)
         dummies = self._dummies([list(prompt) for _ in range(batch_size)], tokens_per_request)
         self.runner.reset()
-        times = []
+        row = []
         try:
-            self._prefill(dummies, k)
-            for _ in range(repeats + 1):
-                step = self._decode_step(dummies, k, k)
-                start = time.perf_counter()
-                self.runner.execute(step)
-                times.append(time.perf_counter() - start)
+            self._prefill(dummies, max_k)
+            for k in range(max_k + 1):
+                times = []
+                for _ in range(repeats + 1):
+                    step = self._decode_step(dummies, k, k)
+                    start = time.perf_counter()
+                    self.runner.execute(step)
+                    times.append(time.perf_counter() - start)
+                row.append(1000 * statistics.median(times[1:]))
         finally:
             self.runner.reset()
-        return 1000 * statistics.median(times[1:])
+        return row
 
     def _dummies(self, prompts: list[list[int]], tokens_per_request: int) -> list[_Dummy]:
         blocks = -(-tokens_per_request // self.runner.block_size)

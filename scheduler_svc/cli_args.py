@@ -34,8 +34,17 @@ def add_scheduler_arguments(
                        help="serve the scheduler's Prometheus /metrics on this port (0: any free port; default off)")
     group.add_argument("--executor-stall-timeout-s", type=float, default=5.0,
                        help="not ready when the executor returns no step for this long with work pending (default 5)")
+    group.add_argument("--spec-profile-dir", default=None,
+                       help="cache of step profiles for dynamic K (default: $STEPAHEAD_CACHE/profiles)")
     if public_api:
         add_public_api_arguments(parser)
+
+
+def add_spec_tokens_argument(parser: argparse.ArgumentParser) -> None:
+    """--num-spec-tokens of `stepahead scheduler` (under serve, the executor flag of the same name sets both)."""
+    parser.add_argument("--num-spec-tokens", default="auto",
+                        help="K per step with a drafter: dynamic, a fixed N <= the executor's K, or auto (the "
+                             "executor's K, fixed; `stepahead serve` defaults to dynamic) (default auto)")
 
 
 def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +90,8 @@ def scheduler_config_from_args(
         executor_tls_ca=getattr(args, "executor_tls_ca", None),
         executor_tls_cert=getattr(args, "executor_tls_cert", None),
         executor_tls_key=getattr(args, "executor_tls_key", None),
+        num_spec_tokens=str(getattr(args, "num_spec_tokens", "auto")),
+        spec_profile_dir=getattr(args, "spec_profile_dir", None),
     )
 
 
@@ -96,8 +107,10 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
     ]
     if args.metrics_port is not None:
         flags += ["--metrics-port", str(args.metrics_port)]
-    for name in ("http_port", "tls_cert", "tls_key", "api_key_file", "executor_tls_ca", "executor_tls_cert",
-                 "executor_tls_key"):
+    if getattr(args, "spec_method", "none") != "none" and getattr(args, "num_spec_tokens", None) is not None:
+        flags += ["--num-spec-tokens", str(args.num_spec_tokens)]  # serve: dynamic or N
+    for name in ("spec_profile_dir", "http_port", "tls_cert", "tls_key", "api_key_file", "executor_tls_ca",
+                 "executor_tls_cert", "executor_tls_key"):
         value = getattr(args, name, None)
         if value is not None:
             flags += ["--" + name.replace("_", "-"), str(value)]

@@ -84,6 +84,16 @@ class SchedulerServiceConfig:
     """The scheduler's client certificate for mutual TLS with the executor."""
     executor_tls_key: str | None = None
     """Private key of ``executor_tls_cert``."""
+    num_spec_tokens: str = "auto"
+    """K per step with a drafter: "dynamic" (chosen each step from the step profile and live acceptance), a
+    number N (fixed; at most the executor's K_max) or "auto" (fixed at the executor's K_max)."""
+    spec_profile_dir: str | None = None
+    """Where step profiles are cached (None: the stepahead cache's profiles/ folder)."""
+
+    @property
+    def fixed_num_spec_tokens(self) -> int | None:
+        """N of ``num_spec_tokens`` when it is a number, else None."""
+        return int(self.num_spec_tokens) if self.num_spec_tokens.isdigit() else None
 
     @property
     def tls_enabled(self) -> bool:
@@ -115,6 +125,8 @@ class SchedulerServiceConfig:
             "executor_connect_timeout_s",
             f"must be > 0, got {self.executor_connect_timeout_s}",
         )
+        _require(self.num_spec_tokens in ("auto", "dynamic") or self.num_spec_tokens.isdigit(), "num_spec_tokens",
+                 f"must be dynamic, auto or a number >= 0, got {self.num_spec_tokens!r}")
         self._check_http_port()
         check_pair(self.tls_cert, self.tls_key, "tls_cert", "tls_key")
         check_pair(self.executor_tls_cert, self.executor_tls_key, "executor_tls_cert", "executor_tls_key")

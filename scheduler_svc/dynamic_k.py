@@ -14,10 +14,38 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 DEFAULT_DECAY = 0.05
 """Weight of each new verify in the acceptance estimate: about 1/0.05 = 20 verifies of memory."""
+DEFAULT_PROBE_BUDGET = 0.01
+"""While K = 0 is best, one step now and then drafts K = 1 anyway (without drafts nothing is observed, and a
+workload that became predictable again would never be noticed); probes are spaced so that their extra
+time, ITL(B, 1) - ITL(B, 0) each, stays within this fraction of the time spent at K = 0."""
+
+
+class KPolicy(Protocol):
+    """What the scheduler asks for K each step and tells about each verify."""
+
+    def choose(self, batch_size: int) -> int: ...
+
+    def observe(self, num_drafted: int, num_accepted: int) -> None: ...
+
+
+class FixedK:
+    """The same K every step (``--num-spec-tokens N``)."""
+
+    def __init__(self, num_spec_tokens: int) -> None:
+        if num_spec_tokens < 0:
+            raise ValueError(f"num_spec_tokens: must be >= 0, got {num_spec_tokens}")
+        self.num_spec_tokens = num_spec_tokens
+
+    def choose(self, batch_size: int) -> int:
+        """K for any step."""
+        return self.num_spec_tokens
+
+    def observe(self, num_drafted: int, num_accepted: int) -> None:
+        """Nothing to learn."""
 
 
 @dataclass(frozen=True)
@@ -109,12 +137,31 @@ class AcceptanceEstimate:
 class DynamicKPolicy:
     """Chooses K per step: argmax over K in 0..K_max of AL(K) / ITL(B, K); the smaller K on a tie."""
 
-    def __init__(self, profile: StepTimeProfile, decay: float = DEFAULT_DECAY) -> None:
+    def __init__(
+        self, profile: StepTimeProfile, decay: float = DEFAULT_DECAY, probe_budget: float = DEFAULT_PROBE_BUDGET
+    ) -> None:
+        if not 0.0 <= probe_budget < 1.0:
+            raise ValueError(f"probe_budget: must be in [0, 1), got {probe_budget}")
         self.profile = profile
         self.acceptance = AcceptanceEstimate(profile.acceptance_prior, decay)
+        self.probe_budget = probe_budget
+        self._probe_credit_ms = 0.0
 
     def choose(self, batch_size: int) -> int:
-        """K for a step with ``batch_size`` decoding requests (0: do not speculate)."""
+        """K for a step with ``batch_size`` decoding requests (0: do not speculate; 1 now and then to probe)."""
+        best = self.best_k(batch_size)
+        if best or not self.profile.max_num_spec_tokens or not self.probe_budget:
+            self._probe_credit_ms = 0.0
+            return best
+        batch = max(1, batch_size)
+        self._probe_credit_ms += self.probe_budget * self.profile.step_time(batch, 0)
+        if self._probe_credit_ms >= self.profile.step_time(batch, 1) - self.profile.step_time(batch, 0):
+            self._probe_credit_ms = 0.0
+            return 1
+        return 0
+
+    def best_k(self, batch_size: int) -> int:
+        """The argmax of AL(K) / ITL(B, K) over K = 0..K_max (no probing)."""
         if batch_size < 1:
             return 0
         best_k, best_rate = 0, 0.0

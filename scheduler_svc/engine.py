@@ -160,6 +160,8 @@ class Engine:
             now = time.monotonic()
             for scheduled in output.new_requests:
                 self._states[scheduled.request.request_id].timing.mark_scheduled(now)
+            if self.scheduler.num_spec_tokens and output.sampling_request_ids:
+                self.metrics.spec_k.observe(output.num_spec_tokens)
             step = to_step_request(output, self.max_model_len)
             self.tracing.start_step(output, step)
             await call.write(step)
@@ -184,9 +186,13 @@ class Engine:
             num_slots = output.num_draft_tokens.get(request.request_id, 0)
             if result.sub_step:
                 num_slots = step_output.num_draft_slots
+            request_spec = self._states[request.request_id].spec
+            if request.num_output_tokens and self.scheduler.num_spec_tokens and request.spec_enabled:
+                request_spec.record_k(num_slots)  # a decode step (the prefill's first token is not one)
             if num_slots:
-                for tracker in (self._states[request.request_id].spec, step_spec):
+                for tracker in (request_spec, step_spec):
                     tracker.record(num_slots, step_output.num_drafted, step_output.num_accepted)
+                self.scheduler.k_policy.observe(num_slots, step_output.num_accepted)
             self._deliver(request.request_id, list(step_output.token_ids), list(step_output.logprobs), now)
         if step_spec.verify_steps:
             self._account_speculation(step_spec)
@@ -196,7 +202,7 @@ class Engine:
         self.stats.spec_drafted += step_spec.drafted
         self.stats.spec_accepted += step_spec.accepted
         self.metrics.observe_speculation(
-            step_spec.drafted, step_spec.accepted, step_spec.accepted_per_position, self.scheduler.num_spec_tokens
+            step_spec.drafted, step_spec.accepted, step_spec.accepted_per_position
         )
 
     def _account_executor_time(self, result: executor_pb2.StepResult) -> None:

@@ -114,7 +114,7 @@ class RequestOutputState:
         message.usage.completion_tokens = self.request.num_output_tokens
         message.usage.num_preemptions = self.request.num_preemptions
         message.timings.CopyFrom(self.timing.to_proto(now, self.request.num_output_tokens))
-        if self.spec.verify_steps:
+        if self.spec.verify_steps or self.spec.steps_per_k:  # dynamic K may have chosen 0 for every step
             message.spec.CopyFrom(self.spec.to_proto())
 
     def abort_message(self, now: float) -> generation_pb2.GenerateResponse:

@@ -12,6 +12,7 @@ from collections import deque
 
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulingConfig
+from scheduler_svc.dynamic_k import FixedK, KPolicy
 from scheduler_svc.request import Request, RequestStatus
 from scheduler_svc.scheduler_output import (
     ScheduledCachedRequest,
@@ -29,13 +30,21 @@ class Scheduler:
     """Owns the waiting queue, the running batch and the KV block tables."""
 
     def __init__(
-        self, config: SchedulingConfig, block_manager: KVBlockManager, max_model_len: int, num_spec_tokens: int = 0
+        self,
+        config: SchedulingConfig,
+        block_manager: KVBlockManager,
+        max_model_len: int,
+        num_spec_tokens: int = 0,
+        k_policy: KPolicy | None = None,
     ) -> None:
         self.config = config
         self.block_manager = block_manager
         self.max_model_len = max_model_len
         self.num_spec_tokens = num_spec_tokens
-        """K: drafts proposed after each sampling step of requests that speculate (0: no speculation)."""
+        """K_max: the most drafts proposed after a sampling step of a request that speculates (0: none)."""
+        self.k_policy: KPolicy = k_policy if k_policy is not None else FixedK(num_spec_tokens)
+        """Chooses each step's K (one for every request in the step, all sub-steps of a multi-step batch)."""
+        self._step_k = 0
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
@@ -89,6 +98,7 @@ class Scheduler:
         """Plan one step. Mutates request progress optimistically (as if the step succeeds)."""
         self.num_schedule_calls += 1
         output = SchedulerOutput(step_id=self._next_step_id)
+        self._step_k = output.num_spec_tokens = self._choose_k()
         budget = self.config.max_num_batched_tokens
         budget = self._schedule_running(output, budget)
         self._schedule_waiting(output, budget)
@@ -99,6 +109,13 @@ class Scheduler:
         if not output.is_empty:
             self._next_step_id += 1
         return output
+
+    def _choose_k(self) -> int:
+        """This step's K from the policy, B being the running requests past their prompt (decoding)."""
+        if not self.num_spec_tokens:
+            return 0
+        batch = sum(1 for r in self.running if r.num_computed_tokens >= len(r.prompt_token_ids))
+        return max(0, min(self.k_policy.choose(max(1, batch)), self.num_spec_tokens))
 
     def _num_tokens_to_schedule(self, request: Request, budget: int) -> int:
         planned = request.num_tokens_with_placeholders
@@ -132,7 +149,7 @@ class Scheduler:
         samples = request.num_computed_tokens + num_new >= request.num_tokens_with_placeholders
         room = self.max_model_len - (request.num_computed_tokens + num_new + request.num_unresolved_drafts)
         num_drafts = max(0, min(request.num_pending_drafts, budget - num_new, room))
-        wanted = self.num_spec_tokens if samples and request.spec_enabled else 0
+        wanted = self._step_k if samples and request.spec_enabled else 0
         return num_drafts, max(0, min(wanted, room - num_drafts))
 
     @staticmethod

@@ -52,6 +52,8 @@ class SchedulerOutput:
     """Requests whose scheduled tokens reach their end, so the step samples a token for them."""
     num_draft_tokens: dict[str, int] = field(default_factory=dict)
     """Drafts each request verifies in this step (absent: 0)."""
+    num_spec_tokens: int = 0
+    """K chosen for this step: drafts each speculating request that samples proposes for the next step."""
     num_steps: int = 1
     """Decode sub-steps the executor runs for this step (multi-step when above 1)."""
     unsettled: dict[str, Unsettled] = field(default_factory=dict)

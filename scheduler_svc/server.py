@@ -23,6 +23,7 @@ from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.readiness import GENERATION_SERVICE, ReadinessMonitor, executor_health_probe
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.servicer import GenerationServicer
+from scheduler_svc.spec_policy_setup import speculation_policy
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.tracing import SchedulerTracing
 from scheduler_svc.validation import ModelLimits
@@ -128,8 +129,8 @@ async def serve(config: SchedulerServiceConfig) -> None:
     description = await describe_executor(executor, config.executor_connect_timeout_s)
     limits = model_limits(config, description, tokenizer)
     block_manager = KVBlockManager(description.num_kv_blocks, description.block_size)
-    num_spec_tokens = description.max_num_spec_tokens if description.spec_method not in ("", "none") else 0
-    scheduler = Scheduler(config.scheduling, block_manager, limits.max_model_len, num_spec_tokens)
+    num_spec_tokens, k_policy = await speculation_policy(config, executor, description, tokenizer)
+    scheduler = Scheduler(config.scheduling, block_manager, limits.max_model_len, num_spec_tokens, k_policy)
     metrics = SchedulerMetrics()
     engine = Engine(
         scheduler, tokenizer, executor, limits.max_model_len, config.scheduling.max_inflight_steps, metrics,

@@ -15,6 +15,8 @@ class SpecStatsTracker:
     accepted: int = 0
     verify_steps: int = 0
     accepted_per_position: list[int] = field(default_factory=list)
+    steps_per_k: list[int] = field(default_factory=list)
+    """steps_per_k[k]: decode steps that verified k draft slots."""
 
     def record(self, num_slots: int, num_drafted: int, num_accepted: int) -> None:
         """One verify step with ``num_slots`` draft slots, of which ``num_drafted`` held real drafts."""
@@ -26,6 +28,18 @@ class SpecStatsTracker:
         for position in range(num_accepted):
             self.accepted_per_position[position] += 1
 
+    def record_k(self, num_slots: int) -> None:
+        """One decode step of the request verified ``num_slots`` draft slots (the K chosen for it)."""
+        if len(self.steps_per_k) <= num_slots:
+            self.steps_per_k.extend([0] * (num_slots + 1 - len(self.steps_per_k)))
+        self.steps_per_k[num_slots] += 1
+
+    @property
+    def mean_k(self) -> float:
+        """Mean K over the recorded decode steps (0 when none)."""
+        steps = sum(self.steps_per_k)
+        return sum(k * n for k, n in enumerate(self.steps_per_k)) / steps if steps else 0.0
+
     def to_proto(self) -> generation_pb2.SpecStats:
         mean_length = 1 + self.accepted / self.verify_steps if self.verify_steps else 0.0
         return generation_pb2.SpecStats(
@@ -34,4 +48,6 @@ class SpecStatsTracker:
             accepted_per_position=self.accepted_per_position,
             mean_acceptance_length=mean_length,
             verify_steps=self.verify_steps,
+            steps_per_k=self.steps_per_k,
+            mean_k=self.mean_k,
         )

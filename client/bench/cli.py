@@ -15,13 +15,21 @@ def add_bench_parser(commands) -> None:
     """Register the `bench` subcommand."""
     from client.bench.http_compare import API_CHOICES
     from client.bench.model_shapes import SHAPES
+    from client.bench.prompt_sets import PROMPT_SETS
     from executor_svc.cli_args import add_executor_arguments
     from scheduler_svc.cli_args import add_scheduler_arguments
 
     bench = commands.add_parser("bench", help="benchmark the stack on MT-Bench prompts, with HF baselines")
     bench.add_argument("--model", default=None, help="model to serve (default: SmolLM2-135M-Instruct)")
-    bench.add_argument("--concurrency", type=int, nargs="+", default=[1, 16],
-                       help="client concurrencies (default 1 16)")
+    bench.add_argument("--concurrency", type=int, nargs="+", default=None,
+                       help="client concurrencies (default 1 16; with --sweep 1 2 4 8 16 32)")
+    bench.add_argument("--sweep", action="store_true",
+                       help="throughput over the concurrencies for no speculation, K = 1..--sweep-max-k fixed and "
+                            "dynamic K (drafter: --spec-method, n-gram by default), one line each in the plot")
+    bench.add_argument("--sweep-max-k", type=int, default=5, help="largest fixed K of --sweep (default 5)")
+    bench.add_argument("--prompts", choices=PROMPT_SETS, default="mtbench",
+                       help="mtbench: MT-Bench first turns; code: complete the first lines of Python stdlib "
+                            "functions (default mtbench)")
     bench.add_argument("--num-prompts", type=int, default=None,
                        help="prompts per run (default: 8 at concurrency 1, else every MT-Bench first turn, "
                             "or 2x concurrency if that is more)")
@@ -76,10 +84,13 @@ def run_bench(args: argparse.Namespace) -> dict:
     from client.bench.speculation import speculation_ratios
     from client.bench.tracing_compare import tracing_ratios
     from client.model_resolver import resolve_model
-    from client.mtbench import load_mtbench_first_turns
 
     if args.rounds < 1:
         raise ValueError(f"--rounds: must be >= 1, got {args.rounds}")
+    if args.concurrency is None:
+        from client.bench.sweep_run import DEFAULT_SWEEP_CONCURRENCY
+
+        args.concurrency = DEFAULT_SWEEP_CONCURRENCY if args.sweep else [1, 16]
     model_dir = str(resolve_model(args.model))
     if args.small_model:
         from client.bench.small_model import make_small_checkpoint
@@ -95,7 +106,13 @@ def run_bench(args: argparse.Namespace) -> dict:
         args.load_format = "dummy"
     setup = ForwardSetup(args.device, args.dtype, args.attention_backend, args.load_format)
     args.forward_setup = setup
-    prompts = load_mtbench_first_turns()
+    if args.sweep:
+        from client.bench.sweep_run import run_sweep
+
+        return run_sweep(args, model_dir, _measure)
+    from client.bench.prompt_sets import load_prompts
+
+    prompts = load_prompts(args.prompts)
     report: dict = {"model": model_dir, "num_threads": args.num_threads, "max_tokens": args.max_tokens,
                     "title": f"stepahead bench: {Path(model_dir).name}, {args.num_threads} torch threads",
                     "runs": [], "hf": [], "bare_forward": []}

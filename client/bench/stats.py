@@ -58,7 +58,12 @@ def speculation_summary(result: LoadResult) -> dict:
     drafted = sum(s.drafted for s in specs)
     accepted = sum(s.accepted for s in specs)
     verify_steps = sum(s.verify_steps for s in specs)
+    steps_per_k = [sum(s.steps_per_k[k] for s in specs if k < len(s.steps_per_k))
+                   for k in range(max((len(s.steps_per_k) for s in specs), default=0))]
+    decode_steps = sum(steps_per_k)
     return {
+        "steps_per_k": steps_per_k,
+        "mean_k": sum(k * n for k, n in enumerate(steps_per_k)) / decode_steps if decode_steps else 0.0,
         "spec_drafted": drafted,
         "spec_accepted": accepted,
         "spec_verify_steps": verify_steps,

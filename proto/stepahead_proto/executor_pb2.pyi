@@ -13,7 +13,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ExecutorDescription(_message.Message):
-    __slots__ = ("model", "max_model_len", "vocab_size", "eos_token_ids", "block_size", "num_kv_blocks", "device", "dtype", "attention_backend", "num_threads", "spec_method", "max_num_spec_tokens")
+    __slots__ = ("model", "max_model_len", "vocab_size", "eos_token_ids", "block_size", "num_kv_blocks", "device", "dtype", "attention_backend", "num_threads", "spec_method", "max_num_spec_tokens", "model_fingerprint")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class ExecutorDescription(_message.Message):
     NUM_THREADS_FIELD_NUMBER: _ClassVar[int]
     SPEC_METHOD_FIELD_NUMBER: _ClassVar[int]
     MAX_NUM_SPEC_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     model: str
     max_model_len: int
     vocab_size: int
@@ -38,7 +39,46 @@ class ExecutorDescription(_message.Message):
     num_threads: int
     spec_method: str
     max_num_spec_tokens: int
-    def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., attention_backend: _Optional[str] = ..., num_threads: _Optional[int] = ..., spec_method: _Optional[str] = ..., max_num_spec_tokens: _Optional[int] = ...) -> None: ...
+    model_fingerprint: str
+    def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., attention_backend: _Optional[str] = ..., num_threads: _Optional[int] = ..., spec_method: _Optional[str] = ..., max_num_spec_tokens: _Optional[int] = ..., model_fingerprint: _Optional[str] = ...) -> None: ...
+
+class TokenIds(_message.Message):
+    __slots__ = ("ids",)
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ProfileRequest(_message.Message):
+    __slots__ = ("batch_sizes", "context_len", "repeats", "calibration_prompts", "calibration_max_tokens")
+    BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_LEN_FIELD_NUMBER: _ClassVar[int]
+    REPEATS_FIELD_NUMBER: _ClassVar[int]
+    CALIBRATION_PROMPTS_FIELD_NUMBER: _ClassVar[int]
+    CALIBRATION_MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    batch_sizes: _containers.RepeatedScalarFieldContainer[int]
+    context_len: int
+    repeats: int
+    calibration_prompts: _containers.RepeatedCompositeFieldContainer[TokenIds]
+    calibration_max_tokens: int
+    def __init__(self, batch_sizes: _Optional[_Iterable[int]] = ..., context_len: _Optional[int] = ..., repeats: _Optional[int] = ..., calibration_prompts: _Optional[_Iterable[_Union[TokenIds, _Mapping]]] = ..., calibration_max_tokens: _Optional[int] = ...) -> None: ...
+
+class StepTimeRow(_message.Message):
+    __slots__ = ("step_ms",)
+    STEP_MS_FIELD_NUMBER: _ClassVar[int]
+    step_ms: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, step_ms: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class StepProfile(_message.Message):
+    __slots__ = ("batch_sizes", "rows", "acceptance_prior", "profile_s")
+    BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTANCE_PRIOR_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_S_FIELD_NUMBER: _ClassVar[int]
+    batch_sizes: _containers.RepeatedScalarFieldContainer[int]
+    rows: _containers.RepeatedCompositeFieldContainer[StepTimeRow]
+    acceptance_prior: _containers.RepeatedScalarFieldContainer[float]
+    profile_s: float
+    def __init__(self, batch_sizes: _Optional[_Iterable[int]] = ..., rows: _Optional[_Iterable[_Union[StepTimeRow, _Mapping]]] = ..., acceptance_prior: _Optional[_Iterable[float]] = ..., profile_s: _Optional[float] = ...) -> None: ...
 
 class NewRequestData(_message.Message):
     __slots__ = ("request_id", "prompt_token_ids", "output_token_ids", "sampling", "block_ids", "num_computed_tokens", "num_scheduled_tokens", "num_spec_tokens", "stop")

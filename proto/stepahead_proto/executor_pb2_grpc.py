@@ -45,6 +45,11 @@ class ExecutorStub:
                 request_serializer=stepahead__proto_dot_executor__pb2.StepRequest.SerializeToString,
                 response_deserializer=stepahead__proto_dot_executor__pb2.StepResult.FromString,
                 _registered_method=True)
+        self.Profile = channel.unary_unary(
+                '/stepahead.v1.Executor/Profile',
+                request_serializer=stepahead__proto_dot_executor__pb2.ProfileRequest.SerializeToString,
+                response_deserializer=stepahead__proto_dot_executor__pb2.StepProfile.FromString,
+                _registered_method=True)
 
 
 class ExecutorServicer:
@@ -66,6 +71,14 @@ class ExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Profile(self, request, context):
+        """Measures what dynamic speculative decoding plans with: step time per (batch size, K) and the
+        drafter's per-position acceptance. Refused (FAILED_PRECONDITION) while an Execute stream is open.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -78,6 +91,11 @@ def add_ExecutorServicer_to_server(servicer, server):
                     servicer.Execute,
                     request_deserializer=stepahead__proto_dot_executor__pb2.StepRequest.FromString,
                     response_serializer=stepahead__proto_dot_executor__pb2.StepResult.SerializeToString,
+            ),
+            'Profile': grpc.unary_unary_rpc_method_handler(
+                    servicer.Profile,
+                    request_deserializer=stepahead__proto_dot_executor__pb2.ProfileRequest.FromString,
+                    response_serializer=stepahead__proto_dot_executor__pb2.StepProfile.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -135,6 +153,33 @@ class Executor:
             '/stepahead.v1.Executor/Execute',
             stepahead__proto_dot_executor__pb2.StepRequest.SerializeToString,
             stepahead__proto_dot_executor__pb2.StepResult.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Profile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stepahead.v1.Executor/Profile',
+            stepahead__proto_dot_executor__pb2.ProfileRequest.SerializeToString,
+            stepahead__proto_dot_executor__pb2.StepProfile.FromString,
             options,
             channel_credentials,
             insecure,

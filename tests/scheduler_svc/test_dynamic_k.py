@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_svc.dynamic_k import AcceptanceEstimate, DynamicKPolicy, StepTimeProfile
+from scheduler_svc.dynamic_k import AcceptanceEstimate, DynamicKPolicy, FixedK, StepTimeProfile
 
 # A CPU-like profile: verifying K drafts costs more the larger the batch.
 PROFILE = StepTimeProfile(
@@ -72,3 +72,39 @@ def test_a_workload_switch_moves_k_within_a_bounded_number_of_steps():
         policy.observe(3, 0)
         steps += 1
     assert policy.choose(batch) == 0 and steps <= 60
+
+
+def test_acceptance_moves_off_the_prior_after_a_warm_up_of_verifies():
+    policy = DynamicKPolicy(StepTimeProfile(PROFILE.batch_sizes, PROFILE.step_ms, (0.05, 0.05, 0.05)), decay=0.05)
+    assert policy.best_k(1) == 0  # the prior says drafts are rejected
+    for _ in range(40):  # live verifies say they are accepted
+        policy.observe(3, 3)
+    assert policy.best_k(1) == 3 and policy.acceptance.rates[0] > 0.8
+
+
+def test_k_zero_is_probed_with_one_draft_now_and_then_so_a_predictable_workload_is_noticed():
+    low = StepTimeProfile(PROFILE.batch_sizes, PROFILE.step_ms, (0.05, 0.05, 0.05))
+    policy = DynamicKPolicy(low, probe_budget=0.0125)  # a probe costs 1 ms more than a 20 ms step: every 4th
+    choices = [policy.choose(1) for _ in range(8)]
+    assert choices == [0, 0, 0, 1, 0, 0, 0, 1]
+    # Where a probe costs more (B = 32: 110 ms against 60 ms), probes are rarer: the same budget of time.
+    large_batch = DynamicKPolicy(low, probe_budget=0.0125)
+    assert sum(large_batch.choose(32) for _ in range(200)) == 200 // 67
+    never = DynamicKPolicy(low, probe_budget=0.0)
+    assert sum(never.choose(1) for _ in range(50)) == 0
+    with pytest.raises(ValueError, match="probe_budget"):
+        DynamicKPolicy(low, probe_budget=1.0)
+    steps = 0
+    while policy.best_k(1) == 0 and steps < 100:  # predictable text again: every probe's draft is accepted
+        if policy.choose(1) > 0:
+            policy.observe(1, 1)
+        steps += 1
+    assert policy.best_k(1) > 0 and steps <= 10
+
+
+def test_fixed_k_never_changes():
+    fixed = FixedK(2)
+    fixed.observe(2, 0)
+    assert [fixed.choose(b) for b in (1, 8, 64)] == [2, 2, 2]
+    with pytest.raises(ValueError, match="num_spec_tokens"):
+        FixedK(-1)
