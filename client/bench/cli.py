@@ -33,6 +33,9 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--num-prompts", type=int, default=None,
                        help="prompts per run (default: 8 at concurrency 1, else every MT-Bench first turn, "
                             "or 2x concurrency if that is more)")
+    bench.add_argument("--prompts-per-client", type=_positive_int, default=None,
+                       help="prompts per run = this x concurrency (at least 8); shorter runs at every "
+                            "concurrency, for sweeps (overrides --num-prompts)")
     bench.add_argument("--max-tokens", type=int, default=256,
                        help="max tokens per request; EOS stops earlier (default 256)")
     bench.add_argument("--ignore-eos", action="store_true",
@@ -62,12 +65,22 @@ def add_bench_parser(commands) -> None:
     bench.set_defaults(num_threads=2)
 
 
-def _prompts_for(concurrency: int, num_prompts: int | None, prompts: list[str]) -> list[str]:
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _prompts_for(concurrency: int, num_prompts: int | None, prompts: list[str],
+                 per_client: int | None = None) -> list[str]:
     """The prompts of one run (cycled when more are asked for than exist).
 
     Batched runs use every prompt by default: with only two waves of requests the longest ones set the
     run's length for continuous and static batching alike, and the run would hardly measure batching.
     """
+    if per_client is not None:
+        num_prompts = max(8, per_client * concurrency)
     count = num_prompts or (8 if concurrency == 1 else max(len(prompts), 2 * concurrency))
     return [prompts[i % len(prompts)] for i in range(count)]
 
@@ -124,7 +137,8 @@ def run_bench(args: argparse.Namespace) -> dict:
             report["tracing"] = {**tracing, "spans_received": spans + tracing["spans_received"]}
         if not args.no_hf:
             for concurrency in args.concurrency:
-                hf = hf_generate_throughput(model_dir, _prompts_for(concurrency, args.num_prompts, prompts),
+                chosen = _prompts_for(concurrency, args.num_prompts, prompts, args.prompts_per_client)
+                hf = hf_generate_throughput(model_dir, chosen,
                                             concurrency, args.max_tokens, args.num_threads, setup, args.ignore_eos)
                 report["hf"].append({**hf, "round": round_index})
                 print(f"done: HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s", flush=True)
@@ -231,7 +245,7 @@ def _measure(
     from client.bench.stats import summarize
     from client.sync_client import Client
 
-    chosen = _prompts_for(concurrency, args.num_prompts, prompts)
+    chosen = _prompts_for(concurrency, args.num_prompts, prompts, args.prompts_per_client)
     with Client(stack.address) as client:
         before = client.model_info().stats
         if api == "http":

@@ -23,3 +23,9 @@ def test_more_than_twice_the_concurrency_cycles_through_the_prompts():
 
 def test_an_explicit_count_wins():
     assert _prompts_for(16, 5, PROMPTS) == PROMPTS[:5]
+
+
+def test_prompts_per_client_scales_with_concurrency_from_a_floor_of_eight():
+    assert len(_prompts_for(1, None, PROMPTS, per_client=2)) == 8
+    assert len(_prompts_for(16, 5, PROMPTS, per_client=2)) == 32
+    assert len(_prompts_for(32, None, PROMPTS, per_client=2)) == 64

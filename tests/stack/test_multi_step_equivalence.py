@@ -78,9 +78,12 @@ def test_tokens_of_one_multi_step_batch_arrive_one_by_one(slower_model_dir, laun
         info = client.model_info()
     assert len(arrivals) == 33
     assert info.stats.step_requests <= 6, info.stats  # the prefill, then batches of 8 sub-steps
-    # One message per token, each received at its own time: no batch arrives in one burst.
+    # One message per token, each received at its own time.
     assert len(set(arrivals)) == len(arrivals)
     gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:])]
-    # The median gap is about one sub-step's compute: tokens leave as their sub-step completes.
+    # Tokens leave as their sub-step completes, so most gaps are about one sub-step's compute. Had a batch of 8
+    # been sent at its end, only 1 gap in 8 would be; a stall of this shared machine bunches a few (so not the
+    # median): at least a quarter of the gaps must be half a sub-step or longer.
     sub_step_s = info.stats.executor_busy_s / info.stats.steps
-    assert sorted(gaps)[len(gaps) // 2] > 0.5 * sub_step_s, (gaps, sub_step_s)
+    long_gaps = sum(gap > 0.5 * sub_step_s for gap in gaps)
+    assert long_gaps >= len(gaps) // 4, (gaps, sub_step_s)
