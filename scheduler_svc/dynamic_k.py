@@ -4,7 +4,9 @@ time and the drafts' measured acceptance.
 A step of B decoding requests that verifies K drafts each costs ITL(B, K) (profiled on the executor)
 and yields AL(K) = 1 + a1 + a1*a2 + ... + a1*...*aK tokens per request in expectation, where a_i is the
 probability that draft i is accepted given that drafts 1..i-1 were. The policy takes the K (0
-included) with the most tokens per second, AL(K) / ITL(B, K). The a_i start from the profile's prior
+included) with the most tokens per second, AL(K) / ITL(B, K), where a larger K must beat the best smaller
+one by a margin (DEFAULT_MIN_GAIN): the profile's step times carry a few percent of measurement noise, and
+a near-tie is not worth drafting for. The a_i start from the profile's prior
 (measured on calibration prompts) and follow live counts with an exponentially weighted average, so
 K moves when the workload's predictability changes.
 """
@@ -18,6 +20,11 @@ from typing import Any, Protocol
 
 DEFAULT_DECAY = 0.05
 """Weight of each new verify in the acceptance estimate: about 1/0.05 = 20 verifies of memory."""
+DEFAULT_MIN_GAIN = 0.03
+"""A larger K is taken only when its AL(K) / ITL(B, K) beats the best smaller K's by this fraction. The step
+profile is measured on a shared machine: where drafting one token more looks free (ITL(B, 1) == ITL(B, 0)
+after noise and the monotone repair), a few accepted drafts in a hundred would otherwise turn speculation on
+for a real cost of a few percent."""
 DEFAULT_PROBE_BUDGET = 0.01
 """While K = 0 is best, one step now and then drafts K = 1 anyway (without drafts nothing is observed, and a
 workload that became predictable again would never be noticed); probes are spaced so that their extra
@@ -135,14 +142,22 @@ class AcceptanceEstimate:
 
 
 class DynamicKPolicy:
-    """Chooses K per step: argmax over K in 0..K_max of AL(K) / ITL(B, K); the smaller K on a tie."""
+    """Chooses K per step: argmax over K in 0..K_max of AL(K) / ITL(B, K); the smaller K on a near-tie
+    (within ``min_gain``)."""
 
     def __init__(
-        self, profile: StepTimeProfile, decay: float = DEFAULT_DECAY, probe_budget: float = DEFAULT_PROBE_BUDGET
+        self,
+        profile: StepTimeProfile,
+        decay: float = DEFAULT_DECAY,
+        probe_budget: float = DEFAULT_PROBE_BUDGET,
+        min_gain: float = DEFAULT_MIN_GAIN,
     ) -> None:
         if not 0.0 <= probe_budget < 1.0:
             raise ValueError(f"probe_budget: must be in [0, 1), got {probe_budget}")
+        if not 0.0 <= min_gain < 1.0:
+            raise ValueError(f"min_gain: must be in [0, 1), got {min_gain}")
         self.profile = profile
+        self.min_gain = min_gain
         self.acceptance = AcceptanceEstimate(profile.acceptance_prior, decay)
         self.probe_budget = probe_budget
         self._probe_credit_ms = 0.0
@@ -154,20 +169,23 @@ class DynamicKPolicy:
             self._probe_credit_ms = 0.0
             return best
         batch = max(1, batch_size)
-        self._probe_credit_ms += self.probe_budget * self.profile.step_time(batch, 0)
-        if self._probe_credit_ms >= self.profile.step_time(batch, 1) - self.profile.step_time(batch, 0):
+        base_ms = self.profile.step_time(batch, 0)
+        self._probe_credit_ms += self.probe_budget * base_ms
+        # A probe looks free where the profile has ITL(B, 1) == ITL(B, 0); it is not: count it at min_gain.
+        probe_cost_ms = max(self.profile.step_time(batch, 1) - base_ms, self.min_gain * base_ms)
+        if self._probe_credit_ms >= probe_cost_ms:
             self._probe_credit_ms = 0.0
             return 1
         return 0
 
     def best_k(self, batch_size: int) -> int:
-        """The argmax of AL(K) / ITL(B, K) over K = 0..K_max (no probing)."""
+        """The argmax of AL(K) / ITL(B, K) over K = 0..K_max, a larger K only if better by min_gain (no probing)."""
         if batch_size < 1:
             return 0
         best_k, best_rate = 0, 0.0
         for k in range(self.profile.max_num_spec_tokens + 1):
             rate = self.acceptance.expected_tokens(k) / self.profile.step_time(batch_size, k)
-            if rate > best_rate * (1 + 1e-9):
+            if rate > best_rate * (1 + self.min_gain + 1e-9):
                 best_k, best_rate = k, rate
         return best_k
 

@@ -102,6 +102,24 @@ def test_k_zero_is_probed_with_one_draft_now_and_then_so_a_predictable_workload_
     assert policy.best_k(1) > 0 and steps <= 10
 
 
+def test_a_draft_that_looks_free_in_the_profile_must_still_pay_by_min_gain():
+    # As measured at B = 1 on a noisy machine: ITL(1, 1) == ITL(1, 0) after the profile's monotone repair.
+    flat = StepTimeProfile((1,), ((20.0, 20.0, 21.0),), (0.02, 0.9))
+    assert DynamicKPolicy(flat).best_k(1) == 0  # 2 accepted drafts in 100 do not pay for drafting
+    assert DynamicKPolicy(flat, min_gain=0.0).best_k(1) == 1  # the bare argmax would draft
+    paying = StepTimeProfile((1,), ((20.0, 20.0, 21.0),), (0.2, 0.9))
+    assert DynamicKPolicy(paying).best_k(1) == 2
+    with pytest.raises(ValueError, match="min_gain"):
+        DynamicKPolicy(flat, min_gain=1.0)
+
+
+def test_a_probe_that_looks_free_is_counted_at_min_gain_so_k_zero_stays_mostly_zero():
+    flat = StepTimeProfile((1,), ((20.0, 20.0),), (0.0,))
+    policy = DynamicKPolicy(flat, probe_budget=0.01, min_gain=0.03)
+    choices = [policy.choose(1) for _ in range(30)]
+    assert sum(choices) == 10 and choices[:3] == [0, 0, 1]  # one probe per 3 steps, not one every step
+
+
 def test_fixed_k_never_changes():
     fixed = FixedK(2)
     fixed.observe(2, 0)
