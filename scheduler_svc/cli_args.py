@@ -15,6 +15,12 @@ def add_scheduler_arguments(
     group = parser.add_argument_group("scheduler")
     group.add_argument("--max-num-seqs", type=int, default=64, help="most requests running at once (default 64)")
     group.add_argument("--max-num-batched-tokens", type=int, default=512, help="token budget of one step (default 512)")
+    group.add_argument("--max-queued-requests", type=int, default=1024,
+                       help="most requests waiting to start; beyond it Generate is refused with RESOURCE_EXHAUSTED "
+                            "(HTTP 429) (default 1024)")
+    group.add_argument("--max-queue-wait-s", type=float, default=None,
+                       help="a request still waiting to start after this many seconds ends with RESOURCE_EXHAUSTED "
+                            "(default: no limit)")
     if several_inflight_values:
         group.add_argument("--max-inflight-steps", type=int, nargs="+", default=[1, 2],
                            help="compare these run-ahead depths in one run (default 1 2)")
@@ -78,6 +84,8 @@ def scheduler_config_from_args(
             max_num_batched_tokens=args.max_num_batched_tokens,
             max_inflight_steps=args.max_inflight_steps,
             num_scheduler_steps=args.num_scheduler_steps,
+            max_queued_requests=args.max_queued_requests,
+            max_queue_wait_s=args.max_queue_wait_s,
         ),
         default_max_tokens=args.default_max_tokens,
         metrics_port=args.metrics_port,
@@ -102,11 +110,14 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         "--max-num-batched-tokens", str(args.max_num_batched_tokens),
         "--max-inflight-steps", str(args.max_inflight_steps),
         "--num-scheduler-steps", str(args.num_scheduler_steps),
+        "--max-queued-requests", str(args.max_queued_requests),
         "--default-max-tokens", str(args.default_max_tokens),
         "--executor-stall-timeout-s", str(args.executor_stall_timeout_s),
     ]
     if args.metrics_port is not None:
         flags += ["--metrics-port", str(args.metrics_port)]
+    if args.max_queue_wait_s is not None:
+        flags += ["--max-queue-wait-s", str(args.max_queue_wait_s)]
     if getattr(args, "spec_method", "none") != "none" and getattr(args, "num_spec_tokens", None) is not None:
         flags += ["--num-spec-tokens", str(args.num_spec_tokens)]  # serve: dynamic or N
     for name in ("spec_profile_dir", "http_port", "tls_cert", "tls_key", "api_key_file", "executor_tls_ca",

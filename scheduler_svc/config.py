@@ -25,11 +25,21 @@ class SchedulingConfig:
     """StepRequests outstanding on the Execute stream (1 = synchronous)."""
     num_scheduler_steps: int = 1
     """Decode sub-steps per StepRequest when every scheduled request only decodes (multi-step)."""
+    max_queued_requests: int = 1024
+    """Most requests waiting to start; a new one beyond it is refused (RESOURCE_EXHAUSTED)."""
+    max_queue_wait_s: float | None = None
+    """A request still waiting to start after this long ends with RESOURCE_EXHAUSTED (None: no limit)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "max_inflight_steps", "num_scheduler_steps"):
+        for name in ("max_num_seqs", "max_num_batched_tokens", "max_inflight_steps", "num_scheduler_steps",
+                     "max_queued_requests"):
             value = getattr(self, name)
             _require(value >= 1, name, f"must be >= 1, got {value}")
+        _require(
+            self.max_queue_wait_s is None or self.max_queue_wait_s > 0,
+            "max_queue_wait_s",
+            f"must be > 0, got {self.max_queue_wait_s}",
+        )
 
 
 @dataclass(frozen=True)

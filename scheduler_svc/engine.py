@@ -151,6 +151,7 @@ class Engine:
                 self.tracing.end_step(result)
 
     async def _fill_pipeline(self, call: ExecuteCall) -> None:
+        self._expire_overdue_waiting()
         while len(self._inflight) < self.max_inflight_steps:
             output = self.scheduler.schedule()
             self.stats.scheduler_invocations += 1
@@ -235,15 +236,32 @@ class Engine:
         elif message is not None:
             self._queues[request_id].put_nowait(message)
 
+    def _expire_overdue_waiting(self) -> None:
+        """End the requests that waited longer than --max-queue-wait-s without starting."""
+        now = time.monotonic()
+        limit = self.scheduler.config.max_queue_wait_s
+        for request_id in self.scheduler.overdue_waiting(now):
+            waited = now - self._states[request_id].request.arrival_time
+            self._fail_request(
+                request_id,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"server overloaded: the request waited {waited:.1f} s without starting "
+                f"(--max-queue-wait-s {limit:g}); retry later",
+            )
+        self.scheduler.discard_finished_ids()
+
+    def _fail_request(self, request_id: str, code: grpc.StatusCode, message: str) -> None:
+        self.scheduler.finish_request(request_id)
+        self._queues.pop(request_id).put_nowait(EngineError(code, message))
+        self.metrics.count_error(code.name)
+        del self._states[request_id]
+
     def _fail_all(self, code: grpc.StatusCode, message: str) -> None:
         self._inflight.clear()
         self.tracing.abandon_steps(message)
         self._last_compute_end = None
         for request_id in list(self._queues):
-            self.scheduler.finish_request(request_id)
-            self._queues.pop(request_id).put_nowait(EngineError(code, message))
-            self.metrics.count_error(code.name)
-            del self._states[request_id]
+            self._fail_request(request_id, code, message)
         self.scheduler.discard_finished_ids()
 
 

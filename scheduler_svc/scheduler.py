@@ -26,6 +26,10 @@ class DuplicateRequestError(ValueError):
     """A request was added under the id of one that is still running or waiting."""
 
 
+class QueueFullError(RuntimeError):
+    """A new request arrived while max_queued_requests were already waiting to start."""
+
+
 class Scheduler:
     """Owns the waiting queue, the running batch and the KV block tables."""
 
@@ -59,6 +63,11 @@ class Scheduler:
         """Queue a validated request."""
         if request.request_id in self.requests:
             raise DuplicateRequestError(f"request_id: {request.request_id!r} is already running")
+        if len(self.waiting) >= self.config.max_queued_requests:
+            raise QueueFullError(
+                f"server overloaded: {len(self.waiting)} requests are queued, the limit is "
+                f"{self.config.max_queued_requests} (--max-queued-requests); retry later"
+            )
         self.requests[request.request_id] = request
         self.waiting.append(request)
 
@@ -76,6 +85,13 @@ class Scheduler:
         if request.sent_to_executor:
             self._finished_since_last_step.append(request_id)
         return True
+
+    def overdue_waiting(self, now: float) -> list[str]:
+        """Ids of requests that never started and have waited longer than max_queue_wait_s (oldest first)."""
+        limit = self.config.max_queue_wait_s
+        if limit is None:
+            return []
+        return [r.request_id for r in self.waiting if not r.num_preemptions and now - r.arrival_time > limit]
 
     def discard_finished_ids(self) -> None:
         """Forget ids queued for the executor to drop (its state is gone, e.g. a new Execute stream)."""

@@ -11,7 +11,7 @@ from scheduler_svc.http.conversion import GenerationPlan
 from scheduler_svc.http.errors import ApiError
 from scheduler_svc.http.tracing import RequestTrace
 from scheduler_svc.request import Request
-from scheduler_svc.scheduler import DuplicateRequestError
+from scheduler_svc.scheduler import DuplicateRequestError, QueueFullError
 from stepahead_proto import generation_pb2
 
 
@@ -42,6 +42,9 @@ class EngineRun:
         except DuplicateRequestError as error:
             self.abort()
             raise ApiError(grpc.StatusCode.ALREADY_EXISTS, str(error)) from None
+        except QueueFullError as error:
+            self.abort()
+            raise ApiError(grpc.StatusCode.RESOURCE_EXHAUSTED, str(error)) from None
 
     @property
     def finished(self) -> bool:
