@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypedDict
 
@@ -96,26 +97,49 @@ def build_generate_request(
 
 
 def build_sampling_params(options: Mapping[str, Any]) -> sampling_pb2.SamplingParams:
-    """SamplingParams with only the options that are given and not None."""
+    """SamplingParams with only the options that are given and not None.
+
+    Raises ValueError naming the option for a value the message cannot carry (a negative seed, a float
+    where an integer goes, NaN or infinity); the server checks the ranges."""
     params = sampling_pb2.SamplingParams()
     for name in _SAMPLING_FIELDS:
-        if options.get(name) is not None:
-            setattr(params, name, options[name])
+        value = options.get(name)
+        if value is None:
+            continue
+        if name == "seed" and isinstance(value, int) and not 0 <= value < 2**64:
+            raise ValueError(f"seed: must be in [0, 2**64), got {value}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name}: must be a finite number, got {value}")
+        _set_field(params, name, value)
     return params
 
 
 def build_stopping_params(options: Mapping[str, Any]) -> sampling_pb2.StoppingParams:
-    """StoppingParams with only the options that are given and not None."""
+    """StoppingParams with only the options that are given and not None (ValueError naming a bad one)."""
     params = sampling_pb2.StoppingParams()
     for name in _STOPPING_SCALAR_FIELDS:
         if options.get(name) is not None:
-            setattr(params, name, options[name])
+            _set_field(params, name, options[name])
     stop = options.get("stop")
     if stop is not None:
-        params.stop.extend([stop] if isinstance(stop, str) else stop)
+        _extend_field(params.stop, "stop", [stop] if isinstance(stop, str) else stop)
     if options.get("stop_token_ids") is not None:
-        params.stop_token_ids.extend(options["stop_token_ids"])
+        _extend_field(params.stop_token_ids, "stop_token_ids", options["stop_token_ids"])
     return params
+
+
+def _set_field(message: Any, name: str, value: Any) -> None:
+    try:
+        setattr(message, name, value)
+    except (TypeError, ValueError) as error:  # protobuf says "Value out of range: -5" without the field
+        raise ValueError(f"{name}: {value!r} is not a valid value ({error})") from None
+
+
+def _extend_field(field: Any, name: str, values: Any) -> None:
+    try:
+        field.extend(values)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name}: {values!r} is not a valid value ({error})") from None
 
 
 def call_metadata(api_key: str | None = None) -> tuple[tuple[str, str], ...]:

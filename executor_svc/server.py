@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 EXECUTOR_SERVICE = executor_pb2.DESCRIPTOR.services_by_name["Executor"].full_name
 
 
+STEP_MESSAGE_LIMIT_BYTES = 256 * 1024 * 1024
+"""Largest StepRequest / StepResult the Execute stream carries."""
+
 def eos_token_ids(model_dir: str, hf_config) -> list[int]:
     """EOS ids from generation_config.json when present, else from config.json."""
     from transformers import GenerationConfig
@@ -118,7 +121,10 @@ def serve(config: ExecutorConfig) -> None:
     """Run the executor until terminated."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s executor %(levelname)s %(message)s")
     tracing = ExecutorTracing.from_env(os.environ)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    # A StepRequest carries new requests' whole prompts: allow more than gRPC's default 4 MiB from the scheduler.
+    limit = [("grpc.max_receive_message_length", STEP_MESSAGE_LIMIT_BYTES),
+             ("grpc.max_send_message_length", STEP_MESSAGE_LIMIT_BYTES)]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=limit)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)  # liveness

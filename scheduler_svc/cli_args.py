@@ -18,6 +18,8 @@ def add_scheduler_arguments(
     group.add_argument("--max-queued-requests", type=int, default=1024,
                        help="most requests waiting to start; beyond it Generate is refused with RESOURCE_EXHAUSTED "
                             "(HTTP 429) (default 1024)")
+    group.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024,
+                       help="largest Generate request the public gRPC API accepts, in bytes (default 4 MiB)")
     group.add_argument("--max-queue-wait-s", type=float, default=None,
                        help="a request still waiting to start after this many seconds ends with RESOURCE_EXHAUSTED "
                             "(default: no limit)")
@@ -88,6 +90,7 @@ def scheduler_config_from_args(
             max_queue_wait_s=args.max_queue_wait_s,
         ),
         default_max_tokens=args.default_max_tokens,
+        max_request_bytes=args.max_request_bytes,
         metrics_port=args.metrics_port,
         readiness=ReadinessConfig(executor_stall_timeout_s=args.executor_stall_timeout_s),
         http_port=getattr(args, "http_port", None),
@@ -111,6 +114,7 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         "--max-inflight-steps", str(args.max_inflight_steps),
         "--num-scheduler-steps", str(args.num_scheduler_steps),
         "--max-queued-requests", str(args.max_queued_requests),
+        "--max-request-bytes", str(args.max_request_bytes),
         "--default-max-tokens", str(args.default_max_tokens),
         "--executor-stall-timeout-s", str(args.executor_stall_timeout_s),
     ]

@@ -73,6 +73,8 @@ class SchedulerServiceConfig:
     port: int = 50051
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     default_max_tokens: int = 256
+    max_request_bytes: int = 4 * 1024 * 1024
+    """Largest message the public gRPC API accepts (bigger: RESOURCE_EXHAUSTED from gRPC itself)."""
     executor_connect_timeout_s: float = 600.0
     """How long to wait for the executor to answer Describe at start-up (it may be loading weights)."""
     metrics_port: int | None = None
@@ -121,6 +123,7 @@ class SchedulerServiceConfig:
         return frozenset((*self.api_keys, *from_file))
 
     def __post_init__(self) -> None:
+        _require(self.max_request_bytes >= 1024, "max_request_bytes", f"must be >= 1024, got {self.max_request_bytes}")
         _require(bool(self.model_dir), "model_dir", "must be set")
         _require(":" in self.executor_address, "executor_address", f"must be host:port, got {self.executor_address!r}")
         _require(0 <= self.port < 65536, "port", f"must be in [0, 65535], got {self.port}")

@@ -21,6 +21,7 @@ from scheduler_svc.engine import Engine
 from scheduler_svc.http.context import ServingContext
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.readiness import GENERATION_SERVICE, ReadinessMonitor, executor_health_probe
+from scheduler_svc.request_decoding import add_generation_service
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.servicer import GenerationServicer
 from scheduler_svc.spec_policy_setup import speculation_policy
@@ -28,7 +29,7 @@ from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.tracing import SchedulerTracing
 from scheduler_svc.validation import ModelLimits
 from stepahead_common.tls import channel_credentials, server_credentials
-from stepahead_proto import executor_pb2, executor_pb2_grpc, generation_pb2_grpc
+from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 if TYPE_CHECKING:
     from scheduler_svc.http.front import HttpFront
@@ -140,9 +141,13 @@ async def serve(config: SchedulerServiceConfig) -> None:
     interceptors = tracing.server_interceptors()
     if api_keys.enabled:
         interceptors.append(ApiKeyInterceptor(api_keys, lambda: metrics.count_error("UNAUTHENTICATED")))
-    server = grpc.aio.server(interceptors=interceptors)
+    max_bytes = config.max_request_bytes
+    server = grpc.aio.server(
+        interceptors=interceptors,
+        options=[("grpc.max_receive_message_length", max_bytes), ("grpc.max_send_message_length", max_bytes)],
+    )
     servicer = tracing.wrap_servicer(GenerationServicer(engine, tokenizer, limits), limits.model_name)
-    generation_pb2_grpc.add_GenerationServicer_to_server(servicer, server)
+    add_generation_service(servicer, server, lambda: metrics.count_error(grpc.StatusCode.INVALID_ARGUMENT.name))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((GENERATION_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

@@ -11,6 +11,13 @@ from scheduler_svc.tokenizer import Tokenizer
 from stepahead_proto import generation_pb2, sampling_pb2
 
 MAX_LOGPROBS = 20
+MAX_STOP_STRINGS = 64
+MAX_STOP_STRING_CHARS = 1024
+MAX_STOP_TOKEN_IDS = 1024
+MAX_REQUEST_ID_CHARS = 256
+MAX_PROMPT_CHARS_PER_TOKEN = 64
+"""A text or chat prompt longer than this many characters per token of max_model_len is refused before it is
+tokenized: it cannot fit (tokens of real text average 3-5 characters), and tokenizing it costs CPU."""
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -41,7 +48,12 @@ def _check(condition: bool, field: str, message: str) -> None:
 def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limits: ModelLimits) -> Request:
     """Validate every field of ``pb`` and resolve defaults. Raises InvalidRequestError."""
     _check(pb.model in ("", limits.model_name), "model", f"unknown model {pb.model!r}; served: {limits.model_name!r}")
-    prompt_ids = _prompt_token_ids(pb, tokenizer, limits.vocab_size)
+    _check(
+        len(pb.request_id) <= MAX_REQUEST_ID_CHARS,
+        "request_id",
+        f"{len(pb.request_id)} characters; at most {MAX_REQUEST_ID_CHARS}",
+    )
+    prompt_ids = _prompt_token_ids(pb, tokenizer, limits)
     _check(
         len(prompt_ids) < limits.max_model_len,
         "prompt",
@@ -59,9 +71,11 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
     )
 
 
-def _prompt_token_ids(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, vocab_size: int) -> list[int]:
+def _prompt_token_ids(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limits: ModelLimits) -> list[int]:
     kind = pb.WhichOneof("prompt")
     _check(kind is not None, "prompt", "one of text, chat or token_ids is required")
+    _check_prompt_size(pb, kind, limits.max_model_len)
+    vocab_size = limits.vocab_size
     if kind == "text":
         _check(pb.text != "", "text", "the prompt is empty")
         ids = tokenizer.encode(pb.text)
@@ -89,6 +103,19 @@ def _prompt_token_ids(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, 
             )
     _check(bool(ids), "prompt", "the prompt tokenizes to no tokens")
     return ids
+
+
+def _check_prompt_size(pb: generation_pb2.GenerateRequest, kind: str | None, max_model_len: int) -> None:
+    """Refuse a prompt that cannot fit before tokenizing or scanning it."""
+    if kind == "token_ids":
+        count = len(pb.token_ids.ids)
+        _check(count < max_model_len, "token_ids.ids",
+               f"{count} tokens leave no room to generate within the model's limit of {max_model_len} tokens")
+        return
+    chars = len(pb.text) if kind == "text" else sum(len(m.content) + len(m.role) for m in pb.chat.messages)
+    limit = MAX_PROMPT_CHARS_PER_TOKEN * max_model_len
+    _check(chars <= limit, kind or "prompt",
+           f"{chars} characters cannot fit the model's limit of {max_model_len} tokens (at most {limit} characters)")
 
 
 def _check_sampling(p: sampling_pb2.SamplingParams) -> None:
@@ -131,8 +158,13 @@ def _stop_params(pb: generation_pb2.GenerateRequest, prompt_len: int, limits: Mo
     else:
         max_tokens = min(limits.default_max_tokens, room)
     _check(0 <= s.min_tokens <= max_tokens, "stopping.min_tokens", f"must be in [0, max_tokens={max_tokens}]")
+    _check(len(s.stop) <= MAX_STOP_STRINGS, "stopping.stop", f"{len(s.stop)} stop strings; at most {MAX_STOP_STRINGS}")
     for index, stop in enumerate(s.stop):
         _check(stop != "", f"stopping.stop[{index}]", "a stop string must not be empty")
+        _check(len(stop) <= MAX_STOP_STRING_CHARS, f"stopping.stop[{index}]",
+               f"{len(stop)} characters; at most {MAX_STOP_STRING_CHARS}")
+    _check(len(s.stop_token_ids) <= MAX_STOP_TOKEN_IDS, "stopping.stop_token_ids",
+           f"{len(s.stop_token_ids)} ids; at most {MAX_STOP_TOKEN_IDS}")
     for index, token_id in enumerate(s.stop_token_ids):
         _check(
             0 <= token_id < limits.vocab_size,

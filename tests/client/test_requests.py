@@ -157,3 +157,19 @@ def test_timeouts() -> None:
             check_timeout(bad)
     with pytest.raises(ValueError, match="timeout"):
         resolve_timeout(0, 5.0)
+
+
+@pytest.mark.parametrize("options, field", [
+    ({"seed": -5}, "seed"),
+    ({"seed": 2**64}, "seed"),
+    ({"temperature": float("nan")}, "temperature"),
+    ({"top_p": float("inf")}, "top_p"),
+    ({"logprobs": 2**40}, "logprobs"),
+    ({"top_k": 1.5}, "top_k"),
+    ({"max_tokens": -1 << 40}, "max_tokens"),
+    ({"stop": ["ok", 3]}, "stop"),
+    ({"stop_token_ids": [1, "x"]}, "stop_token_ids"),
+])
+def test_a_value_the_message_cannot_carry_is_refused_before_sending_naming_the_option(options, field) -> None:
+    with pytest.raises(ValueError, match=rf"^{field}: "):
+        build_generate_request(prompt="hi", **options)

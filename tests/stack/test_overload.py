@@ -82,11 +82,11 @@ def test_a_burst_of_ten_times_the_limit(tiny_model_dir, launch_stack):
 
     async def burst() -> list:
         async with AsyncClient(stack.address) as client:
-            calls = [client.generate(token_ids=p, max_tokens=16, temperature=0.0) for p in prompts]
+            calls = [client.generate(token_ids=p, max_tokens=8, temperature=0.0) for p in prompts]
             return await asyncio.gather(*calls, return_exceptions=True)
 
     with Client(stack.address) as client:
-        reference = {tuple(p): client.generate(token_ids=p, max_tokens=16, temperature=0.0).token_ids
+        reference = {tuple(p): client.generate(token_ids=p, max_tokens=8, temperature=0.0).token_ids
                      for p in prompts[:8]}
         asyncio.run(burst())  # warm-up: the steady state the RSS is compared with
         steady = [p.memory_info().rss for p in processes]

@@ -1,0 +1,152 @@
+"""Fuzzing the public Generate RPC with hypothesis: random and hostile values in every GenerateRequest field
+(huge strings, out-of-vocabulary ids, extreme, negative, NaN and infinite numbers, thousands of stop strings,
+duplicate ids, invalid UTF-8, oversize and malformed messages), sent through a raw channel so no SDK check
+hides anything. Only proper status codes come back, the server stays up, and at the end no KV block is
+held and no request is left in the scheduler. Derandomized: the same cases every run."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import grpc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from client import Client
+from stepahead_proto import generation_pb2, sampling_pb2
+
+pytestmark = pytest.mark.stack
+
+GENERATE = "/stepahead.v1.Generation/Generate"
+NUM_CASES = 2000
+MAX_MESSAGE_BYTES = 64 * 1024  # the stack's --max-request-bytes, so oversize cases are cheap to make
+ALLOWED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ALREADY_EXISTS,
+           grpc.StatusCode.RESOURCE_EXHAUSTED}
+
+INT32 = st.one_of(st.integers(-5, 500), st.sampled_from([-(2**31), 2**31 - 1, 399, 400, 511, 512, 513]))
+FLOAT = st.one_of(st.floats(-3, 3), st.sampled_from([math.nan, math.inf, -math.inf, 1e38, -1e-38, 0.0]))
+TEXT = st.one_of(st.text(max_size=20), st.sampled_from(["", "\x00", "\ud7ff" * 3, "a" * 40_000, "é" * 5000]))
+SMALL_MAX_TOKENS = st.integers(1, 3)  # accepted requests stay short: 2,000 cases in well under a minute
+
+
+@st.composite
+def sampling_params(draw) -> sampling_pb2.SamplingParams:
+    params = sampling_pb2.SamplingParams()
+    for name in ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty"):
+        if draw(st.booleans()):
+            setattr(params, name, draw(FLOAT))
+    if draw(st.booleans()):
+        params.top_k = draw(INT32)
+    if draw(st.booleans()):
+        params.seed = draw(st.one_of(st.integers(0, 10), st.just(2**64 - 1)))
+    if draw(st.booleans()):
+        params.logprobs = draw(INT32)
+    return params
+
+
+@st.composite
+def stopping_params(draw) -> sampling_pb2.StoppingParams:
+    params = sampling_pb2.StoppingParams()
+    params.max_tokens = draw(st.one_of(SMALL_MAX_TOKENS, st.sampled_from([0, -1, 600, 2**31 - 1, -(2**31)])))
+    if draw(st.booleans()):
+        params.min_tokens = draw(st.one_of(st.integers(0, 3), INT32))
+    stop_count = draw(st.sampled_from([0, 0, 1, 3, 65, 3000]))
+    params.stop.extend(draw(st.lists(TEXT, min_size=min(stop_count, 3), max_size=min(stop_count, 3))))
+    params.stop.extend(["x"] * max(0, stop_count - 3))
+    params.stop_token_ids.extend(draw(st.lists(INT32, max_size=4)))
+    params.ignore_eos = draw(st.booleans())
+    params.include_stop_str_in_output = draw(st.booleans())
+    return params
+
+
+@st.composite
+def generate_requests(draw) -> bytes:
+    request = generation_pb2.GenerateRequest(
+        request_id=draw(st.one_of(st.just(""), st.sampled_from(["dup", "x" * 300]), st.text(max_size=8))),
+        model=draw(st.sampled_from(["", "", "tiny_llama0", "other-model", "\x00"])),
+        sampling=draw(sampling_params()),
+        stopping=draw(stopping_params()),
+        disable_speculation=draw(st.booleans()),
+    )
+    prompt = draw(st.sampled_from(["text", "chat", "token_ids", "none"]))
+    if prompt == "text":
+        request.text = draw(TEXT)
+    elif prompt == "chat":
+        for _ in range(draw(st.integers(0, 3))):
+            request.chat.messages.add(role=draw(st.sampled_from(["user", "system", "robot", ""])), content=draw(TEXT))
+    elif prompt == "token_ids":
+        request.token_ids.ids.extend(draw(st.lists(INT32, max_size=6)) + [5] * draw(st.sampled_from([0, 0, 600])))
+    if draw(st.booleans()):
+        request.skip_special_tokens = draw(st.booleans())
+    data = request.SerializeToString()
+    damage = draw(st.sampled_from(["none"] * 6 + ["bad_utf8", "truncate", "garbage", "oversize"]))
+    if damage == "bad_utf8":  # field 3 (text), length-delimited, with bytes that are not UTF-8
+        data += b"\x1a\x04\xff\xfe\xc3\x28"
+    elif damage == "truncate" and data:
+        data = data[: draw(st.integers(0, len(data) - 1))]
+    elif damage == "garbage":
+        data = draw(st.binary(min_size=1, max_size=64))
+    elif damage == "oversize":
+        data += b"\x12" + _varint(MAX_MESSAGE_BYTES) + b"m" * MAX_MESSAGE_BYTES  # model = 64 KiB of "m"
+    return data
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+@pytest.fixture(scope="module")
+def fuzz_target(tiny_model_dir):
+    from client.stack import LocalStack
+
+    stack = LocalStack(str(tiny_model_dir), ["--num-threads", "1", "--num-kv-blocks", "64"],
+                       ["--max-request-bytes", str(MAX_MESSAGE_BYTES), "--max-queued-requests", "64"])
+    stack.start(timeout_s=600)
+    channel = grpc.insecure_channel(stack.address)
+    generate = channel.unary_stream(GENERATE, request_serializer=lambda data: data,
+                                    response_deserializer=generation_pb2.GenerateResponse.FromString)
+    try:
+        yield stack, generate, []
+    finally:
+        channel.close()
+        stack.stop()
+
+
+@settings(max_examples=NUM_CASES, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large, HealthCheck.large_base_example])
+@given(data=generate_requests())
+def test_generate_answers_every_hostile_request_with_a_proper_status(fuzz_target, data):
+    _, generate, codes = fuzz_target
+    try:
+        for _ in generate(data, timeout=30):
+            pass
+        code = grpc.StatusCode.OK
+    except grpc.RpcError as error:
+        code = error.code()
+        assert code in ALLOWED, (code, error.details(), data[:200])
+        assert error.details(), code  # every refusal says why
+    codes.append(code)
+
+
+def test_after_the_fuzz_the_server_is_up_with_nothing_held(fuzz_target):
+    stack, _, codes = fuzz_target
+    assert len(codes) >= NUM_CASES  # hypothesis ran every case (the fuzz test runs first in this module)
+    assert {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT} <= set(codes)
+    with Client(stack.address) as client:
+        deadline = time.monotonic() + 10
+        while True:
+            info = client.model_info()
+            if info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == info.num_waiting == 0:
+                break
+            assert time.monotonic() < deadline, info
+            time.sleep(0.05)
+        assert client.generate(token_ids=[5, 6], max_tokens=2).finish_reason == "length"
+    assert stack.scheduler is not None and stack.scheduler.is_running() and stack.executor.is_running()
