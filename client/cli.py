@@ -155,7 +155,7 @@ def _run_serve(args: argparse.Namespace) -> None:
                 print(f"a service exited:\n{stack.logs()}", file=sys.stderr)
                 raise SystemExit(1)
     finally:
-        stack.stop()
+        stack.stop(scheduler_timeout_s=args.shutdown_grace_s + 5.0)  # the scheduler drains, then exits
 
 
 def _run_generate(args: argparse.Namespace) -> None:

@@ -66,9 +66,10 @@ class LocalStack:
             raise
         return self.address
 
-    def stop(self) -> None:
+    def stop(self, scheduler_timeout_s: float = 10.0) -> None:
+        """Stop the scheduler (SIGTERM; it drains for up to ``scheduler_timeout_s``), then the executor."""
         if self.scheduler is not None:
-            self.scheduler.stop()
+            self.scheduler.stop(timeout_s=scheduler_timeout_s)
         self.executor.stop()
 
     def logs(self) -> str:

@@ -75,6 +75,8 @@ class SchedulerServiceConfig:
     default_max_tokens: int = 256
     max_request_bytes: int = 4 * 1024 * 1024
     """Largest message the public gRPC API accepts (bigger: RESOURCE_EXHAUSTED from gRPC itself)."""
+    shutdown_grace_s: float = 30.0
+    """On SIGTERM, how long running requests may take to finish before they end with UNAVAILABLE."""
     executor_connect_timeout_s: float = 600.0
     """How long to wait for the executor to answer Describe at start-up (it may be loading weights)."""
     metrics_port: int | None = None
@@ -123,6 +125,7 @@ class SchedulerServiceConfig:
         return frozenset((*self.api_keys, *from_file))
 
     def __post_init__(self) -> None:
+        _require(self.shutdown_grace_s >= 0, "shutdown_grace_s", f"must be >= 0, got {self.shutdown_grace_s}")
         _require(self.max_request_bytes >= 1024, "max_request_bytes", f"must be >= 1024, got {self.max_request_bytes}")
         _require(bool(self.model_dir), "model_dir", "must be set")
         _require(":" in self.executor_address, "executor_address", f"must be host:port, got {self.executor_address!r}")

@@ -41,6 +41,10 @@ class EngineError:
 StreamItem = generation_pb2.GenerateResponse | EngineError
 
 
+class AdmissionClosedError(RuntimeError):
+    """A request arrived after the server began shutting down."""
+
+
 class Engine:
     """Owns the scheduler and the Execute stream; routes each request's outputs to its queue."""
 
@@ -70,6 +74,8 @@ class Engine:
         self.stats = generation_pb2.EngineStats()
         self._last_compute_end: float | None = None
         """When the executor finished the previous step; None after the engine went idle."""
+        self._admission_closed: str | None = None
+        """Why new requests are refused (the server is shutting down); None while admitting."""
 
     # ---- requests ----------------------------------------------------------------------------
     def add_request(
@@ -79,7 +85,10 @@ class Engine:
 
         ``queue``: put them there instead of on a new queue (several requests may share one; their
         messages carry their request ids, an EngineError arrives once per request).
+        Raises AdmissionClosedError once close_admission() was called.
         """
+        if self._admission_closed is not None:
+            raise AdmissionClosedError(self._admission_closed)
         self.scheduler.add_request(request)
         self.tracing.register_request(request.request_id)
         if queue is None:
@@ -90,6 +99,19 @@ class Engine:
         )
         self._wakeup.set()
         return queue
+
+    def close_admission(self, reason: str) -> None:
+        """Refuse every new request from now on (graceful shutdown); running and waiting ones go on."""
+        self._admission_closed = reason
+
+    @property
+    def num_unfinished(self) -> int:
+        """Requests whose stream has not ended yet (waiting or running)."""
+        return len(self._queues)
+
+    def fail_unfinished(self, code: grpc.StatusCode, message: str) -> None:
+        """End every unfinished request with ``code`` and free its blocks (steps in flight are dropped)."""
+        self._fail_all(code, message)
 
     def abort(self, request_id: str) -> bool:
         """Abort a request now: its blocks are freed and its stream ends with finish_reason ABORT."""

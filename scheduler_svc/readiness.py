@@ -92,9 +92,19 @@ class ReadinessMonitor:
         self._stall = StallDetector(config.executor_stall_timeout_s)
         self.ready: bool | None = None
         """The last published readiness (None before the first poll)."""
+        self._shutting_down = False
+
+    async def shut_down(self, reason: str) -> None:
+        """Not ready from now on, whatever the executor says (graceful shutdown)."""
+        self._shutting_down = True
+        if self.ready is not False:
+            self.ready = False
+            await self._publish(False, reason)
 
     async def poll_once(self) -> bool:
         """Check once, publish if readiness changed, and return it."""
+        if self._shutting_down:
+            return False
         reason = await self._probe()
         steps_done, has_work = self._progress()
         if self._stall.is_stalled(steps_done, has_work, self._clock()) and reason is None:

@@ -24,6 +24,7 @@ from scheduler_svc.readiness import GENERATION_SERVICE, ReadinessMonitor, execut
 from scheduler_svc.request_decoding import add_generation_service
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.servicer import GenerationServicer
+from scheduler_svc.shutdown import GracefulShutdown
 from scheduler_svc.spec_policy_setup import speculation_policy
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.tracing import SchedulerTracing
@@ -171,8 +172,9 @@ async def serve(config: SchedulerServiceConfig) -> None:
         print(f"stepahead scheduler HTTP on {http_front.url}", flush=True)
     security = ("TLS" if config.tls_enabled else "plaintext") + (", API keys" if api_keys.enabled else "")
     print(f"stepahead scheduler listening on {config.host}:{port} (model {limits.model_name}, {security})", flush=True)
-    # SIGTERM (docker stop, process-group stop) ends the server cleanly, so buffered spans get exported.
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: asyncio.ensure_future(server.stop(grace=1.0)))
+    # SIGTERM (docker stop, process-group stop): drain, then end the server cleanly (buffered spans get exported).
+    shutdown = GracefulShutdown(engine, monitor, lambda: server.stop(grace=1.0), config.shutdown_grace_s)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, shutdown.begin)
     try:
         await server.wait_for_termination()
     finally:

@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 
-from scheduler_svc.engine import Engine, EngineError
+from scheduler_svc.engine import AdmissionClosedError, Engine, EngineError
 from scheduler_svc.scheduler import DuplicateRequestError, QueueFullError
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.validation import ModelLimits, build_request
@@ -35,6 +35,9 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
         except DuplicateRequestError as error:
             self.engine.metrics.count_error(grpc.StatusCode.ALREADY_EXISTS.name)
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, str(error))
+        except AdmissionClosedError as error:
+            self.engine.metrics.count_error(grpc.StatusCode.UNAVAILABLE.name)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
         except QueueFullError as error:
             self.engine.metrics.count_error(grpc.StatusCode.RESOURCE_EXHAUSTED.name)
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(error))

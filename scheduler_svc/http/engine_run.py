@@ -6,7 +6,7 @@ import asyncio
 
 import grpc
 
-from scheduler_svc.engine import Engine, EngineError, StreamItem
+from scheduler_svc.engine import AdmissionClosedError, Engine, EngineError, StreamItem
 from scheduler_svc.http.conversion import GenerationPlan
 from scheduler_svc.http.errors import ApiError
 from scheduler_svc.http.tracing import RequestTrace
@@ -42,6 +42,9 @@ class EngineRun:
         except DuplicateRequestError as error:
             self.abort()
             raise ApiError(grpc.StatusCode.ALREADY_EXISTS, str(error)) from None
+        except AdmissionClosedError as error:
+            self.abort()
+            raise ApiError(grpc.StatusCode.UNAVAILABLE, str(error)) from None
         except QueueFullError as error:
             self.abort()
             raise ApiError(grpc.StatusCode.RESOURCE_EXHAUSTED, str(error)) from None
