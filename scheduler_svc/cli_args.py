@@ -20,6 +20,10 @@ def add_scheduler_arguments(
                             "(HTTP 429) (default 1024)")
     group.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024,
                        help="largest Generate request the public gRPC API accepts, in bytes (default 4 MiB)")
+    group.add_argument("--executor-recovery-timeout-s", type=float, default=60.0,
+                       help="when the executor is lost, keep its requests and resume them (recomputed) once it or a "
+                            "replacement at the same address answers; after this many seconds they end with "
+                            "UNAVAILABLE (0: at once) (default 60)")
     group.add_argument("--shutdown-grace-s", type=float, default=30.0,
                        help="on SIGTERM: stop admitting, let running requests finish for this long, then end the "
                             "rest with UNAVAILABLE and exit 0 (default 30)")
@@ -95,6 +99,7 @@ def scheduler_config_from_args(
         default_max_tokens=args.default_max_tokens,
         max_request_bytes=args.max_request_bytes,
         shutdown_grace_s=args.shutdown_grace_s,
+        executor_recovery_timeout_s=args.executor_recovery_timeout_s,
         metrics_port=args.metrics_port,
         readiness=ReadinessConfig(executor_stall_timeout_s=args.executor_stall_timeout_s),
         http_port=getattr(args, "http_port", None),
@@ -120,6 +125,7 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         "--max-queued-requests", str(args.max_queued_requests),
         "--max-request-bytes", str(args.max_request_bytes),
         "--shutdown-grace-s", str(args.shutdown_grace_s),
+        "--executor-recovery-timeout-s", str(args.executor_recovery_timeout_s),
         "--default-max-tokens", str(args.default_max_tokens),
         "--executor-stall-timeout-s", str(args.executor_stall_timeout_s),
     ]

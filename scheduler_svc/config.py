@@ -75,6 +75,9 @@ class SchedulerServiceConfig:
     default_max_tokens: int = 256
     max_request_bytes: int = 4 * 1024 * 1024
     """Largest message the public gRPC API accepts (bigger: RESOURCE_EXHAUSTED from gRPC itself)."""
+    executor_recovery_timeout_s: float = 60.0
+    """After the executor is lost, how long requests wait for it (or a replacement at its address) to come back
+    and resume (recomputed); then they end with UNAVAILABLE. 0: end them at once."""
     shutdown_grace_s: float = 30.0
     """On SIGTERM, how long running requests may take to finish before they end with UNAVAILABLE."""
     executor_connect_timeout_s: float = 600.0
@@ -125,6 +128,8 @@ class SchedulerServiceConfig:
         return frozenset((*self.api_keys, *from_file))
 
     def __post_init__(self) -> None:
+        _require(self.executor_recovery_timeout_s >= 0, "executor_recovery_timeout_s",
+                 f"must be >= 0, got {self.executor_recovery_timeout_s}")
         _require(self.shutdown_grace_s >= 0, "shutdown_grace_s", f"must be >= 0, got {self.shutdown_grace_s}")
         _require(self.max_request_bytes >= 1024, "max_request_bytes", f"must be >= 1024, got {self.max_request_bytes}")
         _require(bool(self.model_dir), "model_dir", "must be set")

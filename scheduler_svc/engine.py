@@ -57,6 +57,7 @@ class Engine:
         max_inflight_steps: int,
         metrics: SchedulerMetrics | None = None,
         tracing: EngineTracing | None = None,
+        recovery_timeout_s: float = 60.0,
     ) -> None:
         self.scheduler = scheduler
         self.tracing = tracing or EngineTracing()
@@ -66,6 +67,8 @@ class Engine:
         self.executor = executor
         self.max_model_len = max_model_len
         self.max_inflight_steps = max_inflight_steps
+        self.recovery_timeout_s = recovery_timeout_s
+        """After losing the executor, how long a request may wait for it to come back (0: fail at once)."""
         self._states: dict[str, RequestOutputState] = {}
         self._queues: dict[str, asyncio.Queue[StreamItem]] = {}
         self._inflight: deque[SchedulerOutput] = deque()
@@ -74,6 +77,8 @@ class Engine:
         self.stats = generation_pb2.EngineStats()
         self._last_compute_end: float | None = None
         """When the executor finished the previous step; None after the engine went idle."""
+        self._lost_since: float | None = None
+        """When the executor was lost, until a step result arrives from its replacement."""
         self._admission_closed: str | None = None
         """Why new requests are refused (the server is shutting down); None while admitting."""
 
@@ -147,12 +152,55 @@ class Engine:
             except asyncio.CancelledError:
                 call.cancel()
                 raise
-            except Exception as error:  # the executor failed or went away: fail what was running
-                logger.exception("Execute stream failed")
-                reason = await _stream_failure(call, error)
+            except Exception as error:  # the executor failed or went away
+                code, reason = await _stream_failure(call, error)
                 call.cancel()
-                self._fail_all(grpc.StatusCode.UNAVAILABLE, f"executor failed: {reason}")
-                await asyncio.sleep(0.5)
+                if code in _EXECUTOR_LOST_CODES and self.recovery_timeout_s > 0:
+                    await self._recover(reason)
+                else:  # the executor refused a step, or recovery is off: what ran cannot succeed there
+                    logger.error("Execute stream failed: %s", reason)
+                    self._lost_since = None
+                    self._fail_all(grpc.StatusCode.UNAVAILABLE, f"executor failed: {reason}")
+                    await asyncio.sleep(0.5)
+
+    async def _recover(self, reason: str) -> None:
+        """Keep every request, wait for the executor (or a replacement at its address) to answer, then resume
+        the running requests by recomputing them there. A request that waits longer than recovery_timeout_s
+        for it ends with UNAVAILABLE."""
+        self.metrics.executor_losses.inc()
+        if self._lost_since is None:  # a crash loop keeps the first loss: requests do not wait forever
+            self._lost_since = time.monotonic()
+        lost_at = self._lost_since
+        self._inflight.clear()
+        self.tracing.abandon_steps(f"executor lost: {reason}")
+        self._last_compute_end = None
+        requeued = self.scheduler.requeue_all_running()
+        logger.warning("executor lost (%s): %d running requests requeued to be recomputed", reason, requeued)
+        delay = 0.05
+        while True:
+            self._fail_overdue_for_executor(lost_at, reason)
+            try:
+                await self.executor.Describe(executor_pb2.DescribeRequest(), timeout=1.0)
+                break
+            except grpc.aio.AioRpcError:
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 1.0)
+        self.metrics.executor_recoveries.inc()
+        logger.warning("executor back after %.1f s: resuming %d requests", time.monotonic() - lost_at,
+                       self.num_unfinished)
+
+    def _fail_overdue_for_executor(self, lost_at: float, reason: str) -> None:
+        now = time.monotonic()
+        for request_id in list(self._queues):
+            waiting_since = max(lost_at, self._states[request_id].request.arrival_time)
+            if now - waiting_since >= self.recovery_timeout_s:
+                self._fail_request(
+                    request_id,
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"executor unavailable: it failed ({reason}) and was not back within "
+                    f"--executor-recovery-timeout-s {self.recovery_timeout_s:g}",
+                )
+        self.scheduler.discard_finished_ids()
 
     async def _run_stream(self, call: ExecuteCall) -> None:
         while True:
@@ -197,6 +245,7 @@ class Engine:
     def _process_result(self, output: SchedulerOutput, result: executor_pb2.StepResult) -> None:
         if result.step_id != output.step_id:
             raise RuntimeError(f"step results out of order: expected {output.step_id}, got {result.step_id}")
+        self._lost_since = None  # the executor (or its replacement) is computing again
         self._account_executor_time(result)
         now = time.monotonic()
         step_spec = SpecStatsTracker()
@@ -287,13 +336,17 @@ class Engine:
         self.scheduler.discard_finished_ids()
 
 
-async def _stream_failure(call: ExecuteCall, error: Exception) -> str:
-    """Why the Execute stream broke, in one line: the RPC's status when it failed (a write to a failed
-    call only raises "RPC already finished"), else the error raised."""
+_EXECUTOR_LOST_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, None)
+"""Failures that mean the executor went away (None: the stream ended without a status), not that it refused."""
+
+
+async def _stream_failure(call: ExecuteCall, error: Exception) -> tuple[grpc.StatusCode | None, str]:
+    """Why the Execute stream broke: the RPC's status code (None when it has none) and one line. A write to a
+    failed call only raises "RPC already finished", so the call's own status is asked for."""
     if isinstance(error, grpc.aio.AioRpcError):
         code, details = error.code(), error.details()
     elif call.done() and await call.code() != grpc.StatusCode.OK:
         code, details = await call.code(), await call.details()
-    else:
-        return str(error)
-    return f"the Execute stream ended with {code.name}: {details}"
+    else:  # our own EOF check raises ConnectionError: the executor went away; anything else is a fault here
+        return (None if isinstance(error, ConnectionError) else grpc.StatusCode.UNKNOWN), str(error)
+    return code, f"the Execute stream ended with {code.name}: {details}"

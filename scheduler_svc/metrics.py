@@ -110,6 +110,11 @@ class SchedulerMetrics:
                                 ["finish_reason"], registry=registry)
         self.failed = Counter(f"{PREFIX}_requests_failed", "Requests that ended with a gRPC error, by status code.",
                               ["code"], registry=registry)
+        self.executor_losses = Counter(f"{PREFIX}_executor_losses", "Times the Execute stream to the executor broke.",
+                                       registry=registry)
+        self.executor_recoveries = Counter(
+            f"{PREFIX}_executor_recoveries", "Times requests resumed on an executor after a loss.", registry=registry
+        )
         self.http_requests = Counter(f"{PREFIX}_http_requests", "HTTP API responses, by route and status.",
                                      ["route", "status"], registry=registry)
 

@@ -282,7 +282,16 @@ class Scheduler:
             unsettled.placeholders += extra
             unsettled.drafts += extra * cached.num_spec_tokens
 
-    def _preempt(self, request: Request) -> None:
+    def requeue_all_running(self) -> int:
+        """The executor was lost: every running request goes back to the head of the queue in its order, to be
+        recomputed from its prompt and outputs on the executor that replaces it. Returns how many."""
+        running = list(self.running)
+        for request in reversed(running):
+            self._preempt(request, counted=False)
+        self._finished_since_last_step.clear()  # a new executor holds none of them
+        return len(running)
+
+    def _preempt(self, request: Request, counted: bool = True) -> None:
         """Free a running request's blocks; it will be recomputed from its prompt and outputs."""
         self.running.remove(request)
         self.block_manager.free(request.request_id)
@@ -296,7 +305,7 @@ class Scheduler:
         request.num_unresolved_drafts = 0
         request.epoch += 1
         request.num_preemptions += 1
-        self.num_preemptions += 1
+        self.num_preemptions += counted
         self.waiting.appendleft(request)
 
     # ---- results ---------------------------------------------------------------------------

@@ -136,7 +136,7 @@ async def serve(config: SchedulerServiceConfig) -> None:
     metrics = SchedulerMetrics()
     engine = Engine(
         scheduler, tokenizer, executor, limits.max_model_len, config.scheduling.max_inflight_steps, metrics,
-        tracing=tracing.engine,
+        tracing=tracing.engine, recovery_timeout_s=config.executor_recovery_timeout_s,
     )
 
     interceptors = tracing.server_interceptors()
