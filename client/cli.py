@@ -12,6 +12,10 @@ import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from client.stack import LocalStack
 
 DEFAULT_PORT = 50051
 
@@ -44,6 +48,9 @@ def _build_parser() -> argparse.ArgumentParser:
     add_scheduler_arguments(serve)
     add_executor_arguments(serve, dynamic_k=True)
     add_executor_tls_arguments(serve, server_certificate=False)
+    serve.add_argument("--executor-max-restarts", type=int, default=5,
+                       help="restart a crashed executor this many times at most (backoff 1, 2, 4, ... s); the "
+                            "scheduler resumes its requests there (default 5; 0: exit when it crashes)")
 
     scheduler = commands.add_parser("scheduler", help="start the scheduler service alone")
     _add_model_argument(scheduler)
@@ -149,13 +156,34 @@ def _run_serve(args: argparse.Namespace) -> None:
         assert stack.scheduler is not None  # started by stack.start()
         http = f" and {stack.http_url}" if stack.http_url else ""
         print(f"stepahead serving {model_dir} on {address}{http} (Ctrl-C to stop)", flush=True)
-        while not stop.wait(1.0):
-            scheduler_running = stack.scheduler is not None and stack.scheduler.is_running()
-            if not (stack.executor.is_running() and scheduler_running):
-                print(f"a service exited:\n{stack.logs()}", file=sys.stderr)
-                raise SystemExit(1)
+        _supervise(stack, stop, args.executor_max_restarts)
     finally:
         stack.stop(scheduler_timeout_s=args.shutdown_grace_s + 5.0)  # the scheduler drains, then exits
+
+
+def _supervise(stack: LocalStack, stop: threading.Event, max_restarts: int) -> None:
+    """Until ``stop``: restart a crashed executor (bounded, with backoff); exit 1 if the scheduler exits or
+    the restarts are used up."""
+    restarts = 0
+    while not stop.wait(0.5):
+        if stack.scheduler is None or not stack.scheduler.is_running():
+            print(f"the scheduler exited:\n{stack.logs()}", file=sys.stderr)
+            raise SystemExit(1)
+        if stack.executor.is_running():
+            continue
+        code = stack.executor.process.returncode if stack.executor.process else None
+        if restarts >= max_restarts:
+            print(f"the executor exited (code {code}) and --executor-max-restarts {max_restarts} are used up:\n"
+                  f"{stack.logs()}", file=sys.stderr)
+            raise SystemExit(1)
+        delay = min(2.0**restarts, 30.0)
+        restarts += 1
+        print(f"the executor exited (code {code}); restart {restarts} of {max_restarts} in {delay:g} s",
+              file=sys.stderr, flush=True)
+        if stop.wait(delay):
+            return
+        stack.restart_executor()
+        print(f"executor restarted on {stack.executor_address}", file=sys.stderr, flush=True)
 
 
 def _run_generate(args: argparse.Namespace) -> None:

@@ -66,6 +66,16 @@ class LocalStack:
             raise
         return self.address
 
+    def restart_executor(self, timeout_s: float = 600.0) -> None:
+        """Start a new executor at the address of the current one (which exited or is stopped now); the
+        scheduler resumes its requests there."""
+        port = self.executor_address.rpartition(":")[2]
+        argv = list(self.executor.argv)
+        argv[argv.index("--port") + 1] = port
+        self.executor.stop()
+        self.executor = ServiceProcess("executor", argv, self.executor.env)
+        self.executor.start(EXECUTOR_BOUND, timeout_s)
+
     def stop(self, scheduler_timeout_s: float = 10.0) -> None:
         """Stop the scheduler (SIGTERM; it drains for up to ``scheduler_timeout_s``), then the executor."""
         if self.scheduler is not None:
