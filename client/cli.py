@@ -100,6 +100,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from client.profile_cli import add_profile_parser
 
     add_profile_parser(commands)
+    from client.soak.run import add_soak_parser
+
+    add_soak_parser(commands)
     from client.gpu_check import add_gpu_check_parser
 
     add_gpu_check_parser(commands)
@@ -245,6 +248,10 @@ def main(argv: list[str] | None = None) -> None:
             from client.bench.cli import run_bench
 
             run_bench(args)
+        elif args.command == "soak":
+            from client.soak.run import run_soak
+
+            run_soak(args)
         elif args.command == "gpu-check":
             from client.gpu_check import run_gpu_check
 

@@ -1,0 +1,1 @@
+"""`stepahead soak`: a long randomized load against a stack, reporting leaks, hangs, memory growth and errors."""

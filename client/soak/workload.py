@@ -1,0 +1,104 @@
+"""The soak's load: concurrent workers sending random requests (lengths, sampling, cancels, deadlines) and
+recording how each one ended."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import grpc
+
+from client.async_client import AsyncClient
+from client.errors import StepaheadError
+
+
+@dataclass(frozen=True)
+class SoakLoad:
+    """Shape of the random requests."""
+
+    concurrency: int = 8
+    max_prompt_tokens: int = 200
+    max_output_tokens: int = 128
+    vocab_size: int = 400
+    cancel_fraction: float = 0.1
+    deadline_fraction: float = 0.1
+    hang_s: float = 60.0
+    """A stream with no message for this long counts as hung (and is cancelled)."""
+
+    def __post_init__(self) -> None:
+        for name in ("concurrency", "max_prompt_tokens", "max_output_tokens", "vocab_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        for name in ("cancel_fraction", "deadline_fraction"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name}: must be in [0, 1], got {getattr(self, name)}")
+        if self.hang_s <= 0:
+            raise ValueError(f"hang_s: must be > 0, got {self.hang_s}")
+
+
+@dataclass
+class SoakTally:
+    """What happened to the requests sent so far."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+    """"completed", "cancelled" (by the soak), "hung", or a gRPC status code name."""
+    tokens: int = 0
+    hung_streams: int = 0
+
+
+class SoakWorkers:
+    """``concurrency`` workers looping until ``stop_at`` (monotonic)."""
+
+    def __init__(self, address: str, load: SoakLoad, seed: int) -> None:
+        self.address = address
+        self.load = load
+        self.random = random.Random(seed)
+        self.tally = SoakTally()
+
+    async def run(self, stop_at: float) -> SoakTally:
+        async with AsyncClient(self.address) as client:
+            await asyncio.gather(*(self._worker(client, stop_at) for _ in range(self.load.concurrency)))
+        return self.tally
+
+    async def _worker(self, client: AsyncClient, stop_at: float) -> None:
+        while time.monotonic() < stop_at:
+            outcome = await self._one(client)
+            self.tally.outcomes[outcome] += 1
+
+    def _params(self) -> tuple[dict, int | None, float | None]:
+        load, rnd = self.load, self.random
+        prompt = [rnd.randrange(3, load.vocab_size) for _ in range(rnd.randint(1, load.max_prompt_tokens))]
+        params: dict = {"token_ids": prompt, "max_tokens": rnd.randint(1, load.max_output_tokens),
+                        "ignore_eos": rnd.random() < 0.5}
+        if rnd.random() < 0.5:
+            params.update(temperature=0.0)
+        else:
+            params.update(temperature=rnd.uniform(0.1, 1.5), top_p=rnd.uniform(0.5, 1.0), seed=rnd.randrange(2**32))
+        cancel_after = rnd.randint(1, 8) if rnd.random() < load.cancel_fraction else None
+        deadline = rnd.uniform(0.05, 2.0) if rnd.random() < load.deadline_fraction else None
+        return params, cancel_after, deadline
+
+    async def _one(self, client: AsyncClient) -> str:
+        params, cancel_after, deadline = self._params()
+        stream = client.generate_stream(**params, timeout=deadline)
+        chunks = 0
+        try:
+            while True:
+                try:
+                    chunk = await asyncio.wait_for(stream.__anext__(), timeout=self.load.hang_s)
+                except StopAsyncIteration:
+                    return "completed"
+                except asyncio.TimeoutError:
+                    self.tally.hung_streams += 1
+                    return "hung"
+                chunks += 1
+                self.tally.tokens += len(chunk.token_ids)
+                if cancel_after is not None and chunks >= cancel_after:
+                    return "cancelled"
+        except StepaheadError as error:
+            return error.code.name if isinstance(error.code, grpc.StatusCode) else type(error).__name__
+        finally:
+            stream.cancel()
