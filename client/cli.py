@@ -159,14 +159,15 @@ def _run_serve(args: argparse.Namespace) -> None:
         assert stack.scheduler is not None  # started by stack.start()
         http = f" and {stack.http_url}" if stack.http_url else ""
         print(f"stepahead serving {model_dir} on {address}{http} (Ctrl-C to stop)", flush=True)
-        _supervise(stack, stop, args.executor_max_restarts)
+        _supervise(stack, stop, args.executor_max_restarts, args.executor_recovery_timeout_s)
     finally:
         stack.stop(scheduler_timeout_s=args.shutdown_grace_s + 5.0)  # the scheduler drains, then exits
 
 
-def _supervise(stack: LocalStack, stop: threading.Event, max_restarts: int) -> None:
+def _supervise(stack: LocalStack, stop: threading.Event, max_restarts: int, recovery_timeout_s: float) -> None:
     """Until ``stop``: restart a crashed executor (bounded, with backoff); exit 1 if the scheduler exits or
-    the restarts are used up."""
+    the restarts are used up (after the scheduler's recovery timeout: its requests end with UNAVAILABLE and
+    it answers health meanwhile)."""
     restarts = 0
     while not stop.wait(0.5):
         if stack.scheduler is None or not stack.scheduler.is_running():
@@ -176,8 +177,10 @@ def _supervise(stack: LocalStack, stop: threading.Event, max_restarts: int) -> N
             continue
         code = stack.executor.process.returncode if stack.executor.process else None
         if restarts >= max_restarts:
-            print(f"the executor exited (code {code}) and --executor-max-restarts {max_restarts} are used up:\n"
-                  f"{stack.logs()}", file=sys.stderr)
+            print(f"the executor exited (code {code}) and --executor-max-restarts {max_restarts} are used up; "
+                  f"exiting once its requests have ended (--executor-recovery-timeout-s {recovery_timeout_s:g}):\n"
+                  f"{stack.logs()}", file=sys.stderr, flush=True)
+            stop.wait(recovery_timeout_s + 5.0)
             raise SystemExit(1)
         delay = min(2.0**restarts, 30.0)
         restarts += 1

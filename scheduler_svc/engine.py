@@ -182,7 +182,8 @@ class Engine:
             try:
                 await self.executor.Describe(executor_pb2.DescribeRequest(), timeout=1.0)
                 break
-            except grpc.aio.AioRpcError:
+            except Exception as error:  # any failure to answer means: not back yet
+                logger.debug("executor not back: %s", error)
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, 1.0)
         self.metrics.executor_recoveries.inc()

@@ -95,25 +95,47 @@ def test_without_a_new_executor_requests_end_unavailable_within_the_timeout(tiny
         assert info.num_running == info.num_waiting == 0 and info.num_free_kv_blocks == info.num_kv_blocks
 
 
-def test_serve_restarts_a_crashed_executor_and_requests_complete(tiny_model_dir):
+def test_serve_restarts_a_crashed_executor_and_16_requests_complete_token_for_token(tiny_model_dir):
     import psutil
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEPAHEAD_")}
     serve = ServiceProcess("serve", ServiceProcess.cli_argv(
-        "serve", "--model", str(tiny_model_dir), "--port", "0", "--num-threads", "1"), env)
+        "serve", "--model", str(tiny_model_dir), "--port", "0", "--num-threads", "2"), env)
+
+    def kill_executor() -> None:
+        executors = [p for p in psutil.Process(serve.process.pid).children(recursive=True)
+                     if "executor" in p.cmdline()]
+        assert len(executors) == 1
+        executors[0].kill()
+
     try:
         address = serve.start(r"stepahead serving \S+ on (\S+) ", timeout_s=300)
-        with Client(address, timeout=120) as client:
-            reference = client.generate(**requests()[0]).token_ids
-            stream = client.generate_stream(**requests()[0])
-            tokens = list(next(stream).token_ids)
-            executors = [p for p in psutil.Process(serve.process.pid).children(recursive=True)
-                         if "executor" in p.cmdline()]
-            assert len(executors) == 1
-            executors[0].kill()
-            for chunk in stream:
-                tokens += chunk.token_ids
-            assert tokens == list(reference)
+        undisturbed = asyncio.run(generate_all(address))
+        assert asyncio.run(generate_all(address, kill_executor)) == undisturbed
         assert "restart 1 of 5" in serve.log() and serve.is_running()
+    finally:
+        serve.stop()
+
+
+def test_serve_with_restarts_used_up_ends_requests_then_exits_1(tiny_model_dir):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPAHEAD_")}
+    serve = ServiceProcess("serve", ServiceProcess.cli_argv(
+        "serve", "--model", str(tiny_model_dir), "--port", "0", "--num-threads", "1", "--executor-max-restarts", "0",
+        "--executor-recovery-timeout-s", "2"), env)
+    try:
+        address = serve.start(r"stepahead serving \S+ on (\S+) ", timeout_s=300)
+        with Client(address, timeout=30) as client:
+            stream = client.generate_stream(**requests()[0])
+            next(stream)
+            import psutil
+
+            for child in psutil.Process(serve.process.pid).children(recursive=True):
+                if "executor" in child.cmdline():
+                    child.kill()
+            with pytest.raises(UnavailableError, match="executor-recovery-timeout-s 2"):
+                list(stream)
+            assert client.model_info().num_running == 0  # the scheduler still answers
+        assert serve.process.wait(timeout=30) == 1
+        assert "--executor-max-restarts 0 are used up" in serve.log()
     finally:
         serve.stop()

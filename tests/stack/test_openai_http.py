@@ -249,7 +249,8 @@ def test_traceparent_is_continued(stack, model_name, receiver):
 
 
 def test_an_unreachable_executor_is_503(tiny_model_dir, launch_stack):
-    stack = launch_stack(tiny_model_dir, ["--max-model-len", "256"], ["--http-port", "0"])
+    stack = launch_stack(tiny_model_dir, ["--max-model-len", "256"],
+                         ["--http-port", "0", "--executor-recovery-timeout-s", "0.5"])
     stack.executor.stop()
     with openai.OpenAI(base_url=f"{stack.http_url}/v1", api_key="unused", max_retries=0) as client:
         for stream in (False, True):

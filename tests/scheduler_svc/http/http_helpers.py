@@ -112,7 +112,9 @@ class EngineHarness:
         self.executor = executor or FakeExecutor()
         self.scheduler = Scheduler(SchedulingConfig(max_num_batched_tokens=256, max_num_seqs=16),
                                    KVBlockManager(NUM_BLOCKS, 16), max_model_len=MAX_MODEL_LEN)
-        self.engine = Engine(self.scheduler, tokenizer, self.executor, MAX_MODEL_LEN, max_inflight_steps=2)
+        # No waiting for a lost executor to come back: a failing fake executor answers 503 at once.
+        self.engine = Engine(self.scheduler, tokenizer, self.executor, MAX_MODEL_LEN, max_inflight_steps=2,
+                             recovery_timeout_s=0.0)
         self.limits = ModelLimits(MODEL, MAX_MODEL_LEN, tokenizer.vocab_size, frozenset({EOS}), 16)
         self.ready = ready
         self.context = ServingContext(
