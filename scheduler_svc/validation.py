@@ -109,7 +109,7 @@ def _check_prompt_size(pb: generation_pb2.GenerateRequest, kind: str | None, max
     """Refuse a prompt that cannot fit before tokenizing or scanning it."""
     if kind == "token_ids":
         count = len(pb.token_ids.ids)
-        _check(count < max_model_len, "token_ids.ids",
+        _check(count < max_model_len, "prompt",
                f"{count} tokens leave no room to generate within the model's limit of {max_model_len} tokens")
         return
     chars = len(pb.text) if kind == "text" else sum(len(m.content) + len(m.role) for m in pb.chat.messages)

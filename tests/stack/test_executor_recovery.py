@@ -28,7 +28,7 @@ VARIANTS = {
 
 
 def requests() -> list[dict]:
-    return [{"token_ids": [5 + i, 6, 7 + i % 5, 8], "max_tokens": 40, "ignore_eos": True, "temperature": 0.0}
+    return [{"token_ids": [5 + i, 6, 7 + i % 5, 8], "max_tokens": 24, "ignore_eos": True, "temperature": 0.0}
             for i in range(NUM_REQUESTS)]
 
 
@@ -70,29 +70,10 @@ def test_requests_survive_a_killed_executor_token_for_token(variant, tiny_model_
     undisturbed = asyncio.run(generate_all(stack.address))
     disturbed = asyncio.run(generate_all(stack.address, lambda: kill_and_restart(stack, executor_flags)))
     assert disturbed == undisturbed
-    assert all(len(tokens) == 40 for tokens in disturbed)
+    assert all(len(tokens) == 24 for tokens in disturbed)
     with Client(stack.address) as client:
         info = client.model_info()
         assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == info.num_waiting == 0
-
-
-def test_without_a_new_executor_requests_end_unavailable_within_the_timeout(tiny_model_dir, launch_stack):
-    stack = launch_stack(tiny_model_dir, [], ["--executor-recovery-timeout-s", "2"])
-    killed_at: list[float] = []
-
-    def kill() -> None:
-        os.killpg(stack.executor.process.pid, signal.SIGKILL)
-        killed_at.append(time.monotonic())
-
-    with pytest.raises(UnavailableError, match="not back within --executor-recovery-timeout-s 2"):
-        asyncio.run(generate_all(stack.address, kill))
-    with Client(stack.address, timeout=10) as client:
-        with pytest.raises(UnavailableError, match="executor-recovery-timeout-s"):
-            client.generate(token_ids=[5, 6], max_tokens=2)  # sent while it is down: waits 2 s, then ends
-        elapsed = time.monotonic() - killed_at[0]
-        assert elapsed < 10, elapsed
-        info = client.model_info()  # the scheduler still answers
-        assert info.num_running == info.num_waiting == 0 and info.num_free_kv_blocks == info.num_kv_blocks
 
 
 def test_serve_restarts_a_crashed_executor_and_16_requests_complete_token_for_token(tiny_model_dir):
@@ -134,7 +115,12 @@ def test_serve_with_restarts_used_up_ends_requests_then_exits_1(tiny_model_dir):
                     child.kill()
             with pytest.raises(UnavailableError, match="executor-recovery-timeout-s 2"):
                 list(stream)
-            assert client.model_info().num_running == 0  # the scheduler still answers
+            sent_while_down = time.monotonic()
+            with pytest.raises(UnavailableError, match="executor-recovery-timeout-s 2"):
+                client.generate(token_ids=[5, 6], max_tokens=2)
+            assert time.monotonic() - sent_while_down < 5
+            info = client.model_info()  # the scheduler still answers
+            assert info.num_running == info.num_waiting == 0 and info.num_free_kv_blocks == info.num_kv_blocks
         assert serve.process.wait(timeout=30) == 1
         assert "--executor-max-restarts 0 are used up" in serve.log()
     finally:

@@ -1,5 +1,5 @@
 """`stepahead soak` on a tiny model with a small KV pool (preemption pressure), cancels, deadlines and the
-executor killed every 10 s: nothing leaks, no stream hangs, the report counts what happened."""
+executor killed every 10 s for 30 s: nothing leaks, no stream hangs, the report counts what happened."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from client.launcher import ServiceProcess
 
 pytestmark = pytest.mark.stack
 
-SOAK_MINUTES = 1.0
+SOAK_MINUTES = 0.5  # 30 s keeps CI under 15 minutes; `stepahead soak --minutes 20` is the long run
 
 
 def test_a_short_soak_with_executor_kills_leaks_nothing(tiny_model_dir, tmp_path):
@@ -22,13 +22,13 @@ def test_a_short_soak_with_executor_kills_leaks_nothing(tiny_model_dir, tmp_path
     argv = ServiceProcess.cli_argv(
         "soak", "--minutes", str(SOAK_MINUTES), "--model", str(tiny_model_dir), "--concurrency", "6",
         "--max-prompt-tokens", "40", "--max-output-tokens", "24", "--num-kv-blocks", "16", "--num-threads", "1",
-        "--kill-executor-every-s", "15", "--hang-s", "30", "--out", str(out))
+        "--kill-executor-every-s", "10", "--hang-s", "30", "--out", str(out))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["leaked_kv_blocks"] == report["hung_streams"] == report["requests_left"] == 0
     assert report["executor_kills"] >= 2
     outcomes = report["outcomes"]
-    assert outcomes["completed"] > 50 and outcomes.get("cancelled", 0) > 0, outcomes
+    assert outcomes["completed"] > 30 and outcomes.get("cancelled", 0) > 0, outcomes
     assert set(outcomes) <= {"completed", "cancelled", "DEADLINE_EXCEEDED", "CANCELLED"}, outcomes
     assert "scheduler" in report["rss_growth_after_warmup"]
