@@ -30,7 +30,8 @@ def add_soak_parser(commands) -> None:
     soak.add_argument("--num-threads", type=int, default=2)
     soak.add_argument("--kill-executor-every-s", type=float, default=None,
                       help="kill -9 the self-started executor this often and start a new one (default: never)")
-    soak.add_argument("--hang-s", type=float, default=60.0, help="a stream silent this long counts as hung")
+    soak.add_argument("--hang-s", type=float, default=60.0,
+                      help="a stream silent this long counts as stalled, 5x as long as hung (default 60)")
     soak.add_argument("--seed", type=int, default=0)
     soak.add_argument("--out", default=None, help="also write the report as JSON here")
 
@@ -90,6 +91,8 @@ async def _soak(args: argparse.Namespace, address: str, stack) -> dict[str, Any]
         "outcomes": dict(sorted(tally.outcomes.items())),
         "tokens": tally.tokens,
         "hung_streams": tally.hung_streams,
+        "stalled_streams": tally.stalled_streams,
+        "max_silence_s": round(tally.max_silence_s, 1),
         "leaked_kv_blocks": leaked,
         "requests_left": left,
         "executor_kills": len(kills),

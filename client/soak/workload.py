@@ -26,7 +26,7 @@ class SoakLoad:
     cancel_fraction: float = 0.1
     deadline_fraction: float = 0.1
     hang_s: float = 60.0
-    """A stream with no message for this long counts as hung (and is cancelled)."""
+    """A stream with no message for this long counts as stalled; for 5x as long, as hung (and is cancelled)."""
 
     def __post_init__(self) -> None:
         for name in ("concurrency", "max_prompt_tokens", "max_output_tokens", "vocab_size"):
@@ -47,6 +47,9 @@ class SoakTally:
     """"completed", "cancelled" (by the soak), "hung", or a gRPC status code name."""
     tokens: int = 0
     hung_streams: int = 0
+    stalled_streams: int = 0
+    """Streams silent for longer than hang_s that went on afterwards (starved, e.g. preempted and requeued)."""
+    max_silence_s: float = 0.0
 
 
 class SoakWorkers:
@@ -84,16 +87,23 @@ class SoakWorkers:
     async def _one(self, client: AsyncClient) -> str:
         params, cancel_after, deadline = self._params()
         stream = client.generate_stream(**params, timeout=deadline)
-        chunks = 0
+        chunks, stalled = 0, False
         try:
             while True:
+                waited_from = time.monotonic()
                 try:
-                    chunk = await asyncio.wait_for(stream.__anext__(), timeout=self.load.hang_s)
+                    chunk = await asyncio.wait_for(stream.__anext__(), timeout=5 * self.load.hang_s)
                 except StopAsyncIteration:
                     return "completed"
                 except asyncio.TimeoutError:
                     self.tally.hung_streams += 1
                     return "hung"
+                finally:
+                    silence = time.monotonic() - waited_from
+                    self.tally.max_silence_s = max(self.tally.max_silence_s, silence)
+                    if silence > self.load.hang_s and not stalled:
+                        stalled = True
+                        self.tally.stalled_streams += 1
                 chunks += 1
                 self.tally.tokens += len(chunk.token_ids)
                 if cancel_after is not None and chunks >= cancel_after:
