@@ -6,7 +6,7 @@ call ends with UNAUTHENTICATED before the servicer sees it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -55,11 +55,16 @@ def _refusing_handler(handler: grpc.RpcMethodHandler[Req, Resp], reason: str) ->
     async def refuse(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
 
+    async def refuse_stream(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        # An async generator, not a coroutine: other interceptors (OpenTelemetry's) iterate streaming handlers.
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+        yield  # never reached: abort raises
+
     deserializer, serializer = handler.request_deserializer, handler.response_serializer
     if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(refuse, deserializer, serializer)
+        return grpc.stream_stream_rpc_method_handler(refuse_stream, deserializer, serializer)
     if handler.request_streaming:
         return grpc.stream_unary_rpc_method_handler(refuse, deserializer, serializer)
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(refuse, deserializer, serializer)
+        return grpc.unary_stream_rpc_method_handler(refuse_stream, deserializer, serializer)
     return grpc.unary_unary_rpc_method_handler(refuse, deserializer, serializer)

@@ -43,8 +43,17 @@ class _Generation(generation_pb2_grpc.GenerationServicer):
         return generation_pb2.ModelInfo(model="m")
 
 
-async def _exercise(metadata, refused: list[int]):
-    server = grpc.aio.server(interceptors=[ApiKeyInterceptor(ApiKeyChecker(["secret"]), lambda: refused.append(1))])
+def _tracing_interceptors() -> list:
+    """OpenTelemetry's server interceptor, placed before the key check as the scheduler does when tracing is on."""
+    from opentelemetry.instrumentation.grpc import aio_server_interceptor
+    from opentelemetry.sdk.trace import TracerProvider
+
+    return [aio_server_interceptor(tracer_provider=TracerProvider())]
+
+
+async def _exercise(metadata, refused: list[int], traced: bool = False):
+    key_check = ApiKeyInterceptor(ApiKeyChecker(["secret"]), lambda: refused.append(1))
+    server = grpc.aio.server(interceptors=[*(_tracing_interceptors() if traced else []), key_check])
     generation_pb2_grpc.add_GenerationServicer_to_server(_Generation(), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -79,7 +88,8 @@ async def _drain(call):
     ((("authorization", "secret"),), grpc.StatusCode.UNAUTHENTICATED),
     ((("authorization", "Bearer secret"),), grpc.StatusCode.OK),
 ])
-def test_interceptor_guards_generation_unary_and_streaming(metadata, expected):
+@pytest.mark.parametrize("traced", [False, True], ids=["plain", "traced"])
+def test_interceptor_guards_generation_unary_and_streaming(metadata, expected, traced):
     refused: list[int] = []
-    assert asyncio.run(_exercise(metadata, refused)) == [expected, expected]
+    assert asyncio.run(_exercise(metadata, refused, traced)) == [expected, expected]
     assert len(refused) == (0 if expected == grpc.StatusCode.OK else 2)

@@ -28,7 +28,7 @@ ALLOWED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode
 INT32 = st.one_of(st.integers(-5, 500), st.sampled_from([-(2**31), 2**31 - 1, 399, 400, 511, 512, 513]))
 FLOAT = st.one_of(st.floats(-3, 3), st.sampled_from([math.nan, math.inf, -math.inf, 1e38, -1e-38, 0.0]))
 TEXT = st.one_of(st.text(max_size=20), st.sampled_from(["", "\x00", "\ud7ff" * 3, "a" * 40_000, "é" * 5000]))
-SMALL_MAX_TOKENS = st.integers(1, 2)  # accepted requests stay short: 2,000 cases in well under a minute
+SMALL_MAX_TOKENS = st.integers(1, 2)  # accepted requests stay short: 1,500 cases in about a minute
 
 
 @st.composite

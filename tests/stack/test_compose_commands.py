@@ -2,107 +2,34 @@
 environment, serve a generation, pass their compose health checks, serve /metrics and export traces
 to the configured endpoint; so docker-compose.yml cannot drift from what works.
 
-Substituted, and nothing else: the bind host (127.0.0.1), the ports (0: any free port), the cache
-directory, and, through the variables the compose file itself reads from the shell, the model
-(STEPAHEAD_MODEL), the executor address (STEPAHEAD_EXECUTOR) and the collector endpoint
-(OTEL_EXPORTER_OTLP_ENDPOINT, a local OTLP sink here).
+Substituted, and nothing else (tests/fixtures/compose_services.py): the bind host (127.0.0.1), the
+ports (0: any free port), the cache directory, and, through the variables the compose file itself reads
+from the shell, the model (STEPAHEAD_MODEL), the executor address (STEPAHEAD_EXECUTOR) and the
+collector endpoint (OTEL_EXPORTER_OTLP_ENDPOINT, a local OTLP sink here). The TLS overlay:
+test_compose_tls.py.
 """
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
-import threading
 import urllib.request
-from concurrent import futures
 
-import grpc
 import pytest
-from compose_file import load_compose, service_environment
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from compose_file import load_compose
+from compose_services import ComposeService, OtlpSink, logs
 
 from client import Client
-from client.launcher import ServiceProcess, wait_until_serving
+from client.launcher import wait_until_serving
 from client.stack import EXECUTOR_BOUND, SCHEDULER_HTTP, SCHEDULER_LISTENING
 
 pytestmark = pytest.mark.stack
 
-METRICS_LINE = r"metrics on (\S+)"
-SUBSTITUTED = {"STEPAHEAD_HOST": "127.0.0.1", "STEPAHEAD_PORT": "0", "STEPAHEAD_METRICS_PORT": "0"}
-SUBSTITUTED_SCHEDULER = {"STEPAHEAD_HTTP_PORT": "0"}
-
-
-class OtlpSink(trace_service_pb2_grpc.TraceServiceServicer):
-    """The collector's stand-in: accepts OTLP trace exports and notes which services sent spans."""
-
-    def __init__(self) -> None:
-        self.endpoint = ""
-        self.services: set[str] = set()
-        self._changed = threading.Condition()
-
-    def Export(self, request, context):
-        names = {attribute.value.string_value for spans in request.resource_spans
-                 for attribute in spans.resource.attributes if attribute.key == "service.name"}
-        with self._changed:
-            self.services |= names
-            self._changed.notify_all()
-        return trace_service_pb2.ExportTraceServiceResponse()
-
-    def wait_for_service(self, name: str, timeout_s: float) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: name in self.services, timeout_s)
-
 
 @pytest.fixture(scope="module")
 def otlp_sink():
-    sink = OtlpSink()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(sink, server)
-    sink.endpoint = f"http://127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
-    server.start()
+    sink = OtlpSink().start()
     yield sink
-    server.stop(grace=None)
-
-
-class ComposeService:
-    """One compose service started locally from its compose command, environment and health check."""
-
-    def __init__(self, name: str, compose: dict, cache_dir: str) -> None:
-        self.spec = compose["services"][name]
-        self.compose_env = service_environment(self.spec)
-        self.env = local_environment(self.compose_env, cache_dir)
-        self.process = ServiceProcess(name, ServiceProcess.cli_argv(*self.spec["command"]), self.env)
-        self.address = ""
-
-    def start(self, address_pattern: str) -> str:
-        self.address = self.process.start(address_pattern, timeout_s=300)
-        return self.address
-
-    def health_check_argv(self) -> list[str]:
-        """The compose health check, pointed at the local port instead of the container's."""
-        kind, program, *args = self.spec["healthcheck"]["test"]
-        assert (kind, program) == ("CMD", "stepahead")
-        container_address = f"127.0.0.1:{self.compose_env['STEPAHEAD_PORT']}"
-        assert container_address in args
-        return ServiceProcess.cli_argv(*(self.address if arg == container_address else arg for arg in args))
-
-    def metrics_address(self) -> str:
-        match = re.search(METRICS_LINE, self.process.log())
-        assert match, f"{self.process.name} prints no metrics address:\n{self.process.log()}"
-        return match.group(1)
-
-
-def local_environment(compose_env: dict[str, str], cache_dir: str) -> dict[str, str]:
-    """This machine's environment without stepahead/OTel settings, then the compose file's, then the substitutions."""
-    substituted = {**SUBSTITUTED, **(SUBSTITUTED_SCHEDULER if "STEPAHEAD_HTTP_PORT" in compose_env else {})}
-    missing = set(substituted) - set(compose_env)
-    assert not missing, f"the compose file no longer sets {missing}; update this test"
-    compose_cache = compose_env["STEPAHEAD_CACHE"]
-    under_cache = {key: cache_dir + value[len(compose_cache):] for key, value in compose_env.items()
-                   if value.startswith(compose_cache)}
-    inherited = {key: value for key, value in os.environ.items() if not key.startswith(("STEPAHEAD_", "OTEL_"))}
-    return {**inherited, **compose_env, **under_cache, **substituted}
+    sink.stop()
 
 
 @pytest.fixture(scope="module")
@@ -125,10 +52,6 @@ def compose_stack(tiny_model_dir, otlp_sink, tmp_path_factory):
     finally:
         for service in reversed(started):
             service.process.stop()
-
-
-def logs(*services: ComposeService) -> str:
-    return "\n".join(f"--- {service.process.name} ---\n{service.process.log()}" for service in services)
 
 
 def test_compose_environment_reaches_the_processes(compose_stack):
