@@ -54,6 +54,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = Fa
                        help="never replay captured CUDA graphs (default: graphs for decode and verify steps on CUDA)")
     group.add_argument("--load-format", default="auto", choices=LOAD_FORMATS,
                        help="auto: the checkpoint's weights; dummy: random weights of its shape (default auto)")
+    group.add_argument("--tensor-parallel-size", type=int, default=1,
+                       help="shard the model over N ranks, one process each, joined by torch.distributed "
+                            "(rank 0 serves the Execute API; default 1)")
     group.add_argument("--defer-token-readback", default="auto", choices=tuple(READBACK_CHOICES),
                        help="launch the next step before this one's tokens reach the host "
                             "(default auto: on for CUDA, off for CPU)")
@@ -107,6 +110,7 @@ def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: in
         tls_cert=getattr(args, "tls_cert", None),
         tls_key=getattr(args, "tls_key", None),
         tls_client_ca=getattr(args, "tls_client_ca", None),
+        tensor_parallel_size=args.tensor_parallel_size,
     )
 
 
@@ -118,7 +122,7 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
     flags += ["--ngram-min-n", str(args.ngram_min_n), "--ngram-max-n", str(args.ngram_max_n)]
     flags += ["--defer-token-readback", args.defer_token_readback]
     flags += ["--attention-backend", args.attention_backend, "--load-format", args.load_format]
-    flags += ["--max-num-seqs", str(args.max_num_seqs)]
+    flags += ["--max-num-seqs", str(args.max_num_seqs), "--tensor-parallel-size", str(args.tensor_parallel_size)]
     if args.enforce_eager:
         flags.append("--enforce-eager")
     for name in ("num_kv_blocks", "max_model_len", "num_threads", "draft_model"):

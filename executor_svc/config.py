@@ -66,6 +66,8 @@ class ExecutorConfig:
     """PEM private key of ``tls_cert``."""
     tls_client_ca: str | None = None
     """Mutual TLS: accept only clients (the scheduler) presenting a certificate this CA signed."""
+    tensor_parallel_size: int = 1
+    """Ranks the model is sharded over, one process each (torch.distributed: gloo on CPU, NCCL on CUDA)."""
 
     @property
     def torch_dtype_name(self) -> str:
@@ -78,7 +80,7 @@ class ExecutorConfig:
     def defers_token_readback(self) -> bool:
         """defer_token_readback with its default resolved."""
         if self.defer_token_readback is None:
-            return self.device.startswith("cuda")
+            return self.device.startswith("cuda") and self.tensor_parallel_size == 1
         return self.defer_token_readback
 
     def __post_init__(self) -> None:
@@ -144,3 +146,13 @@ class ExecutorConfig:
             "requires tls_cert and tls_key (client certificates are checked over TLS)",
         )
         check_pem_file(self.tls_client_ca, "tls_client_ca")
+        _require(
+            1 <= self.tensor_parallel_size <= 64,
+            "tensor_parallel_size",
+            f"must be in [1, 64], got {self.tensor_parallel_size}",
+        )
+        _require(
+            self.tensor_parallel_size == 1 or not self.defers_token_readback,
+            "defer_token_readback",
+            "must be off with tensor_parallel_size > 1 (every rank runs each step to the end)",
+        )

@@ -15,6 +15,7 @@ from executor_svc.dummy_weights import init_dummy_weights
 from executor_svc.models.llama import LlamaModelForCausalLM
 from executor_svc.models.llama_weights import load_weights
 from executor_svc.models.registry import model_class_for
+from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -73,17 +74,22 @@ def load_model(
     attention_backend: AttentionBackend,
     max_model_len: int | None = None,
     load_format: str = "auto",
+    tp: TensorParallel = SINGLE,
 ) -> LlamaModelForCausalLM:
-    """Build the model for the checkpoint's architecture and load its weights, in `dtype` on `device`.
+    """Build the model for the checkpoint's architecture and load its weights, in `dtype` on `device`;
+    under tensor parallelism, this rank's shard of them.
 
     ``load_format`` dummy: seeded random weights of the checkpoint's shape instead (see dummy_weights.py)."""
     if load_format not in ("auto", "dummy"):
         raise ValueError(f"load_format: must be auto or dummy, got {load_format!r}")
+    if load_format == "dummy" and tp.enabled:
+        raise ValueError("load_format: dummy weights are drawn per parameter shape, so shards would not match "
+                         "one model; use a checkpoint with tensor_parallel_size > 1")
     config = load_hf_config(model_dir, load_format)
     model_class = model_class_for(config)
     # Built on the meta device and materialised in the target dtype: no transient fp32 copy of the weights.
     with torch.device("meta"):
-        model = model_class(config, attention_backend, max_model_len=max_model_len)
+        model = model_class(config, attention_backend, max_model_len=max_model_len, tp=tp)
     model = model.to(dtype=dtype).to_empty(device=device)
     model.reset_rope_tables()
     if load_format == "dummy":

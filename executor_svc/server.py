@@ -24,6 +24,9 @@ from executor_svc.kv_cache import PagedKVCache
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_loader import load_hf_config, load_model
 from executor_svc.model_runner import ModelRunner
+from executor_svc.parallel.launch import RankGroup, join_tensor_parallel_group
+from executor_svc.parallel.rank_commands import MirroringComputeLoop, RankChannel, follow
+from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
 from executor_svc.profile_service import model_fingerprint
 from executor_svc.servicer import ExecutorServicer
 from executor_svc.tracing import ExecutorTracing
@@ -55,12 +58,14 @@ def eos_token_ids(model_dir: str, hf_config) -> list[int]:
 
 
 def build_runner(
-    config: ExecutorConfig, make_capture: Callable[[], GraphCapture] | None = None
+    config: ExecutorConfig, make_capture: Callable[[], GraphCapture] | None = None, tp: TensorParallel = SINGLE
 ) -> tuple[ModelRunner, executor_pb2.ExecutorDescription]:
     """Load the model, allocate the KV cache and capture the step graphs as configured.
 
     ``make_capture``: how to record a step graph; None: CUDA graphs on a CUDA device (unless
-    enforce_eager), none elsewhere. Tests pass a CPU stand-in to run the graph path here."""
+    enforce_eager), none elsewhere. Tests pass a CPU stand-in to run the graph path here.
+    ``tp``: this rank's tensor-parallel group; the model and the KV cache hold its share of the heads
+    (the drafter is replicated: every rank drafts the same tokens). Steps run eagerly under TP."""
     if config.num_threads is not None:
         torch.set_num_threads(config.num_threads)
     device = torch.device(config.device)
@@ -68,11 +73,14 @@ def build_runner(
     hf_config = load_hf_config(config.model_dir, config.load_format)
     backend = build_attention_backend(config.attention_backend, device)
     max_model_len = min(config.max_model_len or hf_config.max_position_embeddings, hf_config.max_position_embeddings)
-    model = load_model(config.model_dir, dtype, device, backend, load_format=config.load_format)
-    if make_capture is None and device.type == "cuda" and not config.enforce_eager and is_graph_safe(backend):
+    model = load_model(config.model_dir, dtype, device, backend, load_format=config.load_format, tp=tp)
+    if tp.enabled:
+        make_capture = None
+    elif make_capture is None and device.type == "cuda" and not config.enforce_eager and is_graph_safe(backend):
         make_capture = cuda_graph_factory()
     head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
-    layout = (hf_config.num_hidden_layers, config.block_size, hf_config.num_key_value_heads, head_dim)
+    num_kv_heads = hf_config.num_key_value_heads // tp.world_size  # the model checked that they split evenly
+    layout = (hf_config.num_hidden_layers, config.block_size, num_kv_heads, head_dim)
     num_blocks = config.num_kv_blocks or max(
         1, int(config.kv_cache_memory_gb * 2**30) // PagedKVCache.bytes_per_block(*layout, dtype)
     )
@@ -80,7 +88,7 @@ def build_runner(
         hf_config.num_hidden_layers,
         num_blocks,
         config.block_size,
-        hf_config.num_key_value_heads,
+        num_kv_heads,
         head_dim,
         dtype,
         device,
@@ -118,8 +126,14 @@ def build_runner(
 
 
 def serve(config: ExecutorConfig) -> None:
-    """Run the executor until terminated."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s executor %(levelname)s %(message)s")
+    """Run the executor until terminated (under tensor parallelism: rank 0 serves, the other ranks follow it)."""
+    ranks = join_tensor_parallel_group(config.tensor_parallel_size, config.device)
+    rank = ranks.tp.rank
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s executor{f' rank {rank}' if rank else ''} "
+                        "%(levelname)s %(message)s")
+    if rank != 0:
+        serve_follower_rank(config, ranks)
+        return
     tracing = ExecutorTracing.from_env(os.environ)
     # A StepRequest carries new requests' whole prompts: allow more than gRPC's default 4 MiB from the scheduler.
     limit = [("grpc.max_receive_message_length", STEP_MESSAGE_LIMIT_BYTES),
@@ -129,7 +143,7 @@ def serve(config: ExecutorConfig) -> None:
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)  # liveness
     health_servicer.set(EXECUTOR_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)  # readiness: after warm-up
-    compute = ComputeLoop()
+    compute = MirroringComputeLoop(RankChannel(ranks.tp)) if ranks.tp.enabled else ComputeLoop()
     metrics = ExecutorMetrics()
     executor_servicer = ExecutorServicer(compute, metrics)
     executor_pb2_grpc.add_ExecutorServicer_to_server(executor_servicer, server)
@@ -147,7 +161,7 @@ def serve(config: ExecutorConfig) -> None:
         metrics_port = metrics.serve_http(config.host, config.metrics_port)
         print(f"stepahead executor metrics on {config.host}:{metrics_port}", flush=True)
     print(f"stepahead executor bound to {config.host}:{port}, loading {config.model_dir}", flush=True)
-    runner, description = build_runner(config)
+    runner, description = build_runner(config, tp=ranks.tp)
     warm_up(runner)
     runner.tracer = tracing.phase_tracer
     executor_servicer.set_ready(runner, description)
@@ -158,11 +172,30 @@ def serve(config: ExecutorConfig) -> None:
         f"{description.num_kv_blocks} KV blocks, {description.num_threads} threads)",
         flush=True,
     )
-    signal.signal(signal.SIGTERM, lambda *_: compute.stop())
+    def stop(*_: object) -> None:
+        ranks.stop_watching()
+        compute.stop()
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         compute.run_forever()  # model work stays on this (main) thread; see compute_loop.py
     except KeyboardInterrupt:
-        pass
+        ranks.stop_watching()
     finally:
         server.stop(grace=1.0).wait()
         tracing.shutdown()
+        ranks.stop()
+
+
+def serve_follower_rank(config: ExecutorConfig, ranks: RankGroup) -> None:
+    """Ranks 1..N-1: load this rank's shard, warm up with rank 0, then run what rank 0 sends until it stops."""
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):  # rank 0 decides when the group stops
+        signal.signal(stop_signal, signal.SIG_IGN)
+    runner, description = build_runner(config, tp=ranks.tp)
+    warm_up(runner)
+    logging.getLogger(__name__).info("rank %d of %d ready", ranks.tp.rank, ranks.tp.world_size)
+    try:
+        follow(runner, description, RankChannel(ranks.tp))
+    except Exception as error:  # rank 0 or another rank is gone: this group's collectives can never complete
+        logging.getLogger(__name__).error("rank %d: the group broke (%s); exiting", ranks.tp.rank, error)
+        os._exit(1)  # at once: an orderly teardown of a broken process group can take seconds

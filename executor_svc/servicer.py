@@ -19,6 +19,10 @@ logger = logging.getLogger(__name__)
 _END = None
 
 
+STREAM_HANDOVER_S = 5.0
+"""How long a new Execute stream waits for the previous one to close before it is refused."""
+
+
 class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
     """Serves one Execute stream at a time: the KV cache belongs to a single scheduler.
 
@@ -68,7 +72,9 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
 
     def Execute(self, request_iterator, context: grpc.ServicerContext):
         self._require_ready(context)
-        if not self._stream_lock.acquire(blocking=False):
+        # A scheduler that gave up a stream (this process was stopped, then resumed) reconnects at once,
+        # while the old stream's handler is still winding down: wait for it a little before refusing.
+        if not self._stream_lock.acquire(timeout=STREAM_HANDOVER_S):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "another scheduler already holds the Execute stream")
         runner = self._loaded_runner()
         pending: queue.SimpleQueue = queue.SimpleQueue()

@@ -81,6 +81,10 @@ class Engine:
         """When the executor was lost, until a step result arrives from its replacement."""
         self._admission_closed: str | None = None
         """Why new requests are refused (the server is shutting down); None while admitting."""
+        self._call: ExecuteCall | None = None
+        """The Execute stream in use (None between streams)."""
+        self._abandon_reason: str | None = None
+        """Set when the Execute stream was given up because the executor stopped answering."""
 
     # ---- requests ----------------------------------------------------------------------------
     def add_request(
@@ -144,24 +148,42 @@ class Engine:
             except asyncio.CancelledError:
                 pass
 
+    def abandon_unresponsive_executor(self, reason: str) -> None:
+        """The executor did not answer a health check (a stopped or hung process): with steps in flight, give
+        up its Execute stream so the requests are recovered as after a crash (recomputed when it is back)."""
+        if self._call is None or not self._inflight or self._abandon_reason is not None:
+            return
+        logger.warning("executor unresponsive with %d steps in flight (%s): giving up its stream",
+                       len(self._inflight), reason)
+        self._abandon_reason = reason
+        self._call.cancel()
+
     async def _run_forever(self) -> None:
         while True:
-            call = self.executor.Execute()
+            call = self._call = self.executor.Execute()
+            self._abandon_reason = None
             try:
                 await self._run_stream(call)
             except asyncio.CancelledError:
                 call.cancel()
-                raise
+                if self._abandon_reason is None or _task_cancelled():
+                    raise
+                await self._executor_lost(grpc.StatusCode.UNAVAILABLE, f"executor unresponsive: {self._abandon_reason}")
             except Exception as error:  # the executor failed or went away
                 code, reason = await _stream_failure(call, error)
                 call.cancel()
-                if code in _EXECUTOR_LOST_CODES and self.recovery_timeout_s > 0:
-                    await self._recover(reason)
-                else:  # the executor refused a step, or recovery is off: what ran cannot succeed there
-                    logger.error("Execute stream failed: %s", reason)
-                    self._lost_since = None
-                    self._fail_all(grpc.StatusCode.UNAVAILABLE, f"executor failed: {reason}")
-                    await asyncio.sleep(0.5)
+                await self._executor_lost(code, reason)
+            finally:
+                self._call = None
+
+    async def _executor_lost(self, code: grpc.StatusCode | None, reason: str) -> None:
+        if code in _EXECUTOR_LOST_CODES and self.recovery_timeout_s > 0:
+            await self._recover(reason)
+        else:  # the executor refused a step, or recovery is off: what ran cannot succeed there
+            logger.error("Execute stream failed: %s", reason)
+            self._lost_since = None
+            self._fail_all(grpc.StatusCode.UNAVAILABLE, f"executor failed: {reason}")
+            await asyncio.sleep(0.5)
 
     async def _recover(self, reason: str) -> None:
         """Keep every request, wait for the executor (or a replacement at its address) to answer, then resume
@@ -335,6 +357,12 @@ class Engine:
         for request_id in list(self._queues):
             self._fail_request(request_id, code, message)
         self.scheduler.discard_finished_ids()
+
+
+def _task_cancelled() -> bool:
+    """Whether the running task itself is being cancelled (not just an RPC it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 _EXECUTOR_LOST_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, None)

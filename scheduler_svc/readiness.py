@@ -4,7 +4,9 @@ Liveness is the health service's overall "" status (SERVING while the process ru
 the Generation service's own status. A monitor task polls the executor's readiness over
 grpc.health.v1 and watches step progress: an executor that is unreachable, not ready, does not
 answer within a deadline (e.g. a stopped process), or returns no step result for the stall timeout
-while requests are queued or running, turns readiness off until it recovers.
+while requests are queued or running, turns readiness off until it recovers. A check that gets no
+answer at all is also reported to ``on_unanswered``: the engine then gives up the executor's Execute
+stream and recovers its requests as after a crash (a hung process breaks no connection).
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ GENERATION_SERVICE = generation_pb2.DESCRIPTOR.services_by_name["Generation"].fu
 """The scheduler's readiness service name in grpc.health.v1 ("" is liveness)."""
 EXECUTOR_SERVICE = executor_pb2.DESCRIPTOR.services_by_name["Executor"].full_name
 """The executor's readiness service name in grpc.health.v1."""
+
+class Unanswered(str):
+    """A probe's failure reason that means the executor did not answer in time (stopped or hung)."""
+
 
 ExecutorProbe = Callable[[], Awaitable[str | None]]
 """Returns None when the executor is ready, else why not."""
@@ -65,7 +71,8 @@ def executor_health_probe(channel: grpc.aio.Channel, timeout_s: float) -> Execut
         try:
             reply = await stub.Check(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as error:
-            return f"executor health check failed: {error.code().name}"
+            reason = f"executor health check failed: {error.code().name}"
+            return Unanswered(reason) if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED else reason
         if reply.status != health_pb2.HealthCheckResponse.SERVING:
             return f"executor not ready: {health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)}"
         return None
@@ -83,9 +90,11 @@ class ReadinessMonitor:
         progress: ProgressProbe,
         publish: Publisher,
         clock: Callable[[], float] = time.monotonic,
+        on_unanswered: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self._probe = probe
+        self._on_unanswered = on_unanswered
         self._progress = progress
         self._publish = publish
         self._clock = clock
@@ -106,6 +115,8 @@ class ReadinessMonitor:
         if self._shutting_down:
             return False
         reason = await self._probe()
+        if isinstance(reason, Unanswered) and self._on_unanswered is not None:
+            self._on_unanswered(reason)
         steps_done, has_work = self._progress()
         if self._stall.is_stalled(steps_done, has_work, self._clock()) and reason is None:
             reason = f"no step result for {self.config.executor_stall_timeout_s:g} s with requests pending"

@@ -85,7 +85,11 @@ def readiness_monitor(
 
     probe = executor_health_probe(channel, config.readiness.check_timeout_s)
     return ReadinessMonitor(
-        config.readiness, probe, lambda: (engine.stats.steps, engine.scheduler.has_unfinished_requests), publish
+        config.readiness,
+        probe,
+        lambda: (engine.stats.steps, engine.scheduler.has_unfinished_requests),
+        publish,
+        on_unanswered=engine.abandon_unresponsive_executor,
     )
 
 

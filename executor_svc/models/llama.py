@@ -13,6 +13,7 @@ from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.models.layers import linear, rms_norm
 from executor_svc.models.rope import apply_rotary, rope_inverse_frequencies, rope_parameters
+from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel, vocab_parallel_embedding
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -38,12 +39,20 @@ def _head_dim(config: PretrainedConfig) -> int:
 
 
 class LlamaAttention(nn.Module):
-    """Self-attention with a fused qkv projection, RoPE, optional q/k RMSNorm (Qwen3) and GQA."""
+    """Self-attention with a fused qkv projection, RoPE, optional q/k RMSNorm (Qwen3) and GQA.
 
-    def __init__(self, config: PretrainedConfig, attention_backend: AttentionBackend) -> None:
+    Under tensor parallelism each rank holds its share of the query and KV heads (column-parallel qkv)
+    and its columns of o_proj (row-parallel: the partial outputs are summed over ranks)."""
+
+    def __init__(
+        self, config: PretrainedConfig, attention_backend: AttentionBackend, tp: TensorParallel = SINGLE
+    ) -> None:
         super().__init__()
-        self.num_heads = config.num_attention_heads
-        self.num_kv_heads = config.num_key_value_heads
+        self.tp = tp
+        start, end = tp.shard(config.num_attention_heads, "num_attention_heads")
+        self.num_heads = end - start
+        start, end = tp.shard(config.num_key_value_heads, "num_key_value_heads")
+        self.num_kv_heads = end - start
         self.head_dim = _head_dim(config)
         self.scale = self.head_dim**-0.5
         self.eps = config.rms_norm_eps
@@ -85,39 +94,49 @@ class LlamaAttention(nn.Module):
         qk = apply_rotary(qk, cos, sin)
         q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
         out = self.backend.forward(q, k, v, kv_layer, meta, self.scale)
-        return linear(out.reshape(tokens, self.num_heads * self.head_dim), self.o_weight, self.o_bias)
+        out = out.reshape(tokens, self.num_heads * self.head_dim)
+        if not self.tp.enabled:
+            return linear(out, self.o_weight, self.o_bias)
+        summed = self.tp.all_reduce(linear(out, self.o_weight).contiguous())
+        return summed if self.o_bias is None else summed + self.o_bias
 
 
 class LlamaMLP(nn.Module):
-    """SwiGLU feed-forward with a fused gate/up projection."""
+    """SwiGLU feed-forward with a fused gate/up projection (column-parallel under tensor parallelism, the down
+    projection row-parallel)."""
 
-    def __init__(self, config: PretrainedConfig) -> None:
+    def __init__(self, config: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
         super().__init__()
-        self.intermediate_size = config.intermediate_size
+        self.tp = tp
+        start, end = tp.shard(config.intermediate_size, "intermediate_size")
+        self.intermediate_size = end - start
         self.gate_up_weight = nn.Parameter(
-            torch.empty(2 * config.intermediate_size, config.hidden_size), requires_grad=False
+            torch.empty(2 * self.intermediate_size, config.hidden_size), requires_grad=False
         )
         self.down_weight = nn.Parameter(
-            torch.empty(config.hidden_size, config.intermediate_size), requires_grad=False
+            torch.empty(config.hidden_size, self.intermediate_size), requires_grad=False
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, hidden] -> [T, hidden]."""
         gate_up = linear(x, self.gate_up_weight)
         gate, up = gate_up[:, : self.intermediate_size], gate_up[:, self.intermediate_size :]
-        return linear(F.silu(gate) * up, self.down_weight)
+        out = linear(F.silu(gate) * up, self.down_weight)
+        return self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out
 
 
 class LlamaDecoderLayer(nn.Module):
     """Pre-norm decoder layer: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, config: PretrainedConfig, attention_backend: AttentionBackend) -> None:
+    def __init__(
+        self, config: PretrainedConfig, attention_backend: AttentionBackend, tp: TensorParallel = SINGLE
+    ) -> None:
         super().__init__()
         self.eps = config.rms_norm_eps
         self.input_norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
         self.post_attention_norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
-        self.attn = LlamaAttention(config, attention_backend)
-        self.mlp = LlamaMLP(config)
+        self.attn = LlamaAttention(config, attention_backend, tp)
+        self.mlp = LlamaMLP(config, tp)
 
     def forward(
         self,
@@ -136,23 +155,29 @@ class LlamaModelForCausalLM(nn.Module):
     """Llama-family decoder (Llama, SmolLM2, Qwen2 with qkv bias, Qwen3 with q/k norm) over a flattened token batch."""
 
     def __init__(
-        self, config: PretrainedConfig, attention_backend: AttentionBackend, max_model_len: int | None = None
+        self,
+        config: PretrainedConfig,
+        attention_backend: AttentionBackend,
+        max_model_len: int | None = None,
+        tp: TensorParallel = SINGLE,
     ) -> None:
         super().__init__()
         _check_supported(config)
         self.config = config
+        self.tp = tp
         self.eps = config.rms_norm_eps
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
-        self.embed_weight = nn.Parameter(torch.empty(config.vocab_size, config.hidden_size), requires_grad=False)
+        start, end = tp.shard(config.vocab_size, "vocab_size")  # vocab-parallel embedding and LM head
+        self.embed_weight = nn.Parameter(torch.empty(end - start, config.hidden_size), requires_grad=False)
         self.layers = nn.ModuleList(
-            [LlamaDecoderLayer(config, attention_backend) for _ in range(config.num_hidden_layers)]
+            [LlamaDecoderLayer(config, attention_backend, tp) for _ in range(config.num_hidden_layers)]
         )
         self.norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
         # Tied models hold one tensor: a second attribute would be untied by to()/to_empty().
         self.untied_lm_head_weight = (
             None
             if self.tie_word_embeddings
-            else nn.Parameter(torch.empty(config.vocab_size, config.hidden_size), requires_grad=False)
+            else nn.Parameter(torch.empty(end - start, config.hidden_size), requires_grad=False)
         )
         self.max_positions = max_model_len or config.max_position_embeddings
         # Non-persistent buffers, cast and moved with the module (HF also casts its fp32 cos/sin to the model dtype).
@@ -164,7 +189,8 @@ class LlamaModelForCausalLM(nn.Module):
 
     @property
     def lm_head_weight(self) -> torch.Tensor:
-        """[vocab, hidden] output projection (the embedding matrix when tie_word_embeddings)."""
+        """[vocab, hidden] output projection (the embedding matrix when tie_word_embeddings); this rank's
+        vocabulary rows under tensor parallelism."""
         return self.embed_weight if self.untied_lm_head_weight is None else self.untied_lm_head_weight
 
     def reset_rope_tables(self) -> None:
@@ -188,11 +214,11 @@ class LlamaModelForCausalLM(nn.Module):
     ) -> torch.Tensor:
         """input_ids, positions int64 [T] -> final-normed hidden states [T, hidden]."""
         cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
-        hidden = F.embedding(input_ids, self.embed_weight)
+        hidden = vocab_parallel_embedding(input_ids, self.embed_weight, self.tp)
         for layer, kv_layer in zip(self.layers, kv_cache.layers):
             hidden = layer(hidden, cos, sin, kv_layer, meta)
         return rms_norm(hidden, self.norm_weight, self.eps)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden [N, hidden] -> float32 logits [N, vocab]."""
-        return linear(hidden, self.lm_head_weight).float()
+        """hidden [N, hidden] -> float32 logits [N, vocab] (gathered from every rank's vocabulary slice)."""
+        return self.tp.all_gather_columns(linear(hidden, self.lm_head_weight)).float()

@@ -1,6 +1,8 @@
 """Loads HF Llama-family tensors into LlamaModelForCausalLM's fused parameters.
 
-This module depends on the model code, never the other way round."""
+Under tensor parallelism each rank copies its slice of every sharded tensor (heads, MLP rows or columns,
+vocabulary rows); the checkpoint's full shapes are still checked. This module depends on the model code,
+never the other way round."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import cast
 import torch
 
 from executor_svc.models.llama import LlamaDecoderLayer, LlamaModelForCausalLM
+from executor_svc.parallel.tensor_parallel import TensorParallel
 
 # Tensors some checkpoints carry that the model recomputes or does not need.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
@@ -18,10 +21,18 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 @dataclass(frozen=True)
 class _Target:
-    """Where one HF tensor goes: a view into a parameter and the shape the tensor must have."""
+    """Where one HF tensor goes: a view into a parameter, the shape the tensor must have, and the slice of it
+    this rank holds (dim, start, end; None: all of it)."""
 
     view: torch.Tensor
     shape: tuple[int, ...]
+    part: tuple[int, int, int] | None = None
+
+    def take(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.part is None:
+            return tensor
+        dim, start, end = self.part
+        return tensor.narrow(dim, start, end - start)
 
 
 def load_weights(model: LlamaModelForCausalLM, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
@@ -50,7 +61,7 @@ class WeightRouter:
         if tuple(tensor.shape) != target.shape:
             raise ValueError(f"weights: {name!r} has shape {tuple(tensor.shape)}, expected {target.shape}")
         with torch.no_grad():
-            target.view.copy_(tensor)
+            target.view.copy_(target.take(tensor))
         self.loaded.add(name)
 
     def finish(self) -> None:
@@ -62,19 +73,22 @@ class WeightRouter:
 
 
 def _model_targets(model: LlamaModelForCausalLM) -> dict[str, _Target]:
+    tp = model.tp
+    vocab_rows = _Sharding(tp, 0)
     targets = {
-        "model.embed_tokens.weight": _whole(model.embed_weight),
+        "model.embed_tokens.weight": vocab_rows.of(model.embed_weight),
         "model.norm.weight": _whole(model.norm_weight),
     }
     if not model.tie_word_embeddings:
-        targets["lm_head.weight"] = _whole(model.lm_head_weight)
+        targets["lm_head.weight"] = vocab_rows.of(model.lm_head_weight)
     for index, layer in enumerate(model.layers):
-        targets.update(_layer_targets(f"model.layers.{index}.", cast(LlamaDecoderLayer, layer)))
+        targets.update(_layer_targets(f"model.layers.{index}.", cast(LlamaDecoderLayer, layer), tp))
     return targets
 
 
-def _layer_targets(prefix: str, layer: LlamaDecoderLayer) -> dict[str, _Target]:
+def _layer_targets(prefix: str, layer: LlamaDecoderLayer, tp: TensorParallel) -> dict[str, _Target]:
     attn, mlp = layer.attn, layer.mlp
+    rows, columns = _Sharding(tp, 0), _Sharding(tp, 1)
     q_rows = attn.num_heads * attn.head_dim
     kv_rows = attn.num_kv_heads * attn.head_dim
     qkv_parts = {
@@ -82,18 +96,19 @@ def _layer_targets(prefix: str, layer: LlamaDecoderLayer) -> dict[str, _Target]:
         "k_proj": (q_rows, q_rows + kv_rows),
         "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows),
     }
+    size = mlp.intermediate_size
     targets = {
         prefix + "input_layernorm.weight": _whole(layer.input_norm_weight),
         prefix + "post_attention_layernorm.weight": _whole(layer.post_attention_norm_weight),
-        prefix + "self_attn.o_proj.weight": _whole(attn.o_weight),
-        prefix + "mlp.gate_proj.weight": _rows(mlp.gate_up_weight, 0, mlp.intermediate_size),
-        prefix + "mlp.up_proj.weight": _rows(mlp.gate_up_weight, mlp.intermediate_size, 2 * mlp.intermediate_size),
-        prefix + "mlp.down_proj.weight": _whole(mlp.down_weight),
+        prefix + "self_attn.o_proj.weight": columns.of(attn.o_weight),
+        prefix + "mlp.gate_proj.weight": rows.of(mlp.gate_up_weight, 0, size),
+        prefix + "mlp.up_proj.weight": rows.of(mlp.gate_up_weight, size, 2 * size),
+        prefix + "mlp.down_proj.weight": columns.of(mlp.down_weight),
     }
     for part, (start, end) in qkv_parts.items():
-        targets[f"{prefix}self_attn.{part}.weight"] = _rows(attn.qkv_weight, start, end)
+        targets[f"{prefix}self_attn.{part}.weight"] = rows.of(attn.qkv_weight, start, end)
         if attn.qkv_bias is not None:
-            targets[f"{prefix}self_attn.{part}.bias"] = _rows(attn.qkv_bias, start, end)
+            targets[f"{prefix}self_attn.{part}.bias"] = rows.of(attn.qkv_bias, start, end)
     if attn.o_bias is not None:
         targets[prefix + "self_attn.o_proj.bias"] = _whole(attn.o_bias)
     if attn.qk_norm_weight is not None:
@@ -107,6 +122,20 @@ def _whole(param: torch.Tensor) -> _Target:
     return _Target(param.data, tuple(param.shape))
 
 
-def _rows(param: torch.Tensor, start: int, end: int) -> _Target:
-    view = param.data[start:end]
-    return _Target(view, tuple(view.shape))
+@dataclass(frozen=True)
+class _Sharding:
+    """Targets split along ``dim`` over the tensor-parallel ranks: the checkpoint tensor is world_size times
+    this rank's part along that dim, and the rank takes its own part."""
+
+    tp: TensorParallel
+    dim: int
+
+    def of(self, param: torch.Tensor, start: int | None = None, end: int | None = None) -> _Target:
+        """The target for ``param`` (or its rows [start, end), for fused parameters)."""
+        view = param.data if start is None else param.data[start:end]
+        if not self.tp.enabled:
+            return _Target(view, tuple(view.shape))
+        local = view.shape[self.dim]
+        shape = list(view.shape)
+        shape[self.dim] = local * self.tp.world_size
+        return _Target(view, tuple(shape), (self.dim, self.tp.rank * local, (self.tp.rank + 1) * local))

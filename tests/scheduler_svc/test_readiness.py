@@ -9,7 +9,13 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from scheduler_svc.config import ReadinessConfig
-from scheduler_svc.readiness import EXECUTOR_SERVICE, ReadinessMonitor, StallDetector, executor_health_probe
+from scheduler_svc.readiness import (
+    EXECUTOR_SERVICE,
+    ReadinessMonitor,
+    StallDetector,
+    Unanswered,
+    executor_health_probe,
+)
 
 
 def test_stall_detector_needs_pending_work_and_no_progress():
@@ -40,9 +46,10 @@ class FakeWorld:
     async def publish(self, ready: bool, reason: str) -> None:
         self.published.append((ready, reason))
 
-    def monitor(self, stall_timeout_s: float = 5.0) -> ReadinessMonitor:
+    def monitor(self, stall_timeout_s: float = 5.0, on_unanswered=None) -> ReadinessMonitor:
         config = ReadinessConfig(executor_stall_timeout_s=stall_timeout_s)
-        return ReadinessMonitor(config, self.probe, lambda: (self.steps, self.has_work), self.publish, lambda: self.now)
+        return ReadinessMonitor(config, self.probe, lambda: (self.steps, self.has_work), self.publish, lambda: self.now,
+                                on_unanswered)
 
 
 def test_monitor_publishes_only_changes():
@@ -64,6 +71,21 @@ def test_monitor_publishes_only_changes():
         (False, "executor health check failed: UNAVAILABLE"),
         (True, "executor ready"),
     ]
+
+
+def test_only_an_unanswered_check_is_reported_as_unresponsive():
+    world, unanswered = FakeWorld(), []
+    monitor = world.monitor(on_unanswered=unanswered.append)
+
+    async def scenario() -> None:
+        for reason in (None, "executor not ready: NOT_SERVING", "executor health check failed: UNAVAILABLE",
+                       Unanswered("executor health check failed: DEADLINE_EXCEEDED")):
+            world.reason = reason
+            await monitor.poll_once()
+
+    asyncio.run(scenario())
+    assert unanswered == ["executor health check failed: DEADLINE_EXCEEDED"]
+    assert world.published[-1] == (False, "executor not ready: NOT_SERVING")  # readiness went off once
 
 
 def test_monitor_turns_not_ready_when_steps_stop_with_work_pending():
@@ -134,13 +156,15 @@ def test_probe_reads_the_executor_readiness_service():
 
 
 def test_probe_fails_on_a_silent_or_missing_executor():
-    assert asyncio.run(probe_against(HangingHealth())) == "executor health check failed: DEADLINE_EXCEEDED"
+    silent = asyncio.run(probe_against(HangingHealth()))
+    assert silent == "executor health check failed: DEADLINE_EXCEEDED" and isinstance(silent, Unanswered)
 
     async def nobody_listening() -> str | None:
         async with grpc.aio.insecure_channel("127.0.0.1:1") as channel:
             return await executor_health_probe(channel, 0.5)()
 
-    assert asyncio.run(nobody_listening()) == "executor health check failed: UNAVAILABLE"
+    missing = asyncio.run(nobody_listening())
+    assert missing == "executor health check failed: UNAVAILABLE" and not isinstance(missing, Unanswered)
 
 
 def test_readiness_config_validation_names_the_field():

@@ -1,7 +1,8 @@
 """Executor loss: kill -9 the executor in the middle of 16 concurrent greedy generations and start a new one
 at the same address; every request completes with exactly the tokens of an undisturbed run (sync, running
 ahead, n-gram speculation, multi-step). Without a new executor every request ends with UNAVAILABLE within
---executor-recovery-timeout-s, and the scheduler keeps answering health and ModelInfo."""
+--executor-recovery-timeout-s, and the scheduler keeps answering health and ModelInfo. A stopped (hung)
+executor is detected by its failed health check and handled the same way."""
 
 from __future__ import annotations
 
@@ -125,3 +126,35 @@ def test_serve_with_restarts_used_up_ends_requests_then_exits_1(tiny_model_dir):
         assert "--executor-max-restarts 0 are used up" in serve.log()
     finally:
         serve.stop()
+
+
+def test_a_stopped_executor_is_given_up_and_its_requests_resume_or_end_unavailable(tiny_model_dir, launch_stack):
+    """SIGSTOP breaks no connection: the failed health check makes the scheduler give up the Execute stream.
+    Resumed within the recovery timeout, the requests finish token for token; stopped for longer, they end
+    UNAVAILABLE within it while the scheduler still answers; resumed, the executor serves again."""
+    stack = launch_stack(tiny_model_dir, [], ["--max-inflight-steps", "2", "--executor-recovery-timeout-s", "6"])
+    pid = stack.executor.process.pid
+
+    def pause(seconds: float) -> None:
+        os.killpg(pid, signal.SIGSTOP)
+        time.sleep(seconds)
+        os.killpg(pid, signal.SIGCONT)
+
+    try:
+        undisturbed = asyncio.run(generate_all(stack.address))
+        assert asyncio.run(generate_all(stack.address, lambda: pause(2.5))) == undisturbed
+        assert "executor unresponsive" in stack.scheduler.log()
+        with Client(stack.address, timeout=60) as client:
+            stream = client.generate_stream(**requests()[0])
+            next(stream)
+            os.killpg(pid, signal.SIGSTOP)
+            stopped_at = time.monotonic()
+            with pytest.raises(UnavailableError, match="executor-recovery-timeout-s 6"):
+                list(stream)
+            assert time.monotonic() - stopped_at < 6 + 3
+            info = client.model_info()  # the scheduler still answers
+            assert info.num_running == info.num_waiting == 0 and info.num_free_kv_blocks == info.num_kv_blocks
+            os.killpg(pid, signal.SIGCONT)
+            assert list(client.generate(**requests()[1]).token_ids) == undisturbed[1]
+    finally:
+        os.killpg(pid, signal.SIGCONT)

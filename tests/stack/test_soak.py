@@ -1,5 +1,5 @@
 """`stepahead soak` on a tiny model with a small KV pool (preemption pressure), cancels, deadlines and the
-executor killed every 10 s for 30 s: nothing leaks, no stream hangs, the report counts what happened."""
+executor killed every 10 s for a minute: nothing leaks, no stream hangs, the report counts what happened."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from client.launcher import ServiceProcess
 
 pytestmark = pytest.mark.stack
 
-SOAK_MINUTES = 0.5  # 30 s keeps CI under 15 minutes; `stepahead soak --minutes 20` is the long run
+SOAK_MINUTES = 1.0  # the issue asks for 1 minute in CI; `stepahead soak --minutes 20` is the long run
 
 
 def test_a_short_soak_with_executor_kills_leaks_nothing(tiny_model_dir, tmp_path):
@@ -28,7 +28,7 @@ def test_a_short_soak_with_executor_kills_leaks_nothing(tiny_model_dir, tmp_path
     report = json.loads(out.read_text())
     assert report["leaked_kv_blocks"] == report["hung_streams"] == report["requests_left"] == 0
     assert report["max_silence_s"] < 20, report  # a restarted executor is back in a few seconds
-    assert report["executor_kills"] >= 2
+    assert report["executor_kills"] >= 3
     outcomes = report["outcomes"]
     assert outcomes["completed"] > 30 and outcomes.get("cancelled", 0) > 0, outcomes
     assert set(outcomes) <= {"completed", "cancelled", "DEADLINE_EXCEEDED", "CANCELLED"}, outcomes

@@ -1,0 +1,85 @@
+"""Tensor parallelism over two gloo ranks on the CPU: a sharded model runner gives the tokens of the unsharded
+one (logprobs within float tolerance: the row-parallel sums are split over ranks), for greedy, seeded and
+min-p sampling over steps that add, decode and finish requests; shards that do not split evenly are named."""
+
+from __future__ import annotations
+
+import pickle
+import socket
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from step_plans import BATCHES, outputs_of, plan_steps, requests_plain
+from tiny_models import make_tiny_llama, make_tiny_qwen2, make_tiny_qwen3
+
+from executor_svc.config import ExecutorConfig
+from executor_svc.parallel.tensor_parallel import TensorParallel
+from executor_svc.server import build_runner
+
+MAKERS = {"llama": make_tiny_llama, "qwen2": make_tiny_qwen2, "qwen3": make_tiny_qwen3}
+WORLD_SIZE = 2
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _rank_main(rank: int, port: int, model_dir: str, out_path: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD_SIZE,
+                            timeout=timedelta(seconds=120))
+    try:
+        tp = TensorParallel(rank, WORLD_SIZE)
+        runner, _ = build_runner(ExecutorConfig(model_dir=model_dir, num_kv_blocks=40), tp=tp)
+        results = [outputs_of(runner.execute(step)) for step in plan_steps(requests_plain(), BATCHES)]
+        with open(f"{out_path}.{rank}", "wb") as out:
+            pickle.dump(results, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def _assert_close(sharded: list[list[tuple]], single: list[list[tuple]]) -> None:
+    assert len(sharded) == len(single)
+    for step_sharded, step_single in zip(sharded, single):
+        assert [(o[0], o[1], o[3]) for o in step_sharded] == [(o[0], o[1], o[3]) for o in step_single]
+        for ours, reference in zip(step_sharded, step_single):
+            assert ours[2] == pytest.approx(reference[2], abs=1e-4)
+
+
+@pytest.mark.parametrize("family", sorted(MAKERS))
+def test_two_ranks_give_the_tokens_of_one(family, tmp_path):
+    model_dir = MAKERS[family](tmp_path / family, seed=5)
+    runner, _ = build_runner(ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40))
+    single = [outputs_of(runner.execute(step)) for step in plan_steps(requests_plain(), BATCHES)]
+    out_path = str(tmp_path / "results")
+    mp.spawn(_rank_main, args=(_free_port(), str(model_dir), out_path), nprocs=WORLD_SIZE, join=True)
+    per_rank = [pickle.loads(open(f"{out_path}.{rank}", "rb").read()) for rank in range(WORLD_SIZE)]
+    assert per_rank[0] == per_rank[1]  # every rank samples the same tokens with the same logprobs
+    _assert_close(per_rank[0], single)
+
+
+def test_shards_that_do_not_split_evenly_are_named(tmp_path):
+    from executor_svc.attention.torch_backend import TorchAttentionBackend
+    from executor_svc.model_loader import load_model
+
+    model_dir = make_tiny_llama(tmp_path / "odd", num_key_value_heads=1, num_attention_heads=4)
+    with pytest.raises(ValueError, match="num_key_value_heads: 1 does not split over tensor_parallel_size 2"):
+        load_model(model_dir, torch.float32, "cpu", TorchAttentionBackend(64), tp=TensorParallel(0, 2))
+    with pytest.raises(ValueError, match="load_format"):
+        load_model(model_dir, torch.float32, "cpu", TorchAttentionBackend(64), load_format="dummy",
+                   tp=TensorParallel(0, 2))
+
+
+def test_tensor_parallel_config_is_validated_naming_the_field():
+    with pytest.raises(ValueError, match="tensor_parallel_size"):
+        ExecutorConfig(model_dir="m", tensor_parallel_size=0)
+    with pytest.raises(ValueError, match="defer_token_readback"):
+        ExecutorConfig(model_dir="m", tensor_parallel_size=2, defer_token_readback=True)
+    assert not ExecutorConfig(model_dir="m", device="cuda", tensor_parallel_size=2).defers_token_readback
+    with pytest.raises(ValueError, match="rank"):
+        TensorParallel(rank=2, world_size=2)

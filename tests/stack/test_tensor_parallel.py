@@ -1,0 +1,75 @@
+"""Tensor parallelism through the whole stack: `stepahead executor --tensor-parallel-size 2` (two gloo
+ranks, rank 0 serving) gives the outputs of one rank, running ahead, with n-gram and draft-model
+speculation and with multi-step, with chunked prefill and preemption forced. Killing one rank takes the
+group down within 2 s: its requests end UNAVAILABLE (no executor comes back here), the other rank exits,
+and no KV block stays allocated."""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+from test_async_equivalence import assert_same_outputs, run, workload
+
+from client import Client, UnavailableError
+
+pytestmark = pytest.mark.stack
+
+FORCED_EXECUTOR = ["--num-kv-blocks", "8", "--num-threads", "1"]
+FORCED_SCHEDULER = ["--max-num-batched-tokens", "32", "--max-inflight-steps", "2"]
+VARIANTS = {  # (executor flags, scheduler flags) added to the forced ones
+    "async": ([], []),
+    "ngram": (["--spec-method", "ngram", "--num-spec-tokens", "3"], []),
+    "draft_model": (["--spec-method", "draft_model", "--num-spec-tokens", "3"], []),
+    "multi_step": ([], ["--num-scheduler-steps", "4"]),
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_two_ranks_give_the_outputs_of_one(variant, tiny_model_dir, tiny_draft_model_dir, launch_stack):
+    extra_executor, extra_scheduler = VARIANTS[variant]
+    executor_flags = [*FORCED_EXECUTOR, *extra_executor]
+    if variant == "draft_model":
+        executor_flags += ["--draft-model", str(tiny_draft_model_dir)]
+    scheduler_flags = [*FORCED_SCHEDULER, *extra_scheduler]
+    outputs = {}
+    for size in (1, 2):
+        stack = launch_stack(tiny_model_dir, [*executor_flags, "--tensor-parallel-size", str(size)], scheduler_flags)
+        outputs[size] = run(stack.address, workload())
+        with Client(stack.address) as client:
+            info = client.model_info()
+        assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == 0
+        assert info.stats.num_preemptions > 0, info.stats
+        if size == 2:
+            assert len(psutil.Process(stack.executor.process.pid).children()) == 1  # rank 1
+        stack.stop()
+    assert_same_outputs(outputs[2], outputs[1])
+
+
+def test_a_killed_rank_takes_the_group_down_and_its_requests_end_unavailable(tiny_model_dir, launch_stack):
+    stack = launch_stack(tiny_model_dir, ["--tensor-parallel-size", "2", "--num-threads", "1"],
+                         ["--executor-recovery-timeout-s", "3"])
+    rank0 = psutil.Process(stack.executor.process.pid)
+    (rank1,) = rank0.children()
+    with Client(stack.address, timeout=60) as client:
+        stream = client.generate_stream(token_ids=[5, 6, 7], max_tokens=400, ignore_eos=True)
+        next(stream)
+        rank1.kill()
+        killed_at = time.monotonic()
+        rank0.wait(timeout=10)
+        assert time.monotonic() - killed_at < 2.0, "rank 0 outlived its group by more than 2 s"
+        with pytest.raises(UnavailableError, match="executor-recovery-timeout-s 3"):
+            list(stream)
+        info = client.model_info()  # the scheduler still answers
+        assert info.num_running == info.num_waiting == 0 and info.num_free_kv_blocks == info.num_kv_blocks
+
+
+def test_the_other_ranks_exit_when_rank_0_is_killed(tiny_model_dir, launch_stack):
+    stack = launch_stack(tiny_model_dir, ["--tensor-parallel-size", "2", "--num-threads", "1"], [])
+    rank0 = psutil.Process(stack.executor.process.pid)
+    (rank1,) = rank0.children()
+    rank0.kill()
+    killed_at = time.monotonic()
+    rank1.wait(timeout=10)
+    assert time.monotonic() - killed_at < 2.0
