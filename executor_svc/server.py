@@ -79,8 +79,11 @@ def build_runner(
     elif make_capture is None and device.type == "cuda" and not config.enforce_eager and is_graph_safe(backend):
         make_capture = cuda_graph_factory()
     head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
-    num_kv_heads = hf_config.num_key_value_heads // tp.world_size  # the model checked that they split evenly
-    layout = (hf_config.num_hidden_layers, config.block_size, num_kv_heads, head_dim)
+    kv_start, kv_end = tp.split(hf_config.num_key_value_heads, "num_key_value_heads")  # as the model splits them
+    num_kv_heads = kv_end - kv_start
+    # Every rank must have the same number of blocks: size them for the rank holding the most KV heads.
+    most_kv_heads = -(-hf_config.num_key_value_heads // tp.world_size)
+    layout = (hf_config.num_hidden_layers, config.block_size, most_kv_heads, head_dim)
     num_blocks = config.num_kv_blocks or max(
         1, int(config.kv_cache_memory_gb * 2**30) // PagedKVCache.bytes_per_block(*layout, dtype)
     )
@@ -161,8 +164,12 @@ def serve(config: ExecutorConfig) -> None:
         metrics_port = metrics.serve_http(config.host, config.metrics_port)
         print(f"stepahead executor metrics on {config.host}:{metrics_port}", flush=True)
     print(f"stepahead executor bound to {config.host}:{port}, loading {config.model_dir}", flush=True)
-    runner, description = build_runner(config, tp=ranks.tp)
-    warm_up(runner)
+    try:
+        runner, description = build_runner(config, tp=ranks.tp)
+        warm_up(runner)
+    except BaseException:
+        server.stop(grace=None)  # its threads would otherwise keep a failed executor alive
+        raise
     runner.tracer = tracing.phase_tracer
     executor_servicer.set_ready(runner, description)
     metrics.bind_runner(lambda: len(runner.requests), description.num_kv_blocks)

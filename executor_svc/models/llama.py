@@ -49,10 +49,13 @@ class LlamaAttention(nn.Module):
     ) -> None:
         super().__init__()
         self.tp = tp
-        start, end = tp.shard(config.num_attention_heads, "num_attention_heads")
-        self.num_heads = end - start
-        start, end = tp.shard(config.num_key_value_heads, "num_key_value_heads")
-        self.num_kv_heads = end - start
+        # Split by KV-head groups, unevenly if need be (SmolLM2-135M has 3 KV heads): each rank keeps whole groups.
+        kv_start, kv_end = tp.split(config.num_key_value_heads, "num_key_value_heads")
+        group = config.num_attention_heads // config.num_key_value_heads
+        self.num_kv_heads = kv_end - kv_start
+        self.num_heads = self.num_kv_heads * group
+        self.kv_head_offset, self.head_offset = kv_start, kv_start * group
+        """The first KV head and query head of the checkpoint that this rank holds."""
         self.head_dim = _head_dim(config)
         self.scale = self.head_dim**-0.5
         self.eps = config.rms_norm_eps

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 
 from executor_svc.models.llama import LlamaDecoderLayer, LlamaModelForCausalLM
 from executor_svc.parallel.tensor_parallel import TensorParallel
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 # Tensors some checkpoints carry that the model recomputes or does not need.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
@@ -74,41 +77,46 @@ class WeightRouter:
 
 def _model_targets(model: LlamaModelForCausalLM) -> dict[str, _Target]:
     tp = model.tp
-    vocab_rows = _Sharding(tp, 0)
+    vocab = model.config.vocab_size
+    offset = tp.rank * model.embed_weight.shape[0]  # the vocabulary splits evenly (logits are gathered)
     targets = {
-        "model.embed_tokens.weight": vocab_rows.of(model.embed_weight),
+        "model.embed_tokens.weight": _part(tp, model.embed_weight.data, 0, offset, vocab),
         "model.norm.weight": _whole(model.norm_weight),
     }
     if not model.tie_word_embeddings:
-        targets["lm_head.weight"] = vocab_rows.of(model.lm_head_weight)
+        targets["lm_head.weight"] = _part(tp, model.lm_head_weight.data, 0, offset, vocab)
     for index, layer in enumerate(model.layers):
-        targets.update(_layer_targets(f"model.layers.{index}.", cast(LlamaDecoderLayer, layer), tp))
+        targets.update(_layer_targets(f"model.layers.{index}.", cast(LlamaDecoderLayer, layer), model.config, tp))
     return targets
 
 
-def _layer_targets(prefix: str, layer: LlamaDecoderLayer, tp: TensorParallel) -> dict[str, _Target]:
+def _layer_targets(
+    prefix: str, layer: LlamaDecoderLayer, config: PretrainedConfig, tp: TensorParallel
+) -> dict[str, _Target]:
     attn, mlp = layer.attn, layer.mlp
-    rows, columns = _Sharding(tp, 0), _Sharding(tp, 1)
-    q_rows = attn.num_heads * attn.head_dim
-    kv_rows = attn.num_kv_heads * attn.head_dim
-    qkv_parts = {
-        "q_proj": (0, q_rows),
-        "k_proj": (q_rows, q_rows + kv_rows),
-        "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows),
+    hd = attn.head_dim
+    q_rows, kv_rows = attn.num_heads * hd, attn.num_kv_heads * hd
+    all_q_rows, all_kv_rows = config.num_attention_heads * hd, config.num_key_value_heads * hd
+    q_offset, kv_offset = attn.head_offset * hd, attn.kv_head_offset * hd
+    qkv_parts = {  # rows of the fused parameter, and where this rank's rows sit in the checkpoint tensor
+        "q_proj": (0, q_rows, q_offset, all_q_rows),
+        "k_proj": (q_rows, q_rows + kv_rows, kv_offset, all_kv_rows),
+        "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows, kv_offset, all_kv_rows),
     }
-    size = mlp.intermediate_size
+    size, mlp_offset = mlp.intermediate_size, tp.rank * mlp.intermediate_size  # the MLP splits evenly
+    gate_up = mlp.gate_up_weight.data
     targets = {
         prefix + "input_layernorm.weight": _whole(layer.input_norm_weight),
         prefix + "post_attention_layernorm.weight": _whole(layer.post_attention_norm_weight),
-        prefix + "self_attn.o_proj.weight": columns.of(attn.o_weight),
-        prefix + "mlp.gate_proj.weight": rows.of(mlp.gate_up_weight, 0, size),
-        prefix + "mlp.up_proj.weight": rows.of(mlp.gate_up_weight, size, 2 * size),
-        prefix + "mlp.down_proj.weight": columns.of(mlp.down_weight),
+        prefix + "self_attn.o_proj.weight": _part(tp, attn.o_weight.data, 1, q_offset, all_q_rows),
+        prefix + "mlp.gate_proj.weight": _part(tp, gate_up[:size], 0, mlp_offset, config.intermediate_size),
+        prefix + "mlp.up_proj.weight": _part(tp, gate_up[size:], 0, mlp_offset, config.intermediate_size),
+        prefix + "mlp.down_proj.weight": _part(tp, mlp.down_weight.data, 1, mlp_offset, config.intermediate_size),
     }
-    for part, (start, end) in qkv_parts.items():
-        targets[f"{prefix}self_attn.{part}.weight"] = rows.of(attn.qkv_weight, start, end)
+    for part, (start, end, offset, full) in qkv_parts.items():
+        targets[f"{prefix}self_attn.{part}.weight"] = _part(tp, attn.qkv_weight.data[start:end], 0, offset, full)
         if attn.qkv_bias is not None:
-            targets[f"{prefix}self_attn.{part}.bias"] = rows.of(attn.qkv_bias, start, end)
+            targets[f"{prefix}self_attn.{part}.bias"] = _part(tp, attn.qkv_bias.data[start:end], 0, offset, full)
     if attn.o_bias is not None:
         targets[prefix + "self_attn.o_proj.bias"] = _whole(attn.o_bias)
     if attn.qk_norm_weight is not None:
@@ -122,20 +130,11 @@ def _whole(param: torch.Tensor) -> _Target:
     return _Target(param.data, tuple(param.shape))
 
 
-@dataclass(frozen=True)
-class _Sharding:
-    """Targets split along ``dim`` over the tensor-parallel ranks: the checkpoint tensor is world_size times
-    this rank's part along that dim, and the rank takes its own part."""
-
-    tp: TensorParallel
-    dim: int
-
-    def of(self, param: torch.Tensor, start: int | None = None, end: int | None = None) -> _Target:
-        """The target for ``param`` (or its rows [start, end), for fused parameters)."""
-        view = param.data if start is None else param.data[start:end]
-        if not self.tp.enabled:
-            return _Target(view, tuple(view.shape))
-        local = view.shape[self.dim]
-        shape = list(view.shape)
-        shape[self.dim] = local * self.tp.world_size
-        return _Target(view, tuple(shape), (self.dim, self.tp.rank * local, (self.tp.rank + 1) * local))
+def _part(tp: TensorParallel, view: torch.Tensor, dim: int, offset: int, full: int) -> _Target:
+    """The target for ``view``, which holds [offset, offset + its size) along ``dim`` of a checkpoint tensor of
+    size ``full`` there (all of it without tensor parallelism)."""
+    if not tp.enabled:
+        return _Target(view, tuple(view.shape))
+    shape = list(view.shape)
+    shape[dim] = full
+    return _Target(view, tuple(shape), (dim, offset, offset + view.shape[dim]))

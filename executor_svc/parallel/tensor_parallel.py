@@ -42,6 +42,15 @@ class TensorParallel:
         size = total // self.world_size
         return self.rank * size, (self.rank + 1) * size
 
+    def split(self, total: int, name: str) -> tuple[int, int]:
+        """This rank's [start, end) of ``total`` units split as evenly as possible (the first ranks take one
+        more); ValueError naming ``name`` when a rank would get none."""
+        if total < self.world_size:
+            raise ValueError(f"{name}: {total} cannot be split over tensor_parallel_size {self.world_size}")
+        base, extra = divmod(total, self.world_size)
+        start = self.rank * base + min(self.rank, extra)
+        return start, start + base + (1 if self.rank < extra else 0)
+
     def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
         """Sum ``tensor`` over the ranks (in place); the identity without parallelism."""
         if self.enabled:

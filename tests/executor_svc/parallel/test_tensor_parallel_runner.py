@@ -1,6 +1,7 @@
 """Tensor parallelism over two gloo ranks on the CPU: a sharded model runner gives the tokens of the unsharded
 one (logprobs within float tolerance: the row-parallel sums are split over ranks), for greedy, seeded and
-min-p sampling over steps that add, decode and finish requests; shards that do not split evenly are named."""
+min-p sampling over steps that add, decode and finish requests, with KV-head groups split evenly or not;
+what cannot be split is named."""
 
 from __future__ import annotations
 
@@ -19,7 +20,14 @@ from executor_svc.config import ExecutorConfig
 from executor_svc.parallel.tensor_parallel import TensorParallel
 from executor_svc.server import build_runner
 
-MAKERS = {"llama": make_tiny_llama, "qwen2": make_tiny_qwen2, "qwen3": make_tiny_qwen3}
+MAKERS = {
+    "llama": make_tiny_llama,
+    "qwen2": make_tiny_qwen2,
+    "qwen3": make_tiny_qwen3,
+    # 3 KV heads over 2 ranks: groups split unevenly (2 + 1), as for the default model's 9 heads / 3 KV heads
+    "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
+                                                           num_key_value_heads=3),
+}
 WORLD_SIZE = 2
 
 
@@ -68,7 +76,7 @@ def test_shards_that_do_not_split_evenly_are_named(tmp_path):
     from executor_svc.model_loader import load_model
 
     model_dir = make_tiny_llama(tmp_path / "odd", num_key_value_heads=1, num_attention_heads=4)
-    with pytest.raises(ValueError, match="num_key_value_heads: 1 does not split over tensor_parallel_size 2"):
+    with pytest.raises(ValueError, match="num_key_value_heads: 1 cannot be split over tensor_parallel_size 2"):
         load_model(model_dir, torch.float32, "cpu", TorchAttentionBackend(64), tp=TensorParallel(0, 2))
     with pytest.raises(ValueError, match="load_format"):
         load_model(model_dir, torch.float32, "cpu", TorchAttentionBackend(64), load_format="dummy",
