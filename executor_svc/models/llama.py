@@ -111,8 +111,10 @@ class LlamaMLP(nn.Module):
     def __init__(self, config: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
         super().__init__()
         self.tp = tp
-        start, end = tp.shard(config.intermediate_size, "intermediate_size")
+        start, end = tp.split(config.intermediate_size, "intermediate_size")  # summed over ranks: may be uneven
         self.intermediate_size = end - start
+        self.intermediate_offset = start
+        """The first row of the checkpoint's gate/up (column of its down) projection that this rank holds."""
         self.gate_up_weight = nn.Parameter(
             torch.empty(2 * self.intermediate_size, config.hidden_size), requires_grad=False
         )
@@ -170,7 +172,9 @@ class LlamaModelForCausalLM(nn.Module):
         self.tp = tp
         self.eps = config.rms_norm_eps
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
-        start, end = tp.shard(config.vocab_size, "vocab_size")  # vocab-parallel embedding and LM head
+        start, end = tp.shard(config.vocab_size, "vocab_size")  # vocab-parallel: gathered logits need equal slices
+        self.vocab_offset = start
+        """The first vocabulary row of the embedding and LM head that this rank holds."""
         self.embed_weight = nn.Parameter(torch.empty(end - start, config.hidden_size), requires_grad=False)
         self.layers = nn.ModuleList(
             [LlamaDecoderLayer(config, attention_backend, tp) for _ in range(config.num_hidden_layers)]

@@ -77,8 +77,7 @@ class WeightRouter:
 
 def _model_targets(model: LlamaModelForCausalLM) -> dict[str, _Target]:
     tp = model.tp
-    vocab = model.config.vocab_size
-    offset = tp.rank * model.embed_weight.shape[0]  # the vocabulary splits evenly (logits are gathered)
+    vocab, offset = model.config.vocab_size, model.vocab_offset
     targets = {
         "model.embed_tokens.weight": _part(tp, model.embed_weight.data, 0, offset, vocab),
         "model.norm.weight": _whole(model.norm_weight),
@@ -103,7 +102,7 @@ def _layer_targets(
         "k_proj": (q_rows, q_rows + kv_rows, kv_offset, all_kv_rows),
         "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows, kv_offset, all_kv_rows),
     }
-    size, mlp_offset = mlp.intermediate_size, tp.rank * mlp.intermediate_size  # the MLP splits evenly
+    size, mlp_offset = mlp.intermediate_size, mlp.intermediate_offset
     gate_up = mlp.gate_up_weight.data
     targets = {
         prefix + "input_layernorm.weight": _whole(layer.input_norm_weight),

@@ -14,7 +14,7 @@ from typing import Any
 import torch.distributed as dist
 
 from executor_svc.compute_loop import ComputeLoop
-from executor_svc.model_runner import ModelRunner, StepError
+from executor_svc.model_runner import ModelRunner
 from executor_svc.parallel.tensor_parallel import TensorParallel
 from executor_svc.profile_service import run_profile
 from stepahead_proto import executor_pb2
@@ -64,13 +64,15 @@ class MirroringComputeLoop(ComputeLoop):
         self.channel = channel
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        command = mirrored_command(fn, args)
-        if command is None:
-            return super().submit(fn, *args)
-        return super().submit(self._send_then_run, command, fn, args)
+        return super().submit(*self._mirrored(fn, args))
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return self.submit(fn, *args).result()  # never inline: the other ranks must see it too
+        return super().call(*self._mirrored(fn, args))  # inline on the loop's thread too, still sent first
+
+    def _mirrored(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """(fn, *args) to run here: unchanged for work no other rank needs, else sent to the ranks first."""
+        command = mirrored_command(fn, args)
+        return (fn, *args) if command is None else (self._send_then_run, command, fn, args)
 
     def _send_then_run(self, command: Command, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         self.channel.send(command)
@@ -101,5 +103,5 @@ def follow(runner: ModelRunner, description: executor_pb2.ExecutorDescription, c
                 run_profile(runner, description, command[1])
             else:
                 raise RuntimeError(f"unknown rank command {command[0]!r}")
-        except (StepError, ValueError) as error:
+        except ValueError as error:  # StepError included
             logger.info("rank %d: %s (refused on rank 0 too)", channel.tp.rank, error)

@@ -15,12 +15,10 @@ import subprocess
 import urllib.request
 
 import pytest
-from compose_file import load_compose
-from compose_services import ComposeService, OtlpSink, logs
+from compose_services import OtlpSink, compose_stack_running, logs
 
 from client import Client
-from client.launcher import wait_until_serving
-from client.stack import EXECUTOR_BOUND, SCHEDULER_HTTP, SCHEDULER_LISTENING
+from client.stack import SCHEDULER_HTTP
 
 pytestmark = pytest.mark.stack
 
@@ -35,23 +33,8 @@ def otlp_sink():
 @pytest.fixture(scope="module")
 def compose_stack(tiny_model_dir, otlp_sink, tmp_path_factory):
     shell = {"STEPAHEAD_MODEL": str(tiny_model_dir), "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_sink.endpoint}
-    cache_dir = str(tmp_path_factory.mktemp("compose_cache"))
-    executor = ComposeService("executor", load_compose(shell), cache_dir)
-    started = [executor]
-    try:
-        executor_address = executor.start(EXECUTOR_BOUND)  # a failed start raises with the service's log
-        scheduler = ComposeService(
-            "scheduler", load_compose({**shell, "STEPAHEAD_EXECUTOR": executor_address}), cache_dir
-        )
-        started.append(scheduler)
-        try:
-            wait_until_serving(scheduler.start(SCHEDULER_LISTENING), timeout_s=300, service="stepahead.v1.Generation")
-        except TimeoutError as error:
-            raise AssertionError(f"{error}\n{logs(*started)}") from None
-        yield executor, scheduler
-    finally:
-        for service in reversed(started):
-            service.process.stop()
+    with compose_stack_running(shell, str(tmp_path_factory.mktemp("compose_cache"))) as services:
+        yield services
 
 
 def test_compose_environment_reaches_the_processes(compose_stack):

@@ -14,13 +14,12 @@ import grpc
 import httpx
 import pytest
 from compose_file import REPO_ROOT, load_compose
-from compose_services import ComposeService, OtlpSink, logs
+from compose_services import OtlpSink, compose_stack_running, logs
 
 from client import Client, UnauthenticatedError, UnavailableError
 from client.certs import make_certs
 from client.health_check import health_status
-from client.launcher import wait_until_serving
-from client.stack import EXECUTOR_BOUND, SCHEDULER_HTTP, SCHEDULER_LISTENING
+from client.stack import SCHEDULER_HTTP
 
 pytestmark = pytest.mark.stack
 
@@ -39,24 +38,12 @@ def tls_compose_stack(tiny_model_dir, certs, tmp_path_factory):
     shell = {"STEPAHEAD_MODEL": str(tiny_model_dir), "OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint,
              "STEPAHEAD_API_KEY": API_KEY}
     cache_dir = str(tmp_path_factory.mktemp("compose_cache"))
-    mounts = {"/certs": str(certs.ca.parent)}
-    executor = ComposeService("executor", load_compose(shell, (TLS_OVERLAY,)), cache_dir, mounts)
-    started = [executor]
+    credentials = grpc.ssl_channel_credentials(certs.ca.read_bytes())
     try:
-        executor_address = executor.start(EXECUTOR_BOUND)
-        compose = load_compose({**shell, "STEPAHEAD_EXECUTOR": executor_address}, (TLS_OVERLAY,))
-        scheduler = ComposeService("scheduler", compose, cache_dir, mounts)
-        started.append(scheduler)
-        try:
-            credentials = grpc.ssl_channel_credentials(certs.ca.read_bytes())
-            wait_until_serving(scheduler.start(SCHEDULER_LISTENING), timeout_s=300,
-                               service="stepahead.v1.Generation", credentials=credentials)
-        except TimeoutError as error:
-            raise AssertionError(f"{error}\n{logs(*started)}") from None
-        yield executor, scheduler
+        with compose_stack_running(shell, cache_dir, (TLS_OVERLAY,), {"/certs": str(certs.ca.parent)},
+                                   credentials) as services:
+            yield services
     finally:
-        for service in reversed(started):
-            service.process.stop()
         sink.stop()
 
 
