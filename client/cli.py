@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
 import threading
 from typing import TYPE_CHECKING
+
+from client.env_defaults import RepeatableOption
 
 if TYPE_CHECKING:
     from client.stack import LocalStack
@@ -48,6 +51,9 @@ def _build_parser() -> argparse.ArgumentParser:
     add_scheduler_arguments(serve)
     add_executor_arguments(serve, dynamic_k=True)
     add_executor_tls_arguments(serve, server_certificate=False)
+    serve.add_argument("--executor-groups", type=int, default=1,
+                       help="start N executors (each a TP group with --tensor-parallel-size) behind the one "
+                            "scheduler, each with its own KV cache (default 1)")
     serve.add_argument("--executor-max-restarts", type=int, default=5,
                        help="restart a crashed executor this many times at most (backoff 1, 2, 4, ... s); the "
                             "scheduler resumes its requests there (default 5; 0: exit when it crashes)")
@@ -55,7 +61,10 @@ def _build_parser() -> argparse.ArgumentParser:
     scheduler = commands.add_parser("scheduler", help="start the scheduler service alone")
     _add_model_argument(scheduler)
     scheduler.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"public API port (default {DEFAULT_PORT})")
-    scheduler.add_argument("--executor", required=True, help="host:port of the executor")
+    scheduler.add_argument("--executor", required=True, action=RepeatableOption,
+                           help="host:port of an executor (a tensor-parallel group: its rank 0); repeat it to drive "
+                                "several executor groups, each with its own KV cache (new requests go to the group "
+                                "with the most free KV blocks)")
     add_scheduler_arguments(scheduler)
     add_spec_tokens_argument(scheduler)
 
@@ -123,6 +132,16 @@ def _run_executor(args: argparse.Namespace) -> None:
     from executor_svc.server import serve
 
     serve(config)
+    _exit_at_once()
+
+
+def _exit_at_once() -> None:
+    """Exit 0 without the interpreter's teardown: once the executor has stopped in order (server, tracing,
+    ranks), tearing down torch and the gRPC threads only costs about a second on every stop."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _run_scheduler(args: argparse.Namespace) -> None:
@@ -150,6 +169,7 @@ def _run_serve(args: argparse.Namespace) -> None:
         port=args.port,
         host=args.host,
         env={**without_flag_variables(os.environ, args), **scheduler_secret_env(args)},
+        executor_groups=args.executor_groups,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -168,28 +188,29 @@ def _supervise(stack: LocalStack, stop: threading.Event, max_restarts: int, reco
     """Until ``stop``: restart a crashed executor (bounded, with backoff); exit 1 if the scheduler exits or
     the restarts are used up (after the scheduler's recovery timeout: its requests end with UNAVAILABLE and
     it answers health meanwhile)."""
-    restarts = 0
+    restarts = [0] * len(stack.executors)
     while not stop.wait(0.5):
         if stack.scheduler is None or not stack.scheduler.is_running():
             print(f"the scheduler exited:\n{stack.logs()}", file=sys.stderr)
             raise SystemExit(1)
-        if stack.executor.is_running():
-            continue
-        code = stack.executor.process.returncode if stack.executor.process else None
-        if restarts >= max_restarts:
-            print(f"the executor exited (code {code}) and --executor-max-restarts {max_restarts} are used up; "
-                  f"exiting once its requests have ended (--executor-recovery-timeout-s {recovery_timeout_s:g}):\n"
-                  f"{stack.logs()}", file=sys.stderr, flush=True)
-            stop.wait(recovery_timeout_s + 5.0)
-            raise SystemExit(1)
-        delay = min(2.0**restarts, 30.0)
-        restarts += 1
-        print(f"the executor exited (code {code}); restart {restarts} of {max_restarts} in {delay:g} s",
-              file=sys.stderr, flush=True)
-        if stop.wait(delay):
-            return
-        stack.restart_executor()
-        print(f"executor restarted on {stack.executor_address}", file=sys.stderr, flush=True)
+        for index, executor in enumerate(stack.executors):
+            if executor.is_running():
+                continue
+            code = executor.process.returncode if executor.process else None
+            if restarts[index] >= max_restarts:
+                print(f"{executor.name} exited (code {code}) and --executor-max-restarts {max_restarts} are used "
+                      f"up; exiting once its requests have ended (--executor-recovery-timeout-s "
+                      f"{recovery_timeout_s:g}):\n{stack.logs()}", file=sys.stderr, flush=True)
+                stop.wait(recovery_timeout_s + 5.0)
+                raise SystemExit(1)
+            delay = min(2.0 ** restarts[index], 30.0)
+            restarts[index] += 1
+            print(f"{executor.name} exited (code {code}); restart {restarts[index]} of {max_restarts} in {delay:g} s",
+                  file=sys.stderr, flush=True)
+            if stop.wait(delay):
+                return
+            stack.restart_executor(index=index)
+            print(f"{executor.name} restarted on {stack.executor_addresses[index]}", file=sys.stderr, flush=True)
 
 
 def _run_generate(args: argparse.Namespace) -> None:

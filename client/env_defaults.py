@@ -80,6 +80,18 @@ def without_flag_variables(environ: Mapping[str, str], args: argparse.Namespace)
     return {key: value for key, value in environ.items() if key not in names}
 
 
+class RepeatableOption(argparse.Action):
+    """A flag given once per value (``--executor A --executor B``): the values given on the command line
+    replace the default (from the environment: whitespace-separated values) instead of extending it."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
+    ) -> None:
+        current = getattr(namespace, self.dest, None)
+        given = current if isinstance(current, list) and current is not self.default else []
+        setattr(namespace, self.dest, [*given, values])
+
+
 def _configurable_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     # argparse has no public accessor for a parser's actions; `_actions` is stable since 2.7.
     return [action for action in parser._actions if action.option_strings and _has_env_form(action)]
@@ -97,9 +109,9 @@ def _parse(env: EnvDefault) -> Any:
     action = env.action
     if action.nargs == 0:
         return _parse_switch(env)
-    if _takes_list(action.nargs):
+    if _takes_list(action.nargs) or isinstance(action, RepeatableOption):
         tokens = env.raw.split()
-        if isinstance(action.nargs, int) and len(tokens) != action.nargs:
+        if isinstance(action.nargs, int) and not isinstance(action, RepeatableOption) and len(tokens) != action.nargs:
             _fail(env, f"expected {action.nargs} whitespace-separated values")
         return [_convert(env, token) for token in tokens]
     return _convert(env, env.raw)

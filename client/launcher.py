@@ -38,8 +38,25 @@ class ServiceProcess:
         return [sys.executable, "-m", "client.cli", *args]
 
     def start(self, address_pattern: str, timeout_s: float = 300.0) -> str:
-        """Start the process and return the address captured by the first group of ``address_pattern``."""
+        """Start the process (unless launch() did) and return the address captured by the first group of
+        ``address_pattern`` in its output."""
         self._pattern = re.compile(address_pattern)
+        if self.process is None:
+            self.launch()
+        assert self.process is not None
+        printed = self.find(address_pattern)  # a line printed before the pattern was set (after launch())
+        if printed is not None:
+            return printed
+        deadline = time.monotonic() + timeout_s
+        while not self._matched.wait(0.1):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise ServiceStartError(f"{self.name} did not start (exit {self.process.returncode}):\n{self.log()}")
+        assert self._match is not None  # set before _matched
+        return self._match.group(1)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (start() then waits for its address)."""
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.process = subprocess.Popen(
@@ -52,20 +69,14 @@ class ServiceProcess:
             start_new_session=True,
         )
         threading.Thread(target=self._pump, name=f"{self.name}-log", daemon=True).start()
-        deadline = time.monotonic() + timeout_s
-        while not self._matched.wait(0.1):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise ServiceStartError(f"{self.name} did not start (exit {self.process.returncode}):\n{self.log()}")
-        assert self._match is not None  # set before _matched
-        return self._match.group(1)
 
     def _pump(self) -> None:
-        assert self.process is not None and self.process.stdout is not None and self._pattern is not None
+        assert self.process is not None and self.process.stdout is not None
         for line in self.process.stdout:
             self._lines.append(line.rstrip("\n"))
-            if not self._matched.is_set():
-                match = self._pattern.search(line)
+            pattern = self._pattern
+            if not self._matched.is_set() and pattern is not None:
+                match = pattern.search(line)
                 if match:
                     self._match = match
                     self._matched.set()

@@ -28,7 +28,7 @@ def add_profile_parser(commands) -> None:
 async def _measure(address: str, model_dir: str, max_num_seqs: int) -> dict[str, Any]:
     import grpc
 
-    from scheduler_svc.server import describe_executor
+    from scheduler_svc.executor_connections import describe_executor
     from scheduler_svc.spec_profile import batch_grid, measure
     from scheduler_svc.tokenizer import Tokenizer
     from stepahead_proto import executor_pb2_grpc

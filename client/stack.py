@@ -13,11 +13,14 @@ SCHEDULER_HTTP = r"scheduler HTTP on (\S+)"
 
 
 class LocalStack:
-    """Starts executor then scheduler on 127.0.0.1; stops both (process groups) on exit.
+    """Starts the executor(s) then the scheduler on 127.0.0.1; stops them all (process groups) on exit.
 
-    With --tls-cert among the scheduler's flags its health is checked over TLS trusting ``tls_ca``;
-    without a CA to trust, the line the scheduler prints once it is serving is the readiness signal.
-    ``http_url`` is the HTTP front's base URL when --http-port is among the flags.
+    ``executor_groups`` executors are started (each a TP group when --tensor-parallel-size is among the
+    executor flags) and the scheduler drives them all; ``executor_cpus`` pins executor i to the CPUs
+    ``executor_cpus[i]`` (a taskset list such as "0" or "2-3"). With --tls-cert among the scheduler's flags its
+    health is checked over TLS trusting ``tls_ca``; without a CA to trust, the line the scheduler prints once
+    it is serving is the readiness signal. ``http_url`` is the HTTP front's base URL when --http-port is among
+    the flags.
     """
 
     def __init__(
@@ -29,12 +32,23 @@ class LocalStack:
         host: str = "127.0.0.1",
         env: dict[str, str] | None = None,
         tls_ca: str | None = None,
+        executor_groups: int = 1,
+        executor_cpus: Sequence[str] | None = None,
     ) -> None:
-        self.executor = ServiceProcess(
-            "executor",
-            ServiceProcess.cli_argv("executor", "--model", model_dir, "--host", host, "--port", "0", *executor_flags),
-            env,
-        )
+        if executor_groups < 1:
+            raise ValueError(f"executor_groups: must be >= 1, got {executor_groups}")
+        if executor_cpus is not None and len(executor_cpus) != executor_groups:
+            raise ValueError(f"executor_cpus: one CPU list per executor group ({executor_groups}), "
+                             f"got {list(executor_cpus)}")
+        argv = ServiceProcess.cli_argv("executor", "--model", model_dir, "--host", host, "--port", "0", *executor_flags)
+        self.executors = [
+            ServiceProcess(
+                "executor" if executor_groups == 1 else f"executor {index}",
+                (["taskset", "-c", executor_cpus[index]] if executor_cpus else []) + argv,
+                env,
+            )
+            for index in range(executor_groups)
+        ]
         self._scheduler_args = (
             "scheduler", "--model", model_dir, "--host", host, "--port", str(port), *scheduler_flags
         )
@@ -43,17 +57,27 @@ class LocalStack:
         self._tls_ca = tls_ca
         self.scheduler: ServiceProcess | None = None
         self.address = ""
-        self.executor_address = ""
+        self.executor_addresses: list[str] = []
         self.http_url: str | None = None
 
+    @property
+    def executor(self) -> ServiceProcess:
+        """The first executor (the only one without executor groups)."""
+        return self.executors[0]
+
+    @property
+    def executor_address(self) -> str:
+        return self.executor_addresses[0] if self.executor_addresses else ""
+
     def start(self, timeout_s: float = 600.0) -> str:
-        """Start both services and wait until the scheduler is SERVING; returns its address."""
+        """Start the services and wait until the scheduler is SERVING; returns its address."""
         try:
-            self.executor_address = self.executor.start(EXECUTOR_BOUND, timeout_s)
+            for executor in self.executors:
+                executor.launch()  # every executor loads its model at the same time
+            self.executor_addresses = [executor.start(EXECUTOR_BOUND, timeout_s) for executor in self.executors]
+            executor_flags = [flag for address in self.executor_addresses for flag in ("--executor", address)]
             self.scheduler = ServiceProcess(
-                "scheduler",
-                ServiceProcess.cli_argv(*self._scheduler_args, "--executor", self.executor_address),
-                self._env,
+                "scheduler", ServiceProcess.cli_argv(*self._scheduler_args, *executor_flags), self._env
             )
             self.address = self.scheduler.start(SCHEDULER_LISTENING, timeout_s)
             self.http_url = self.scheduler.find(SCHEDULER_HTTP)
@@ -66,26 +90,29 @@ class LocalStack:
             raise
         return self.address
 
-    def restart_executor(self, timeout_s: float = 600.0) -> None:
-        """Start a new executor at the address of the current one (which exited or is stopped now); the
-        scheduler resumes its requests there."""
-        port = self.executor_address.rpartition(":")[2]
-        argv = list(self.executor.argv)
+    def restart_executor(self, timeout_s: float = 600.0, index: int = 0) -> None:
+        """Start a new executor at the address of executor ``index`` (which exited or is stopped now); the
+        scheduler resumes its requests there (or on another executor group)."""
+        port = self.executor_addresses[index].rpartition(":")[2]
+        old = self.executors[index]
+        argv = list(old.argv)
         argv[argv.index("--port") + 1] = port
-        self.executor.stop()
-        self.executor = ServiceProcess("executor", argv, self.executor.env)
-        self.executor.start(EXECUTOR_BOUND, timeout_s)
+        old.stop()
+        self.executors[index] = ServiceProcess(old.name, argv, old.env)
+        self.executors[index].start(EXECUTOR_BOUND, timeout_s)
 
     def stop(self, scheduler_timeout_s: float = 10.0) -> None:
-        """Stop the scheduler (SIGTERM; it drains for up to ``scheduler_timeout_s``), then the executor."""
+        """Stop the scheduler (SIGTERM; it drains for up to ``scheduler_timeout_s``), then the executors."""
         if self.scheduler is not None:
             self.scheduler.stop(timeout_s=scheduler_timeout_s)
-        self.executor.stop()
+        for executor in self.executors:
+            executor.stop()
 
     def logs(self) -> str:
-        """Both services' recent output, for failure messages."""
+        """Every service's recent output, for failure messages."""
         scheduler_log = self.scheduler.log() if self.scheduler else ""
-        return f"--- executor ---\n{self.executor.log()}\n--- scheduler ---\n{scheduler_log}"
+        executors = "".join(f"--- {executor.name} ---\n{executor.log()}\n" for executor in self.executors)
+        return f"{executors}--- scheduler ---\n{scheduler_log}"
 
     def __enter__(self) -> LocalStack:
         self.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from scheduler_svc.config import ReadinessConfig, SchedulerServiceConfig, SchedulingConfig
 
@@ -79,12 +80,12 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def scheduler_config_from_args(
-    args: argparse.Namespace, model_dir: str, executor_address: str, port: int, host: str
+    args: argparse.Namespace, model_dir: str, executor_addresses: Sequence[str], port: int, host: str
 ) -> SchedulerServiceConfig:
     """Build the validated config from parsed flags."""
     return SchedulerServiceConfig(
         model_dir=model_dir,
-        executor_address=executor_address,
+        executor_addresses=tuple(executor_addresses),
         model_name=getattr(args, "served_model_name", "") or "",
         host=host,
         port=port,

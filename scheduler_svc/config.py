@@ -65,8 +65,9 @@ class SchedulerServiceConfig:
 
     model_dir: str
     """HF model directory holding the tokenizer (tokenizer.json) and chat template."""
-    executor_address: str
-    """host:port of the executor's Execute service."""
+    executor_addresses: tuple[str, ...]
+    """host:port of each executor group's Execute service (a tensor-parallel group: its rank 0). Several: one
+    scheduler drives them all, each group with its own KV block pool, Execute stream and run-ahead."""
     model_name: str = ""
     """Name clients must use in GenerateRequest.model (empty: the executor's model name)."""
     host: str = "127.0.0.1"
@@ -133,7 +134,7 @@ class SchedulerServiceConfig:
         _require(self.shutdown_grace_s >= 0, "shutdown_grace_s", f"must be >= 0, got {self.shutdown_grace_s}")
         _require(self.max_request_bytes >= 1024, "max_request_bytes", f"must be >= 1024, got {self.max_request_bytes}")
         _require(bool(self.model_dir), "model_dir", "must be set")
-        _require(":" in self.executor_address, "executor_address", f"must be host:port, got {self.executor_address!r}")
+        self._check_executor_addresses()
         _require(0 <= self.port < 65536, "port", f"must be in [0, 65535], got {self.port}")
         _require(
             self.metrics_port is None or 0 <= self.metrics_port < 65536,
@@ -153,6 +154,14 @@ class SchedulerServiceConfig:
         check_pair(self.executor_tls_cert, self.executor_tls_key, "executor_tls_cert", "executor_tls_key")
         check_pem_file(self.executor_tls_ca, "executor_tls_ca")
         self._check_api_keys()
+
+    def _check_executor_addresses(self) -> None:
+        _require(isinstance(self.executor_addresses, tuple) and bool(self.executor_addresses), "executor_addresses",
+                 f"must be a non-empty tuple of host:port, got {self.executor_addresses!r}")
+        for index, address in enumerate(self.executor_addresses):
+            _require(":" in address, f"executor_addresses[{index}]", f"must be host:port, got {address!r}")
+        _require(len(set(self.executor_addresses)) == len(self.executor_addresses), "executor_addresses",
+                 f"must not repeat an address, got {list(self.executor_addresses)}")
 
     def _check_http_port(self) -> None:
         if self.http_port is None:

@@ -10,10 +10,12 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
 
+from scheduler_svc.engine_load import EngineLoad
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.output_processor import RequestOutputState
 from scheduler_svc.request import Request
@@ -45,6 +47,15 @@ class AdmissionClosedError(RuntimeError):
     """A request arrived after the server began shutting down."""
 
 
+@dataclass(frozen=True)
+class MovedRequest:
+    """A waiting request with its output state and stream queue, on its way to another executor group."""
+
+    request: Request
+    state: RequestOutputState
+    queue: asyncio.Queue[StreamItem]
+
+
 class Engine:
     """Owns the scheduler and the Execute stream; routes each request's outputs to its queue."""
 
@@ -58,7 +69,10 @@ class Engine:
         metrics: SchedulerMetrics | None = None,
         tracing: EngineTracing | None = None,
         recovery_timeout_s: float = 60.0,
+        name: str = "",
     ) -> None:
+        self.name = name
+        """The executor group's name in logs and metrics (its address)."""
         self.scheduler = scheduler
         self.tracing = tracing or EngineTracing()
         self.metrics = metrics or SchedulerMetrics()
@@ -85,6 +99,11 @@ class Engine:
         """The Execute stream in use (None between streams)."""
         self._abandon_reason: str | None = None
         """Set when the Execute stream was given up because the executor stopped answering."""
+        self._group_steps = self.metrics.group_steps.labels(group=name)
+        self.recovering = False
+        """True from the executor's loss until it (or its replacement) answers again."""
+        self.on_lost: Callable[[Engine], None] | None = None
+        """Called once the lost executor's running requests are requeued (executor groups move them on)."""
 
     # ---- requests ----------------------------------------------------------------------------
     def add_request(
@@ -108,6 +127,45 @@ class Engine:
         )
         self._wakeup.set()
         return queue
+
+    def load(self) -> EngineLoad:
+        """KV blocks and requests of this engine, read now."""
+        blocks = self.scheduler.block_manager
+        return EngineLoad(
+            num_kv_blocks=blocks.num_total_blocks,
+            num_free_kv_blocks=blocks.num_free_blocks,
+            num_running=self.scheduler.num_running,
+            num_waiting=self.scheduler.num_waiting,
+            num_preemptions=self.scheduler.num_preemptions,
+            blocks_wanted=self.scheduler.blocks_wanted(),
+        )
+
+    @property
+    def block_size(self) -> int:
+        return self.scheduler.block_manager.block_size
+
+    def group_loads(self) -> list[tuple[str, EngineLoad]]:
+        """This engine as the one executor group."""
+        return [(self.name, self.load())]
+
+    def has_request(self, request_id: str) -> bool:
+        return request_id in self._queues
+
+    def detach_waiting(self) -> list[MovedRequest]:
+        """Hand over every waiting request (with its stream) to be adopted by another engine."""
+        moved = []
+        for request in self.scheduler.take_waiting():
+            request_id = request.request_id
+            moved.append(MovedRequest(request, self._states.pop(request_id), self._queues.pop(request_id)))
+        return moved
+
+    def adopt(self, moved: MovedRequest) -> None:
+        """Take over a request another engine detached; it is recomputed here from its prompt and outputs."""
+        request_id = moved.request.request_id
+        self.scheduler.adopt_waiting(moved.request)
+        self._states[request_id] = moved.state
+        self._queues[request_id] = moved.queue
+        self._wakeup.set()
 
     def close_admission(self, reason: str) -> None:
         """Refuse every new request from now on (graceful shutdown); running and waiting ones go on."""
@@ -193,11 +251,15 @@ class Engine:
         if self._lost_since is None:  # a crash loop keeps the first loss: requests do not wait forever
             self._lost_since = time.monotonic()
         lost_at = self._lost_since
+        self.tracing.abandon_steps(f"executor lost: {reason}", [output.step_id for output in self._inflight])
         self._inflight.clear()
-        self.tracing.abandon_steps(f"executor lost: {reason}")
         self._last_compute_end = None
         requeued = self.scheduler.requeue_all_running()
-        logger.warning("executor lost (%s): %d running requests requeued to be recomputed", reason, requeued)
+        logger.warning("executor %s lost (%s): %d running requests requeued to be recomputed", self.name, reason,
+                       requeued)
+        self.recovering = True
+        if self.on_lost is not None:
+            self.on_lost(self)
         delay = 0.05
         while True:
             self._fail_overdue_for_executor(lost_at, reason)
@@ -208,6 +270,7 @@ class Engine:
                 logger.debug("executor not back: %s", error)
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, 1.0)
+        self.recovering = False
         self.metrics.executor_recoveries.inc()
         logger.warning("executor back after %.1f s: resuming %d requests", time.monotonic() - lost_at,
                        self.num_unfinished)
@@ -313,6 +376,7 @@ class Engine:
             self.stats.executor_bubble_s += bubble_s
         self._last_compute_end = result.compute_end_s
         self.metrics.observe_step(busy_s, bubble_s)
+        self._group_steps.inc()
         self.stats.num_preemptions = self.scheduler.num_preemptions
 
     def _deliver(
@@ -351,8 +415,8 @@ class Engine:
         del self._states[request_id]
 
     def _fail_all(self, code: grpc.StatusCode, message: str) -> None:
+        self.tracing.abandon_steps(message, [output.step_id for output in self._inflight])
         self._inflight.clear()
-        self.tracing.abandon_steps(message)
         self._last_compute_end = None
         for request_id in list(self._queues):
             self._fail_request(request_id, code, message)

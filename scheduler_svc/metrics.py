@@ -8,12 +8,13 @@ histograms and token counters are observed once, when the request ends.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from scheduler_svc.engine_load import EngineLoad
 from scheduler_svc.request import Request
 from scheduler_svc.request_timing import RequestTiming
 from stepahead_proto import generation_pb2
@@ -29,10 +30,11 @@ SPEC_K_BUCKETS = tuple(float(k) for k in range(0, 17))
 
 
 class EngineView(Protocol):
-    """What the scrape-time collector reads from the engine (duck-typed: the Engine itself)."""
+    """What the scrape-time collector reads from the engine (an Engine, or EngineGroups over several)."""
 
-    @property
-    def scheduler(self) -> Any: ...
+    def load(self) -> EngineLoad: ...
+
+    def group_loads(self) -> list[tuple[str, EngineLoad]]: ...
 
 
 def finish_reason_label(finish_reason: int) -> str:
@@ -50,23 +52,35 @@ class _EngineStateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         if self.engine is None:
             return
-        scheduler = self.engine.scheduler
-        blocks = scheduler.block_manager
-        yield _gauge("requests_running", "Requests in the running batch.", scheduler.num_running)
-        yield _gauge("requests_waiting", "Requests waiting to be scheduled (new or preempted).", scheduler.num_waiting)
-        yield _gauge(
-            "kv_blocks_used",
-            "KV cache blocks referenced by requests.",
-            blocks.num_total_blocks - blocks.num_free_blocks,
-        )
-        yield _gauge("kv_blocks_free", "KV cache blocks free.", blocks.num_free_blocks)
-        yield _gauge("kv_blocks_total", "KV cache blocks on the executor.", blocks.num_total_blocks)
+        load = self.engine.load()
+        yield _gauge("requests_running", "Requests in the running batch.", load.num_running)
+        yield _gauge("requests_waiting", "Requests waiting to be scheduled (new or preempted).", load.num_waiting)
+        yield _gauge("kv_blocks_used", "KV cache blocks referenced by requests.",
+                     load.num_kv_blocks - load.num_free_kv_blocks)
+        yield _gauge("kv_blocks_free", "KV cache blocks free.", load.num_free_kv_blocks)
+        yield _gauge("kv_blocks_total", "KV cache blocks on the executor.", load.num_kv_blocks)
         preemptions = CounterMetricFamily(f"{PREFIX}_preemptions", "Requests preempted (recomputed later) so far.")
-        preemptions.add_metric([], scheduler.num_preemptions)
+        preemptions.add_metric([], load.num_preemptions)
         yield preemptions
+        yield from _group_series(self.engine.group_loads())
 
     def describe(self) -> Iterator[Metric]:
         return iter(())  # names are only known once bound; keeps registration free of a collect() call
+
+
+def _group_series(group_loads: list[tuple[str, EngineLoad]]) -> Iterator[Metric]:
+    """Requests and KV blocks of each executor group, labelled with the group's executor address."""
+    series = {
+        "group_requests_running": ("Requests in the group's running batch.", "num_running"),
+        "group_requests_waiting": ("Requests waiting in the group's queue.", "num_waiting"),
+        "group_kv_blocks_free": ("KV cache blocks free on the group's executor.", "num_free_kv_blocks"),
+        "group_kv_blocks_total": ("KV cache blocks on the group's executor.", "num_kv_blocks"),
+    }
+    for name, (documentation, attribute) in series.items():
+        family = GaugeMetricFamily(f"{PREFIX}_{name}", documentation, labels=["group"])
+        for group, load in group_loads:
+            family.add_metric([group], getattr(load, attribute))
+        yield family
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
@@ -85,8 +99,12 @@ class SchedulerMetrics:
         self._define_step_series()
         self._define_speculation_series()
         self.ready = Gauge(
-            f"{PREFIX}_ready", "1 while the scheduler reports ready (its executor is).", registry=self.registry
+            f"{PREFIX}_ready", "1 while the scheduler reports ready (an executor group is).", registry=self.registry
         )
+        self.group_ready = Gauge(f"{PREFIX}_group_ready", "1 while the executor group is ready.", ["group"],
+                                 registry=self.registry)
+        self.group_steps = Counter(f"{PREFIX}_group_steps", "Step results received from the executor group.",
+                                   ["group"], registry=self.registry)
 
     def _define_request_series(self) -> None:
         registry = self.registry
@@ -112,6 +130,10 @@ class SchedulerMetrics:
                               ["code"], registry=registry)
         self.executor_losses = Counter(f"{PREFIX}_executor_losses", "Times the Execute stream to the executor broke.",
                                        registry=registry)
+        self.requests_moved = Counter(
+            f"{PREFIX}_requests_moved", "Requests moved to another executor group after their group's executor "
+            "was lost.", registry=registry,
+        )
         self.executor_recoveries = Counter(
             f"{PREFIX}_executor_recoveries", "Times requests resumed on an executor after a loss.", registry=registry
         )

@@ -40,7 +40,10 @@ class Scheduler:
         max_model_len: int,
         num_spec_tokens: int = 0,
         k_policy: KPolicy | None = None,
+        first_step_id: int = 0,
     ) -> None:
+        """``first_step_id``: where this scheduler's step ids start (executor groups use disjoint ranges, so a
+        step id names one step of one group in traces and logs)."""
         self.config = config
         self.block_manager = block_manager
         self.max_model_len = max_model_len
@@ -53,7 +56,7 @@ class Scheduler:
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
         self._finished_since_last_step: list[str] = []
-        self._next_step_id = 0
+        self._next_step_id = first_step_id
         self.num_preemptions = 0
         self.num_schedule_calls = 0
         """Scheduler invocations so far (empty ones included)."""
@@ -85,6 +88,28 @@ class Scheduler:
         if request.sent_to_executor:
             self._finished_since_last_step.append(request_id)
         return True
+
+    def take_waiting(self) -> list[Request]:
+        """Remove every waiting request (none holds blocks) and return them in queue order: they move to
+        another executor group."""
+        moved = list(self.waiting)
+        self.waiting.clear()
+        for request in moved:
+            del self.requests[request.request_id]
+        return moved
+
+    def adopt_waiting(self, request: Request) -> None:
+        """Queue a request that waited in another group (past the queue limit: it was admitted already)."""
+        if request.request_id in self.requests:
+            raise DuplicateRequestError(f"request_id: {request.request_id!r} is already running")
+        self.requests[request.request_id] = request
+        self.waiting.append(request)
+
+    def blocks_wanted(self) -> int:
+        """KV blocks the waiting requests need to hold their known tokens (prompts, and outputs to
+        recompute): a measure of the load queued here that free blocks do not show yet."""
+        size = self.block_manager.block_size
+        return sum(-(-request.num_tokens // size) for request in self.waiting)
 
     def overdue_waiting(self, now: float) -> list[str]:
         """Ids of requests that never started and have waited longer than max_queue_wait_s (oldest first)."""

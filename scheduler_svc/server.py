@@ -1,4 +1,4 @@
-"""Starts the scheduler service: connects to the executor, then serves the public API."""
+"""Starts the scheduler service: connects to its executor groups, then serves the public API."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 import logging
 import os
 import signal
-import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import grpc
@@ -18,6 +18,9 @@ from scheduler_svc.auth_interceptor import ApiKeyInterceptor
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulerServiceConfig
 from scheduler_svc.engine import Engine
+from scheduler_svc.engine_groups import EngineGroups
+from scheduler_svc.executor_connections import ExecutorConnection, connect_executors
+from scheduler_svc.group_readiness import GroupReadiness
 from scheduler_svc.http.context import ServingContext
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.readiness import GENERATION_SERVICE, ReadinessMonitor, executor_health_probe
@@ -29,8 +32,8 @@ from scheduler_svc.spec_policy_setup import speculation_policy
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.tracing import SchedulerTracing
 from scheduler_svc.validation import ModelLimits
-from stepahead_common.tls import channel_credentials, server_credentials
-from stepahead_proto import executor_pb2, executor_pb2_grpc
+from stepahead_common.tls import server_credentials
+from stepahead_proto import executor_pb2
 
 if TYPE_CHECKING:
     from scheduler_svc.http.front import HttpFront
@@ -38,67 +41,87 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-async def describe_executor(stub: executor_pb2_grpc.ExecutorStub, timeout_s: float) -> executor_pb2.ExecutorDescription:
-    """Wait for the executor (it may still be loading weights) and read what to plan with."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        remaining = deadline - time.monotonic()
-        try:
-            description: executor_pb2.ExecutorDescription = await stub.Describe(
-                executor_pb2.DescribeRequest(), wait_for_ready=True, timeout=max(remaining, 0.1)
-            )
-            return description
-        except grpc.aio.AioRpcError as error:
-            if error.code() != grpc.StatusCode.UNAVAILABLE or remaining <= 0:
-                raise
-        await asyncio.sleep(0.2)
-
-
 def model_limits(
-    config: SchedulerServiceConfig, description: executor_pb2.ExecutorDescription, tokenizer: Tokenizer
+    config: SchedulerServiceConfig, descriptions: list[executor_pb2.ExecutorDescription], tokenizer: Tokenizer
 ) -> ModelLimits:
-    """The limits requests are validated against; the KV cache must hold one request of max length."""
-    kv_capacity = description.num_kv_blocks * description.block_size
-    eos = set(description.eos_token_ids) or set(tokenizer.eos_token_ids)
+    """The limits requests are validated against; every group's KV cache must hold one request of max length."""
+    first = descriptions[0]
+    max_model_len = min(min(d.max_model_len, d.num_kv_blocks * d.block_size) for d in descriptions)
+    eos = set(first.eos_token_ids) or set(tokenizer.eos_token_ids)
     return ModelLimits(
-        model_name=config.model_name or description.model,
-        max_model_len=min(description.max_model_len, kv_capacity),
-        vocab_size=description.vocab_size,
+        model_name=config.model_name or first.model,
+        max_model_len=max_model_len,
+        vocab_size=first.vocab_size,
         eos_token_ids=frozenset(eos),
         default_max_tokens=config.default_max_tokens,
     )
 
 
-def readiness_monitor(
+async def build_engines(
+    config: SchedulerServiceConfig, connections: list[ExecutorConnection], tokenizer: Tokenizer,
+    limits: ModelLimits, metrics: SchedulerMetrics, tracing: SchedulerTracing,
+) -> EngineGroups:
+    """One scheduler and engine per executor group, each with its own KV block pool and K policy."""
+    engines = []
+    for index, connection in enumerate(connections):
+        description = connection.description
+        block_manager = KVBlockManager(description.num_kv_blocks, description.block_size)
+        num_spec_tokens, k_policy = await speculation_policy(config, connection.stub, description, tokenizer)
+        scheduler = Scheduler(config.scheduling, block_manager, limits.max_model_len, num_spec_tokens, k_policy,
+                              first_step_id=index << STEP_ID_GROUP_SHIFT)
+        engines.append(Engine(
+            scheduler, tokenizer, connection.stub, limits.max_model_len, config.scheduling.max_inflight_steps,
+            metrics, tracing=tracing.engine, recovery_timeout_s=config.executor_recovery_timeout_s,
+            name=connection.address,
+        ))
+    return EngineGroups(engines, metrics)
+
+
+STEP_ID_GROUP_SHIFT = 48
+"""Group i numbers its steps from i << 48: step ids stay unique across groups (traces, logs)."""
+
+
+def readiness(
     config: SchedulerServiceConfig,
-    channel: grpc.aio.Channel,
-    engine: Engine,
+    connections: list[ExecutorConnection],
+    engines: EngineGroups,
     health_servicer: health.aio.HealthServicer,
-) -> ReadinessMonitor:
-    """The Generation service's health status follows the executor's readiness and step progress."""
+) -> GroupReadiness:
+    """The Generation service's health status follows its executor groups' readiness and step progress:
+    SERVING while at least one group is ready; each group also has its own status, named
+    ``<Generation service>/<executor address>``."""
+    metrics = engines.metrics
 
     async def publish(ready: bool, reason: str) -> None:
-        status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
-        await health_servicer.set(GENERATION_SERVICE, status)
-        engine.metrics.ready.set(1 if ready else 0)
+        await health_servicer.set(GENERATION_SERVICE, _serving_status(ready))
+        metrics.ready.set(1 if ready else 0)
         logger.log(logging.INFO if ready else logging.WARNING, "readiness %s: %s", "on" if ready else "off", reason)
 
-    probe = executor_health_probe(channel, config.readiness.check_timeout_s)
-    return ReadinessMonitor(
-        config.readiness,
-        probe,
-        lambda: (engine.stats.steps, engine.scheduler.has_unfinished_requests),
-        publish,
-        on_unanswered=engine.abandon_unresponsive_executor,
-    )
+    async def publish_group(name: str, ready: bool, reason: str) -> None:
+        await health_servicer.set(f"{GENERATION_SERVICE}/{name}", _serving_status(ready))
+        metrics.group_ready.labels(group=name).set(1 if ready else 0)
+        if len(connections) > 1:
+            logger.log(logging.INFO if ready else logging.WARNING, "executor group %s %s: %s", name,
+                       "ready" if ready else "not ready", reason)
+
+    groups = GroupReadiness([c.address for c in connections], publish, publish_group)
+    for connection, engine in zip(connections, engines.engines):
+        groups.add(ReadinessMonitor(
+            config.readiness,
+            executor_health_probe(connection.channel, config.readiness.check_timeout_s),
+            _progress_of(engine),
+            groups.group_publisher(connection.address),
+            on_unanswered=engine.abandon_unresponsive_executor,
+        ))
+    return groups
 
 
-def executor_channel(config: SchedulerServiceConfig) -> grpc.aio.Channel:
-    """The channel to the executor: TLS (mutual with a client certificate) when configured."""
-    if not config.executor_tls_enabled:
-        return grpc.aio.insecure_channel(config.executor_address)
-    credentials = channel_credentials(config.executor_tls_ca, config.executor_tls_cert, config.executor_tls_key)
-    return grpc.aio.secure_channel(config.executor_address, credentials)
+def _progress_of(engine: Engine) -> Callable[[], tuple[int, bool]]:
+    return lambda: (engine.stats.steps, engine.scheduler.has_unfinished_requests)
+
+
+def _serving_status(ready: bool) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
+    return health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def bind_public_port(server: grpc.aio.Server, config: SchedulerServiceConfig) -> int:
@@ -130,18 +153,10 @@ async def serve(config: SchedulerServiceConfig) -> None:
     tracing = SchedulerTracing.from_env(os.environ)
     tokenizer = Tokenizer.from_dir(config.model_dir)
     api_keys = ApiKeyChecker(config.load_api_keys())
-    channel = executor_channel(config)
-    executor = executor_pb2_grpc.ExecutorStub(channel)
-    description = await describe_executor(executor, config.executor_connect_timeout_s)
-    limits = model_limits(config, description, tokenizer)
-    block_manager = KVBlockManager(description.num_kv_blocks, description.block_size)
-    num_spec_tokens, k_policy = await speculation_policy(config, executor, description, tokenizer)
-    scheduler = Scheduler(config.scheduling, block_manager, limits.max_model_len, num_spec_tokens, k_policy)
+    connections = await connect_executors(config)
+    limits = model_limits(config, [c.description for c in connections], tokenizer)
     metrics = SchedulerMetrics()
-    engine = Engine(
-        scheduler, tokenizer, executor, limits.max_model_len, config.scheduling.max_inflight_steps, metrics,
-        tracing=tracing.engine, recovery_timeout_s=config.executor_recovery_timeout_s,
-    )
+    engine = await build_engines(config, connections, tokenizer, limits, metrics, tracing)
 
     interceptors = tracing.server_interceptors()
     if api_keys.enabled:
@@ -160,7 +175,7 @@ async def serve(config: SchedulerServiceConfig) -> None:
     await server.start()
     engine.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)  # liveness
-    monitor = readiness_monitor(config, channel, engine, health_servicer)
+    monitor = readiness(config, connections, engine, health_servicer)
     await monitor.poll_once()
     monitor_task = asyncio.get_running_loop().create_task(monitor.run_forever())
     http_front = None
@@ -175,7 +190,9 @@ async def serve(config: SchedulerServiceConfig) -> None:
         http_front = await start_http_front(config, context, config.http_port)
         print(f"stepahead scheduler HTTP on {http_front.url}", flush=True)
     security = ("TLS" if config.tls_enabled else "plaintext") + (", API keys" if api_keys.enabled else "")
-    print(f"stepahead scheduler listening on {config.host}:{port} (model {limits.model_name}, {security})", flush=True)
+    groups = f", {len(connections)} executor groups" if len(connections) > 1 else ""
+    print(f"stepahead scheduler listening on {config.host}:{port} (model {limits.model_name}, {security}{groups})",
+          flush=True)
     # SIGTERM (docker stop, process-group stop): drain, then end the server cleanly (buffered spans get exported).
     shutdown = GracefulShutdown(engine, monitor, lambda: server.stop(grace=1.0), config.shutdown_grace_s)
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, shutdown.begin)
@@ -187,7 +204,8 @@ async def serve(config: SchedulerServiceConfig) -> None:
             await http_front.stop()
         await engine.stop()
         await server.stop(grace=1.0)
-        await channel.close()
+        for connection in connections:
+            await connection.channel.close()
         tracing.shutdown()
 
 

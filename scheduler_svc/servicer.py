@@ -8,7 +8,8 @@ from typing import Any
 
 import grpc
 
-from scheduler_svc.engine import AdmissionClosedError, Engine, EngineError
+from scheduler_svc.engine import AdmissionClosedError, EngineError
+from scheduler_svc.engine_groups import ServingEngine
 from scheduler_svc.scheduler import DuplicateRequestError, QueueFullError
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.validation import ModelLimits, build_request
@@ -21,7 +22,7 @@ Context = grpc.aio.ServicerContext[Any, Any]
 class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignore[misc]
     """Generate, Abort and GetModelInfo over the engine. Holds no scheduling logic of its own."""
 
-    def __init__(self, engine: Engine, tokenizer: Tokenizer, limits: ModelLimits) -> None:
+    def __init__(self, engine: ServingEngine, tokenizer: Tokenizer, limits: ModelLimits) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
         self.limits = limits
@@ -65,17 +66,17 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
     async def GetModelInfo(
         self, request: generation_pb2.GetModelInfoRequest, context: Context
     ) -> generation_pb2.ModelInfo:
-        block_manager = self.engine.scheduler.block_manager
+        load = self.engine.load()
         return generation_pb2.ModelInfo(
             model=self.limits.model_name,
             max_model_len=self.limits.max_model_len,
             vocab_size=self.limits.vocab_size,
             eos_token_ids=sorted(self.limits.eos_token_ids),
-            block_size=block_manager.block_size,
-            num_kv_blocks=block_manager.num_total_blocks,
-            num_free_kv_blocks=block_manager.num_free_blocks,
-            num_running=self.engine.scheduler.num_running,
-            num_waiting=self.engine.scheduler.num_waiting,
+            block_size=self.engine.block_size,
+            num_kv_blocks=load.num_kv_blocks,
+            num_free_kv_blocks=load.num_free_kv_blocks,
+            num_running=load.num_running,
+            num_waiting=load.num_waiting,
             stats=self._stats(),
         )
 

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from scheduler_svc.engine import Engine
-from scheduler_svc.readiness import ReadinessMonitor
+from scheduler_svc.engine_groups import ServingEngine
+from scheduler_svc.group_readiness import GroupReadiness
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +20,8 @@ class GracefulShutdown:
     """Drains the engine once ``begin()`` is called (from a signal handler); ``stop_server`` ends serving."""
 
     def __init__(
-        self, engine: Engine, monitor: ReadinessMonitor, stop_server: Callable[[], Awaitable[None]], grace_s: float
+        self, engine: ServingEngine, monitor: GroupReadiness, stop_server: Callable[[], Awaitable[None]],
+        grace_s: float,
     ) -> None:
         self.engine = engine
         self.monitor = monitor

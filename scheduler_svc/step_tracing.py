@@ -9,6 +9,7 @@ phase spans are its children. With no tracer every hook returns at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
@@ -89,12 +90,13 @@ class EngineTracing:
         span.set_attributes(_result_attributes(result))
         span.end()
 
-    def abandon_steps(self, reason: str) -> None:
-        """The Execute stream failed: end every open step span as an error."""
-        for span in self._open_steps.values():
+    def abandon_steps(self, reason: str, step_ids: Iterable[int] | None = None) -> None:
+        """An Execute stream failed: end its open step spans (``step_ids``; None: every one) as errors."""
+        chosen = list(self._open_steps) if step_ids is None else [i for i in step_ids if i in self._open_steps]
+        for step_id in chosen:
+            span = self._open_steps.pop(step_id)
             span.set_status(trace.Status(trace.StatusCode.ERROR, reason))
             span.end()
-        self._open_steps.clear()
 
     def _served_request_spans(self, output: SchedulerOutput) -> list[SpanContext]:
         request_ids = [new.request.request_id for new in output.new_requests]

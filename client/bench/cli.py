@@ -60,6 +60,11 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--api", nargs="+", choices=API_CHOICES, default=["grpc"],
                        help="drive the gRPC API, the OpenAI-compatible HTTP front (streamed chat completions), or "
                             "both against the same stack: --api grpc http reports HTTP/gRPC throughput (default grpc)")
+    bench.add_argument("--executor-groups", type=_positive_int, nargs="+", default=[1],
+                       help="run every load configuration with each of these numbers of executor groups behind "
+                            "one scheduler and report the throughput ratio to one group (default 1)")
+    bench.add_argument("--pin-executors", action="store_true",
+                       help="run executor i on CPU i only (taskset), with --num-threads threads each")
     add_scheduler_arguments(bench, several_inflight_values=True, public_api=False)
     add_executor_arguments(bench)
     bench.set_defaults(num_threads=2)
@@ -92,6 +97,7 @@ def run_bench(args: argparse.Namespace) -> dict:
         hf_generate_throughput,
         measure_bare_decode_forward_in_subprocess,
     )
+    from client.bench.groups_compare import group_ratios
     from client.bench.http_compare import http_ratios
     from client.bench.report import format_table, write_json, write_plot
     from client.bench.speculation import speculation_ratios
@@ -150,6 +156,7 @@ def run_bench(args: argparse.Namespace) -> dict:
     report["bare_forward"] = [run["bare_forward"] for run in first_runs.values()]
     report["ratios"] = _ratios(report)
     report["ratios"].update(http_ratios(report["runs"]))
+    report["ratios"].update(group_ratios(report["runs"]))
     if args.spec_method != "none" and 1 in first_runs:
         # V(K) compares two forwards timed one right after the other, on the contexts decoded at c=1
         # (greedy: every run at one concurrency decodes the same).
@@ -180,6 +187,7 @@ def _load_runs(
     Returns the runs and, with --tracing, what the in-process OTLP receiver saw.
     """
     from client.bench.baselines import measure_bare_decode_forward_in_subprocess
+    from client.bench.groups_compare import executor_cpus, group_label, group_order
     from client.bench.http_compare import api_label, api_order
     from client.bench.otlp_receiver import OtlpReceiver
     from client.bench.speculation import spec_variants
@@ -193,26 +201,30 @@ def _load_runs(
     modes = tracing_order(args.tracing_rounds) if args.tracing else [None]
     try:
         endpoint = receiver.start() if receiver else ""
-        for inflight, num_steps in itertools.product(args.max_inflight_steps, args.num_scheduler_steps):
+        configurations = itertools.product(
+            args.max_inflight_steps, args.num_scheduler_steps, group_order(args.executor_groups, round_index))
+        for inflight, num_steps, groups in configurations:
             flags = scheduler_flags(argparse.Namespace(
                 **{**vars(args), "max_inflight_steps": inflight, "num_scheduler_steps": num_steps}))
             if "http" in args.api:
                 flags += ["--http-port", "0"]
             for tracing_on, spec_method in itertools.product(modes, spec_variants(args.spec_method)):
                 env = None if tracing_on is None else stack_env(tracing_on, endpoint)
-                suffix = ("" if num_steps == 1 else f" steps={num_steps}") + (
-                    "" if tracing_on is None else mode_label(tracing_on)) + (
+                suffix = ("" if num_steps == 1 else f" steps={num_steps}") + group_label(
+                    groups, args.executor_groups) + ("" if tracing_on is None else mode_label(tracing_on)) + (
                     "" if args.spec_method == "none" else f" spec={spec_method}")
                 draft_model = args.draft_model if spec_method == "draft_model" else None
                 executor_args = argparse.Namespace(
                     **{**vars(args), "spec_method": spec_method, "draft_model": draft_model})
-                with LocalStack(model_dir, executor_flags(executor_args), flags, host=args.host, env=env) as stack:
+                stack = LocalStack(model_dir, executor_flags(executor_args), flags, host=args.host, env=env,
+                                   executor_groups=groups, executor_cpus=executor_cpus(groups, args.pin_executors))
+                with stack:
                     for concurrency in args.concurrency:
                         group = []
                         for api in api_order(args.api, round_index):
                             run = _measure(stack, prompts, concurrency, inflight, args, suffix + api_label(api), api)
                             group.append({**run, "api": api, "spec_method": spec_method, "round": round_index,
-                                          "num_scheduler_steps": num_steps})
+                                          "num_scheduler_steps": num_steps, "executor_groups": groups})
                         # Timed right after the runs, on their contexts (greedy: every API decodes the same):
                         # machine drift between the two stays small.
                         setup = args.forward_setup

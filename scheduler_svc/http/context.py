@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 
 from scheduler_svc.api_keys import ApiKeyChecker
-from scheduler_svc.engine import Engine
+from scheduler_svc.engine_groups import ServingEngine
 from scheduler_svc.http.errors import ApiError
 from scheduler_svc.http.tracing import HttpTracing
 from scheduler_svc.tokenizer import Tokenizer
@@ -21,7 +21,7 @@ from scheduler_svc.validation import ModelLimits
 class ServingContext:
     """The scheduler's objects the HTTP front shares with the gRPC servicer (one engine, two protocols)."""
 
-    engine: Engine
+    engine: ServingEngine
     tokenizer: Tokenizer
     limits: ModelLimits
     api_keys: ApiKeyChecker = field(default_factory=lambda: ApiKeyChecker(()))

@@ -6,7 +6,8 @@ import asyncio
 
 import grpc
 
-from scheduler_svc.engine import AdmissionClosedError, Engine, EngineError, StreamItem
+from scheduler_svc.engine import AdmissionClosedError, EngineError, StreamItem
+from scheduler_svc.engine_groups import ServingEngine
 from scheduler_svc.http.conversion import GenerationPlan
 from scheduler_svc.http.errors import ApiError
 from scheduler_svc.http.tracing import RequestTrace
@@ -23,7 +24,7 @@ class EngineRun:
     has not finished and frees its KV blocks: call it when the client goes away.
     """
 
-    def __init__(self, engine: Engine, plan: GenerationPlan, trace: RequestTrace) -> None:
+    def __init__(self, engine: ServingEngine, plan: GenerationPlan, trace: RequestTrace) -> None:
         self.engine = engine
         self.plan = plan
         self.trace = trace

@@ -14,9 +14,9 @@ from compose_file import REPO_ROOT, config_content, declared_variables, load_com
 from client import cli
 from client.env_defaults import flag_variables
 
-STEPAHEAD_SERVICES = {"scheduler": "stepahead.v1.Generation", "executor": "stepahead.v1.Executor",
-                      "executor-gpu": "stepahead.v1.Executor"}
-COMMAND_OF = {"scheduler": "scheduler", "executor": "executor", "executor-gpu": "executor"}
+EXECUTORS = ("executor", "executor-gpu", "executor-tp2", "executor-b")
+STEPAHEAD_SERVICES = {"scheduler": "stepahead.v1.Generation", **dict.fromkeys(EXECUTORS, "stepahead.v1.Executor")}
+COMMAND_OF = {"scheduler": "scheduler", **dict.fromkeys(EXECUTORS, "executor")}
 # STEPAHEAD_* variables that are not flags: the cache root and the step-span sampling rate.
 NON_FLAG_VARIABLES = {"STEPAHEAD_CACHE", "STEPAHEAD_STEP_TRACE_RATE"}
 
@@ -44,8 +44,18 @@ def published(compose: dict, service: str) -> dict[int, int]:
 
 def test_services_are_the_stack(compose):
     assert set(compose["services"]) == {
-        "scheduler", "executor", "executor-gpu", "otel-collector", "jaeger", "prometheus"
+        "scheduler", *EXECUTORS, "otel-collector", "jaeger", "prometheus"
     }
+
+
+def test_the_scale_out_profiles_run_a_tp_group_and_a_second_executor_group(compose):
+    services = compose["services"]
+    assert services["executor-tp2"]["profiles"] == ["tp2"] and services["executor-b"]["profiles"] == ["groups"]
+    assert env(compose, "executor-tp2")["STEPAHEAD_TENSOR_PARALLEL_SIZE"] == "2"
+    assert set(services["scheduler"]["depends_on"]) == {"executor", "executor-b", "executor-tp2"}
+    header = (REPO_ROOT / "docker-compose.yml").read_text()
+    assert 'STEPAHEAD_EXECUTOR="executor:50061 executor-b:50061" docker compose --profile groups up' in header
+    assert "STEPAHEAD_EXECUTOR=executor-tp2:50061 docker compose --profile tp2 up" in header
 
 
 @pytest.mark.parametrize("service", sorted(STEPAHEAD_SERVICES))

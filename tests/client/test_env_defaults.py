@@ -106,7 +106,7 @@ def test_the_cli_reads_variables_for_the_services_only(monkeypatch, capsys):
     assert executor.num_threads == 3
     argv = ["scheduler", "--max-num-batched-tokens", "4"]
     scheduler_with_flag = resolve_env_defaults(cli._build_parser().parse_args(argv))
-    assert (scheduler_with_flag.executor, scheduler_with_flag.max_num_batched_tokens) == ("executor:50061", 4)
+    assert (scheduler_with_flag.executor, scheduler_with_flag.max_num_batched_tokens) == (["executor:50061"], 4)
     with pytest.raises(SystemExit):
         resolve_env_defaults(cli._build_parser().parse_args(["scheduler"]))
     assert "STEPAHEAD_MAX_NUM_BATCHED_TOKENS" in capsys.readouterr().err
@@ -119,3 +119,13 @@ def test_serve_children_do_not_inherit_the_parents_flag_variables(monkeypatch):
     args = resolve_env_defaults(cli._build_parser().parse_args(["serve"]))
     environ = {"STEPAHEAD_METRICS_PORT": "9400", "STEPAHEAD_NUM_THREADS": "2", "STEPAHEAD_CACHE": "/c", "PATH": "/bin"}
     assert without_flag_variables(environ, args) == {"STEPAHEAD_CACHE": "/c", "PATH": "/bin"}
+
+
+def test_a_repeatable_flag_reads_several_values_and_the_command_line_replaces_them(monkeypatch):
+    monkeypatch.setenv("STEPAHEAD_EXECUTOR", "a:1 b:2")
+    from_env = resolve_env_defaults(cli._build_parser().parse_args(["scheduler"]))
+    assert from_env.executor == ["a:1", "b:2"]
+    argv = ["scheduler", "--executor", "c:3", "--executor", "d:4"]
+    assert resolve_env_defaults(cli._build_parser().parse_args(argv)).executor == ["c:3", "d:4"]
+    monkeypatch.delenv("STEPAHEAD_EXECUTOR")
+    assert cli._build_parser().parse_args(["scheduler", "--executor", "e:5"]).executor == ["e:5"]

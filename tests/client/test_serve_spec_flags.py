@@ -41,8 +41,8 @@ def test_a_bad_k_is_refused(capsys):
 
 def test_scheduler_alone_defaults_to_the_executors_k():
     args = _build_parser().parse_args(["scheduler", "--executor", "127.0.0.1:1"])
-    assert scheduler_config_from_args(args, "m", "127.0.0.1:1", 0, "127.0.0.1").num_spec_tokens == "auto"
+    assert scheduler_config_from_args(args, "m", args.executor, 0, "127.0.0.1").num_spec_tokens == "auto"
     args = _build_parser().parse_args(["scheduler", "--executor", "127.0.0.1:1", "--num-spec-tokens", "dynamic",
                                        "--spec-profile-dir", "/p"])
-    config = scheduler_config_from_args(args, "m", "127.0.0.1:1", 0, "127.0.0.1")
+    config = scheduler_config_from_args(args, "m", args.executor, 0, "127.0.0.1")
     assert config.num_spec_tokens == "dynamic" and config.spec_profile_dir == "/p"

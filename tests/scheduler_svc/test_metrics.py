@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from scheduler_svc.block_manager import KVBlockManager
+from scheduler_svc.engine_load import EngineLoad
 from scheduler_svc.metrics import SchedulerMetrics, finish_reason_label
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.request_timing import RequestTiming
@@ -18,13 +19,27 @@ def value(metrics: SchedulerMetrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
 
 
-def fake_engine(num_running: int, num_waiting: int, used_blocks: int, preemptions: int) -> SimpleNamespace:
-    blocks = KVBlockManager(num_blocks=10, block_size=4)
-    blocks.allocate("r", used_blocks * 4)
-    scheduler = SimpleNamespace(
-        block_manager=blocks, num_running=num_running, num_waiting=num_waiting, num_preemptions=preemptions
-    )
-    return SimpleNamespace(scheduler=scheduler)
+class FakeEngine:
+    """The collector's view of an engine, over a scheduler whose numbers the test changes."""
+
+    def __init__(self, num_running: int, num_waiting: int, used_blocks: int, preemptions: int) -> None:
+        blocks = KVBlockManager(num_blocks=10, block_size=4)
+        blocks.allocate("r", used_blocks * 4)
+        self.scheduler = SimpleNamespace(
+            block_manager=blocks, num_running=num_running, num_waiting=num_waiting, num_preemptions=preemptions
+        )
+
+    def load(self) -> EngineLoad:
+        blocks = self.scheduler.block_manager
+        return EngineLoad(blocks.num_total_blocks, blocks.num_free_blocks, self.scheduler.num_running,
+                          self.scheduler.num_waiting, self.scheduler.num_preemptions, blocks_wanted=0)
+
+    def group_loads(self) -> list[tuple[str, EngineLoad]]:
+        return [("executor-a:1", self.load())]
+
+
+def fake_engine(num_running: int, num_waiting: int, used_blocks: int, preemptions: int) -> FakeEngine:
+    return FakeEngine(num_running, num_waiting, used_blocks, preemptions)
 
 
 def make_request(num_prompt: int, num_output: int) -> Request:
@@ -49,6 +64,8 @@ def test_engine_state_is_read_at_scrape_time():
     assert value(metrics, "stepahead_scheduler_kv_blocks_free") == 6
     assert value(metrics, "stepahead_scheduler_kv_blocks_total") == 10
     assert value(metrics, "stepahead_scheduler_preemptions_total") == 5
+    assert value(metrics, "stepahead_scheduler_group_kv_blocks_free", group="executor-a:1") == 6
+    assert value(metrics, "stepahead_scheduler_group_requests_running", group="executor-a:1") == 3
     engine.scheduler.block_manager.free("r")
     engine.scheduler.num_running = 0
     assert value(metrics, "stepahead_scheduler_kv_blocks_used") == 0
@@ -144,6 +161,6 @@ def test_http_endpoint_serves_the_registry():
 def test_metrics_port_is_validated():
     from scheduler_svc.config import SchedulerServiceConfig
 
-    assert SchedulerServiceConfig(model_dir="m", executor_address="h:1", metrics_port=0).metrics_port == 0
+    assert SchedulerServiceConfig(model_dir="m", executor_addresses=("h:1",), metrics_port=0).metrics_port == 0
     with pytest.raises(ValueError, match="metrics_port"):
-        SchedulerServiceConfig(model_dir="m", executor_address="h:1", metrics_port=70000)
+        SchedulerServiceConfig(model_dir="m", executor_addresses=("h:1",), metrics_port=70000)

@@ -14,7 +14,7 @@ def certs(tmp_path_factory):
 
 
 def config(**fields) -> SchedulerServiceConfig:
-    return SchedulerServiceConfig(model_dir="m", executor_address="127.0.0.1:1", **fields)
+    return SchedulerServiceConfig(model_dir="m", executor_addresses=("127.0.0.1:1",), **fields)
 
 
 def test_a_complete_secure_config(certs, tmp_path):

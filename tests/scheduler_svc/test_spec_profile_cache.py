@@ -107,7 +107,7 @@ def test_calibration_prompts_are_not_the_benchmarks(tokenizer):
 
 
 def config(tmp_path, num_spec_tokens: str) -> SchedulerServiceConfig:
-    return SchedulerServiceConfig(model_dir="m", executor_address="127.0.0.1:1", num_spec_tokens=num_spec_tokens,
+    return SchedulerServiceConfig(model_dir="m", executor_addresses=("127.0.0.1:1",), num_spec_tokens=num_spec_tokens,
                                   spec_profile_dir=str(tmp_path), scheduling=SchedulingConfig(max_num_seqs=4))
 
 

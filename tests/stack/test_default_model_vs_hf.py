@@ -34,17 +34,13 @@ def test_chat_template_tokenization_matches_hf(default_model_dir):
         assert tokenizer.apply_chat_template([{"role": "user", "content": case["prompt"]}]) == case["prompt_token_ids"]
 
 
-ONE_AT_A_TIME_RUNNING_AHEAD = 8
-"""Prompts sent one at a time to the run-ahead stack (CI time): all 20 go one at a time to the synchronous one,
-and all 20 at once to both (test_all_at_once_matches_hf)."""
+ONE_AT_A_TIME = 8
+"""Prompts sent one at a time, in each mode (CI time): all 20 go at once to both (test_all_at_once_matches_hf)."""
 
 
 def test_one_at_a_time_matches_hf(default_stack):
-    cases = load_cases()
-    if default_stack.inflight > 1:
-        cases = cases[:ONE_AT_A_TIME_RUNNING_AHEAD]
     with Client(default_stack.address) as client:
-        for case in cases:
+        for case in load_cases()[:ONE_AT_A_TIME]:
             assert_matches_reference(generate(client, case), case)
 
 

@@ -5,6 +5,7 @@ what cannot be split is named."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import socket
 from datetime import timedelta
@@ -47,8 +48,13 @@ def _rank_main(rank: int, port: int, model_dir: str, out_path: str) -> None:
         results = [outputs_of(runner.execute(step)) for step in plan_steps(requests_plain(), BATCHES)]
         with open(f"{out_path}.{rank}", "wb") as out:
             pickle.dump(results, out)
-    finally:
+        dist.barrier()
+    except BaseException:
         dist.destroy_process_group()
+        raise
+    # Both ranks are done: leave without gloo's teardown, which now and then aborts a rank whose peer already
+    # left ("terminate called without an active exception") and fails the spawn after the results are written.
+    os._exit(0)
 
 
 def _assert_close(sharded: list[list[tuple]], single: list[list[tuple]]) -> None:

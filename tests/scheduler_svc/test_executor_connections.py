@@ -1,0 +1,54 @@
+"""Executor groups in the scheduler's config and at connection: addresses validated, one model for all."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler_svc.config import SchedulerServiceConfig
+from scheduler_svc.executor_connections import ExecutorConnection, check_same_model
+from scheduler_svc.server import model_limits
+from stepahead_proto import executor_pb2
+
+
+def config(addresses) -> SchedulerServiceConfig:
+    return SchedulerServiceConfig(model_dir="m", executor_addresses=addresses)
+
+
+def test_several_executor_addresses_are_accepted():
+    assert config(("a:1", "b:2")).executor_addresses == ("a:1", "b:2")
+
+
+@pytest.mark.parametrize("addresses, message", [
+    ((), "executor_addresses: must be a non-empty tuple"),
+    (("a:1", "nocolon"), r"executor_addresses\[1\]: must be host:port"),
+    (("a:1", "a:1"), "executor_addresses: must not repeat an address"),
+    ("a:1", "executor_addresses: must be a non-empty tuple"),
+])
+def test_bad_executor_addresses_are_refused_naming_the_field(addresses, message):
+    with pytest.raises(ValueError, match=message):
+        config(addresses)
+
+
+def description(**fields) -> executor_pb2.ExecutorDescription:
+    base = dict(model="tiny", vocab_size=400, block_size=16, num_kv_blocks=8, max_model_len=512)
+    return executor_pb2.ExecutorDescription(**{**base, **fields})
+
+
+def connection(address: str, **fields) -> ExecutorConnection:
+    return ExecutorConnection(address, channel=None, stub=None, description=description(**fields))  # type: ignore[arg-type]
+
+
+def test_groups_must_serve_one_model_with_one_block_size():
+    check_same_model([connection("a:1"), connection("b:2", num_kv_blocks=20)])  # sizes may differ
+    for field, value in (("model", "other"), ("vocab_size", 401), ("block_size", 32)):
+        with pytest.raises(ValueError, match=f"executor_addresses: .*a:1 has {field} .* but b:2 has"):
+            check_same_model([connection("a:1"), connection("b:2", **{field: value})])
+
+
+def test_the_longest_request_fits_every_group():
+    from types import SimpleNamespace
+
+    tokenizer = SimpleNamespace(eos_token_ids=[2])
+    limits = model_limits(config(("a:1", "b:2")), [description(num_kv_blocks=8), description(num_kv_blocks=40)],
+                          tokenizer)  # type: ignore[arg-type]
+    assert limits.max_model_len == 8 * 16
