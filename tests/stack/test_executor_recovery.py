@@ -57,7 +57,7 @@ def kill_and_restart(stack, executor_flags: list[str]) -> None:
     os.killpg(stack.executor.process.pid, signal.SIGKILL)
     stack.executor.process.wait(10)
     port = stack.executor_address.rpartition(":")[2]
-    stack.executor = ServiceProcess("executor", ServiceProcess.cli_argv(
+    stack.executors[0] = ServiceProcess("executor", ServiceProcess.cli_argv(
         "executor", "--model", stack.model_dir, "--host", "127.0.0.1", "--port", port, "--num-threads", "2",
         *executor_flags))
     stack.executor.start(EXECUTOR_BOUND, timeout_s=300)
