@@ -52,12 +52,7 @@ class EngineGroups:
         if len(self.engines) == 1:
             return self.engines[0]
         candidates = [engine for engine in self.engines if not engine.recovering] or self.engines
-        loads = {id(engine): engine.load() for engine in candidates}
-        return min(
-            candidates,
-            key=lambda engine: (-loads[id(engine)].free_share, loads[id(engine)].num_unfinished,
-                                self.engines.index(engine)),
-        )
+        return min(candidates, key=_placement_rank)  # min keeps the first of equals: ties go to the first group
 
     def abort(self, request_id: str) -> bool:
         """Abort the request in whichever group holds it."""
@@ -117,6 +112,12 @@ class EngineGroups:
         if moved:
             logger.warning("executor group %s lost: %d requests moved to the other groups", lost.name, len(moved))
             self.metrics.requests_moved.inc(len(moved))
+
+
+def _placement_rank(engine: Engine) -> tuple[float, int]:
+    """Lower is better: the larger free share of KV blocks, then the fewer unfinished requests."""
+    load = engine.load()
+    return -load.free_share, load.num_unfinished
 
 
 ServingEngine = Engine | EngineGroups

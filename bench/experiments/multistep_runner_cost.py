@@ -10,6 +10,7 @@ import sys
 import time
 
 import torch
+from runner_prefill import prefill
 
 from client.bench.small_model import make_small_checkpoint
 from client.cache import stepahead_cache_dir
@@ -17,22 +18,15 @@ from client.model_resolver import ensure_default_model
 from executor_svc.config import ExecutorConfig
 from executor_svc.model_runner import ModelRunner
 from executor_svc.server import build_runner
-from stepahead_proto import executor_pb2, sampling_pb2
+from stepahead_proto import executor_pb2
 
 BATCH, BLOCKS_PER_REQUEST, PROMPT_LEN = 16, 40, 100
-GREEDY = sampling_pb2.SamplingParams(temperature=0.0)
 
 
 def prefilled_runner() -> ModelRunner:
     small = make_small_checkpoint(stepahead_cache_dir() / "models" / "small-random-llama", ensure_default_model())
     runner, _ = build_runner(ExecutorConfig(model_dir=str(small), num_kv_blocks=BATCH * BLOCKS_PER_REQUEST))
-    step = executor_pb2.StepRequest(step_id=0)
-    for i in range(BATCH):
-        prompt = [(7 * i + j) % 1000 + 10 for j in range(PROMPT_LEN)]
-        blocks = list(range(i * BLOCKS_PER_REQUEST, (i + 1) * BLOCKS_PER_REQUEST))
-        step.new_requests.add(request_id=f"r{i}", prompt_token_ids=prompt, sampling=GREEDY, block_ids=blocks,
-                              num_scheduled_tokens=PROMPT_LEN, stop=executor_pb2.StopConditions(max_tokens=1000))
-    runner.execute(step)
+    prefill(runner, BATCH, PROMPT_LEN, BLOCKS_PER_REQUEST)
     return runner
 
 

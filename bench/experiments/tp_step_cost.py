@@ -15,16 +15,15 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from runner_prefill import prefill
 
 from client.model_resolver import ensure_default_model
 from executor_svc.config import ExecutorConfig
-from executor_svc.model_runner import ModelRunner
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
 from executor_svc.server import build_runner
-from stepahead_proto import executor_pb2, sampling_pb2
+from stepahead_proto import executor_pb2
 
 BLOCKS_PER_REQUEST, PROMPT_LEN = 12, 128
-GREEDY = sampling_pb2.SamplingParams(temperature=0.0)
 
 
 class CollectiveTimer:
@@ -46,16 +45,6 @@ class CollectiveTimer:
         return run
 
 
-def prefilled(runner: ModelRunner, batch: int) -> None:
-    step = executor_pb2.StepRequest(step_id=0)
-    for i in range(batch):
-        prompt = [(7 * i + j) % 1000 + 10 for j in range(PROMPT_LEN)]
-        blocks = list(range(i * BLOCKS_PER_REQUEST, (i + 1) * BLOCKS_PER_REQUEST))
-        step.new_requests.add(request_id=f"r{i}", prompt_token_ids=prompt, sampling=GREEDY, block_ids=blocks,
-                              num_scheduled_tokens=PROMPT_LEN, stop=executor_pb2.StopConditions(max_tokens=1000))
-    runner.execute(step)
-
-
 def measure(tp: TensorParallel, steps: int) -> list[tuple[int, float, float]]:
     """(batch, ms per decode step, ms per step in collectives) for batch 1 and 16."""
     torch.set_num_threads(1)
@@ -64,7 +53,7 @@ def measure(tp: TensorParallel, steps: int) -> list[tuple[int, float, float]]:
     for batch in (1, 16):
         config = ExecutorConfig(model_dir=str(ensure_default_model()), num_kv_blocks=16 * BLOCKS_PER_REQUEST)
         runner, _ = build_runner(config, tp=tp)
-        prefilled(runner, batch)
+        prefill(runner, batch, PROMPT_LEN, BLOCKS_PER_REQUEST)
         timer.seconds = 0.0
         start = time.perf_counter()
         for step_id in range(1, steps + 1):
