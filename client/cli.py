@@ -115,6 +115,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from client.gpu_check import add_gpu_check_parser
 
     add_gpu_check_parser(commands)
+    from client.train_drafter_cli import add_train_drafter_parser
+
+    add_train_drafter_parser(commands)
     from client.env_defaults import attach_env_defaults
 
     for service_parser in (serve, scheduler, executor):
@@ -276,6 +279,10 @@ def main(argv: list[str] | None = None) -> None:
             from client.soak.run import run_soak
 
             run_soak(args)
+        elif args.command == "train-drafter":
+            from client.train_drafter_cli import run_train_drafter
+
+            run_train_drafter(args)
         elif args.command == "gpu-check":
             from client.gpu_check import run_gpu_check
 

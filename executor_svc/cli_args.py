@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from executor_svc.config import ATTENTION_BACKENDS, LOAD_FORMATS, SUPPORTED_DTYPES, ExecutorConfig
+from executor_svc.config import ATTENTION_BACKENDS, LOAD_FORMATS, SPEC_METHODS, SUPPORTED_DTYPES, ExecutorConfig
 
 READBACK_CHOICES = {"auto": None, "on": True, "off": False}
 
@@ -16,9 +16,11 @@ def spec_tokens_value(text: str) -> str:
     raise argparse.ArgumentTypeError(f"must be dynamic or a number >= 0, got {text!r}")
 
 
-def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = False) -> None:
+def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = False, spec_default: str = "auto"
+                           ) -> None:
     """Flags shared by `stepahead executor` and `stepahead serve` (``dynamic_k``: serve's --num-spec-tokens,
-    dynamic or N, with --max-num-spec-tokens the most K a dynamic choice may take)."""
+    dynamic or N, with --max-num-spec-tokens the most K a dynamic choice may take; ``spec_default``: the
+    --spec-method default, none for the benchmark, which names what it compares)."""
     group = parser.add_argument_group("executor")
     group.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
     group.add_argument("--dtype", default="auto", choices=SUPPORTED_DTYPES,
@@ -32,8 +34,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = Fa
     )
     group.add_argument("--max-model-len", type=int, default=None, help="longest prompt+output (default: the model's)")
     group.add_argument("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    group.add_argument("--spec-method", default="none", choices=("none", "ngram", "draft_model"),
-                       help="speculative decoding drafter (default none)")
+    group.add_argument("--spec-method", default=spec_default, choices=SPEC_METHODS,
+                       help="speculative decoding drafter: auto (the EAGLE-style drafter shipped for the model if "
+                            f"there is one, else none), none, ngram, draft_model or eagle (default {spec_default})")
     if dynamic_k:
         group.add_argument("--num-spec-tokens", type=spec_tokens_value, default="dynamic",
                            help="draft tokens per step with a drafter: dynamic (chosen each step from a step "
@@ -46,6 +49,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = Fa
     group.add_argument(
         "--draft-model", default=None, help="HF directory of the draft model (--spec-method draft_model)"
     )
+    group.add_argument("--eagle-drafter", default=None,
+                       help="directory of an EAGLE-style drafter from `stepahead train-drafter` (--spec-method "
+                            "eagle or auto; default: the one shipped for the model)")
     group.add_argument("--ngram-min-n", type=int, default=2, help="shortest n-gram to look up (default 2)")
     group.add_argument("--ngram-max-n", type=int, default=4, help="longest n-gram to look up (default 4)")
     group.add_argument("--attention-backend", default="auto", choices=ATTENTION_BACKENDS,
@@ -99,6 +105,7 @@ def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: in
         spec_method=args.spec_method,
         num_spec_tokens=args.num_spec_tokens,
         draft_model_dir=args.draft_model,
+        eagle_dir=getattr(args, "eagle_drafter", None),
         ngram_min_n=args.ngram_min_n,
         ngram_max_n=args.ngram_max_n,
         metrics_port=getattr(args, "metrics_port", None),
@@ -125,8 +132,10 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
     flags += ["--max-num-seqs", str(args.max_num_seqs), "--tensor-parallel-size", str(args.tensor_parallel_size)]
     if args.enforce_eager:
         flags.append("--enforce-eager")
-    for name in ("num_kv_blocks", "max_model_len", "num_threads", "draft_model"):
-        value = getattr(args, name)
+    for name in ("num_kv_blocks", "max_model_len", "num_threads", "draft_model", "eagle_drafter"):
+        value = getattr(args, name, None)
+        if name == "eagle_drafter" and args.spec_method not in ("eagle", "auto"):
+            continue
         if value is not None:
             flags += ["--" + name.replace("_", "-"), str(value)]
     return flags + executor_tls_flags(args)

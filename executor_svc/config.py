@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from stepahead_common.tls import check_pair, check_pem_file
 
 SUPPORTED_DTYPES = ("auto", "float32", "bfloat16", "float16")
-SPEC_METHODS = ("none", "ngram", "draft_model")
+SPEC_METHODS = ("auto", "none", "ngram", "draft_model", "eagle")
 ATTENTION_BACKENDS = ("auto", "torch", "torch_padded", "triton")
 LOAD_FORMATS = ("auto", "dummy")
 
@@ -39,11 +39,14 @@ class ExecutorConfig:
     num_threads: int | None = None
     """torch intra-op threads on CPU; None: torch's default."""
     spec_method: str = "none"
-    """Drafter for speculative decoding: none, ngram or draft_model."""
+    """Drafter for speculative decoding: none, ngram, draft_model, eagle, or auto (eagle with the drafter
+    shipped for the model when there is one, else none)."""
     num_spec_tokens: int = 3
     """K: draft tokens proposed per step when a drafter is on."""
     draft_model_dir: str | None = None
     """HF directory of the draft model (spec_method draft_model); must share the target's vocabulary."""
+    eagle_dir: str | None = None
+    """Directory of an EAGLE-style drafter (`stepahead train-drafter`); None: the one shipped for the model."""
     ngram_min_n: int = 2
     ngram_max_n: int = 4
     metrics_port: int | None = None
@@ -124,6 +127,11 @@ class ExecutorConfig:
             (self.spec_method == "draft_model") == bool(self.draft_model_dir),
             "draft_model_dir",
             "is required with spec_method draft_model and only then",
+        )
+        _require(
+            self.eagle_dir is None or self.spec_method in ("eagle", "auto"),
+            "eagle_dir",
+            f"is only used with spec_method eagle or auto, got spec_method {self.spec_method!r}",
         )
         _require(
             self.attention_backend in ATTENTION_BACKENDS,

@@ -28,9 +28,11 @@ def _files_identity(path_name: str | None) -> list[str]:
     return [f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files if p.exists()]
 
 
-def model_fingerprint(config: ExecutorConfig) -> str:
-    """A short hash of the target's and the drafter's files and the drafter's settings."""
+def model_fingerprint(config: ExecutorConfig, eagle_dir: str | None = None) -> str:
+    """A short hash of the target's and the drafter's files and the drafter's settings (``eagle_dir``: the
+    EAGLE-style drafter in use, when spec_method auto or eagle found one)."""
     parts = [*_files_identity(config.model_dir), "|", *_files_identity(config.draft_model_dir), "|",
+             *_files_identity(eagle_dir), "|",
              config.load_format, config.spec_method, f"ngram:{config.ngram_min_n}-{config.ngram_max_n}"]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 

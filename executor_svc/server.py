@@ -97,11 +97,12 @@ def build_runner(
         device,
         scratch_blocks=1 if make_capture is not None else 0,  # padded rows of a replayed step may write there
     )
-    max_query_len = 1 + config.num_spec_tokens if config.spec_method != "none" else 1
     # A verify step reads up to K positions past the request's length.
-    max_blocks_per_seq = -(-(max_model_len + max_query_len) // config.block_size)
+    max_blocks_per_seq = -(-(max_model_len + 1 + config.num_spec_tokens) // config.block_size)
     draft_backend = build_attention_backend(config.attention_backend, device)
-    drafter = build_drafter(config, hf_config, num_blocks, draft_backend, make_capture, max_blocks_per_seq)
+    drafter = build_drafter(config, hf_config, num_blocks, draft_backend, make_capture, max_blocks_per_seq,
+                            target_model=model, tensor_parallel_size=tp.world_size)
+    max_query_len = 1 + config.num_spec_tokens if drafter is not None else 1
     graphs = None
     if make_capture is not None:
         graphs = StepGraphs(model, kv_cache, config.max_num_seqs, max_query_len, max_blocks_per_seq, make_capture)
@@ -121,9 +122,9 @@ def build_runner(
         dtype=config.torch_dtype_name,
         attention_backend=backend.name,
         num_threads=torch.get_num_threads(),
-        spec_method=config.spec_method,
+        spec_method=drafter.name if drafter is not None else "none",
         max_num_spec_tokens=config.num_spec_tokens if drafter is not None else 0,
-        model_fingerprint=model_fingerprint(config),
+        model_fingerprint=model_fingerprint(config, getattr(drafter, "source_dir", None)),
     )
     return runner, description
 

@@ -32,6 +32,9 @@ class StepForward:
         self.graphs = graphs
         self.num_replays = 0
         """Steps replayed from a captured graph so far (the others ran eagerly)."""
+        self.last_hidden: torch.Tensor | None = None
+        """The final-normed hidden states [T, hidden] of the last step's rows (what an EAGLE-style drafter reads;
+        a view of a graph's output when replayed, valid until the next step)."""
 
     def sampled_logits(self, batch: HostBatch, sample_rows: list[int]) -> torch.Tensor:
         """Logits [len(sample_rows), vocab] of the flat rows ``sample_rows``; writes the batch's K/V."""
@@ -40,10 +43,12 @@ class StepForward:
         if self.graphs is not None and shape is not None:
             self.num_replays += 1
             logits = self.graphs.run(batch, shape, functools.partial(self._resolve_unread, batch))
+            self.last_hidden = self.graphs.last_hidden
             return logits.index_select(0, rows)
         input_ids, positions, meta = batch.to_device(self.device)
         self._resolve_unread(batch, input_ids)
         hidden = self.model(input_ids, positions, meta, self.kv_cache)
+        self.last_hidden = hidden
         return self.model.compute_logits(hidden.index_select(0, rows))
 
     def _resolve_unread(self, batch: HostBatch, input_ids: torch.Tensor) -> None:

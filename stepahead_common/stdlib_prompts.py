@@ -29,7 +29,7 @@ def _source(module_name: str) -> str | None:
     return Path(spec.origin).read_text(encoding="utf-8")
 
 
-def _docstrings(module_name: str, max_chars: int) -> list[str]:
+def docstrings(module_name: str, max_chars: int) -> list[str]:
     source = _source(module_name)
     if source is None:
         return []
@@ -44,7 +44,7 @@ def _docstrings(module_name: str, max_chars: int) -> list[str]:
 
 def calibration_prompts(count: int = 16, max_chars: int = 600) -> list[str]:
     """Requests to explain stdlib docstrings, round-robin over CALIBRATION_MODULES."""
-    per_module = [_docstrings(name, max_chars) for name in CALIBRATION_MODULES]
+    per_module = [docstrings(name, max_chars) for name in CALIBRATION_MODULES]
     prompts: list[str] = []
     for index in range(max(len(docs) for docs in per_module)):
         for docs in per_module:
@@ -53,7 +53,7 @@ def calibration_prompts(count: int = 16, max_chars: int = 600) -> list[str]:
     return prompts
 
 
-def _function_heads(module_name: str, num_lines: int) -> list[str]:
+def function_heads(module_name: str, num_lines: int) -> list[str]:
     source = _source(module_name)
     if source is None:
         return []
@@ -67,7 +67,7 @@ def _function_heads(module_name: str, num_lines: int) -> list[str]:
 
 def code_prompts(count: int = 80, num_lines: int = 8) -> list[str]:
     """Requests to complete the first lines of stdlib functions, round-robin over CODE_MODULES."""
-    per_module = [_function_heads(name, num_lines) for name in CODE_MODULES]
+    per_module = [function_heads(name, num_lines) for name in CODE_MODULES]
     prompts: list[str] = []
     for index in range(max(len(heads) for heads in per_module)):
         for heads in per_module:

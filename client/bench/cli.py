@@ -66,7 +66,7 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--pin-executors", action="store_true",
                        help="run executor i on CPU i only (taskset), with --num-threads threads each")
     add_scheduler_arguments(bench, several_inflight_values=True, public_api=False)
-    add_executor_arguments(bench)
+    add_executor_arguments(bench, spec_default="none")
     bench.set_defaults(num_threads=2)
 
 

@@ -61,7 +61,13 @@ def speculation_summary(result: LoadResult) -> dict:
     steps_per_k = [sum(s.steps_per_k[k] for s in specs if k < len(s.steps_per_k))
                    for k in range(max((len(s.steps_per_k) for s in specs), default=0))]
     decode_steps = sum(steps_per_k)
+    width = max((len(s.accepted_per_position) for s in specs), default=0)
+    accepted_at = [sum(s.accepted_per_position[i] for s in specs if i < len(s.accepted_per_position))
+                   for i in range(width)]
     return {
+        # Conditional acceptance of draft position i (given positions 0..i-1 were accepted) over verify steps.
+        "acceptance_per_position": [count / previous if previous else 0.0
+                                    for count, previous in zip(accepted_at, [verify_steps, *accepted_at])],
         "steps_per_k": steps_per_k,
         "mean_k": sum(k * n for k, n in enumerate(steps_per_k)) / decode_steps if decode_steps else 0.0,
         "spec_drafted": drafted,

@@ -132,6 +132,10 @@ class StepGraphs:
         self.inputs = StaticStepInputs(max_num_seqs, max_query_len, max_blocks_per_seq, kv_cache.block_size, device)
         self._make_capture = make_capture
         self._captured: dict[GraphShape, _Captured] = {}
+        self._hidden: torch.Tensor | None = None
+        """Every replay copies its hidden states here (allocated by the first, eager, warm-up run)."""
+        self.last_hidden: torch.Tensor | None = None
+        """Hidden states of the last replay's real rows (a view of the buffer above)."""
 
     @torch.inference_mode()
     def capture_all(self) -> None:
@@ -162,11 +166,16 @@ class StepGraphs:
             resolve_unread(self.inputs.input_ids(shape))
         captured = self._captured[shape]
         captured.graph.replay()
+        self.last_hidden = None if self._hidden is None else self._hidden[: batch.num_tokens]
         return captured.logits[: batch.num_tokens]
 
     def _forward(self, shape: GraphShape) -> torch.Tensor:
         inputs = self.inputs
         hidden = self.model(inputs.input_ids(shape), inputs.positions(shape), inputs.metadata(shape), self.kv_cache)
+        if self._hidden is None:  # the largest shape's first warm-up run: outside any capture
+            self._hidden = torch.empty((max(s.num_tokens for s in self.shapes), hidden.shape[1]),
+                                       dtype=hidden.dtype, device=hidden.device)
+        self._hidden[: hidden.shape[0]].copy_(hidden)
         return self.model.compute_logits(hidden)
 
     def _write_idle_inputs(self, shape: GraphShape) -> None:

@@ -1,4 +1,4 @@
-"""The interface every drafter implements (n-gram lookup, draft model, and later EAGLE-style heads)."""
+"""The interface every drafter implements (n-gram lookup, draft model, EAGLE-style head)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,12 @@ class Drafter(Protocol):
     """Proposes draft tokens for a batch of requests; argmax drafts (q is one-hot at each draft)."""
 
     name: str
+    reads_target_hidden: bool
+    """Whether the drafter wants the target's hidden states of every step (``observe``)."""
+
+    def observe(self, request_id: str, first_position: int, hidden_rows: torch.Tensor) -> None:
+        """The target's hidden states of the rows it fed for a request, from first_position on."""
+        ...
 
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
         """Drafts following each request's current tokens, at most num_tokens each."""

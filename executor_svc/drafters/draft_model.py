@@ -25,6 +25,7 @@ class DraftModelDrafter:
     """Greedy drafts from a separate model (q is one-hot at each draft)."""
 
     name = "draft_model"
+    reads_target_hidden = False
 
     def __init__(
         self,
@@ -98,6 +99,9 @@ class DraftModelDrafter:
         input_ids, positions, meta = host.to_device(self.device)
         put_previous(input_ids)
         return row_argmax(self.model.compute_logits(self.model(input_ids, positions, meta, self.kv_cache)))
+
+    def observe(self, request_id: str, first_position: int, hidden_rows) -> None:
+        pass
 
     def drop(self, request_id: str) -> None:
         self._computed.pop(request_id, None)

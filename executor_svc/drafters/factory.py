@@ -12,7 +12,10 @@ from executor_svc.config import ExecutorConfig
 from executor_svc.cuda_graphs.step_graphs import GraphCapture, StepGraphs
 from executor_svc.drafters.base import Drafter
 from executor_svc.drafters.draft_model import DraftModelDrafter
+from executor_svc.drafters.eagle import EagleDrafter
+from executor_svc.drafters.eagle_head import load_head
 from executor_svc.drafters.ngram import NgramDrafter
+from executor_svc.drafters.shipped import shipped_drafter_for
 
 
 def build_drafter(
@@ -22,16 +25,55 @@ def build_drafter(
     attention_backend: AttentionBackend,
     make_capture: Callable[[], GraphCapture] | None = None,
     max_blocks_per_seq: int = 0,
+    target_model: Any = None,
+    tensor_parallel_size: int = 1,
 ) -> Drafter | None:
-    """None without speculation; otherwise the drafter named by config.spec_method.
+    """None without speculation; otherwise the drafter named by config.spec_method (auto: the EAGLE-style
+    drafter shipped for the target when there is one, else none).
 
     ``make_capture``: record the draft model's one-token decode steps as graphs (None: eager), over
-    block tables of up to ``max_blocks_per_seq`` blocks."""
-    if config.spec_method == "none":
+    block tables of up to ``max_blocks_per_seq`` blocks. ``target_model``: the loaded target (an EAGLE-style
+    drafter shares its embedding and LM head)."""
+    method = config.spec_method
+    if method in ("auto", "eagle"):
+        eagle_dir = _eagle_dir(config, target_model, tensor_parallel_size)
+        if eagle_dir is None:
+            return None
+        return build_eagle_drafter(eagle_dir, target_config, target_model, num_blocks, config.block_size,
+                                   attention_backend)
+    if method == "none":
         return None
-    if config.spec_method == "ngram":
+    if method == "ngram":
         return NgramDrafter(config.ngram_min_n, config.ngram_max_n)
     return _draft_model(config, target_config, num_blocks, attention_backend, make_capture, max_blocks_per_seq)
+
+
+def _eagle_dir(config: ExecutorConfig, target_model: Any, tensor_parallel_size: int) -> str | None:
+    """The EAGLE-style drafter to load: --eagle-drafter, else the one shipped for this target; None under
+    auto when there is none (or under tensor parallelism, which the drafter does not support)."""
+    if tensor_parallel_size > 1:
+        if config.spec_method == "eagle":
+            raise ValueError("spec_method: eagle is not supported with tensor_parallel_size > 1")
+        return None
+    if config.eagle_dir is not None:
+        return config.eagle_dir
+    shipped = shipped_drafter_for(target_model)
+    if shipped is None and config.spec_method == "eagle":
+        raise ValueError(f"eagle_dir: no EAGLE-style drafter is shipped for {config.model_dir}; train one with "
+                         "`stepahead train-drafter` and pass it with --eagle-drafter DIR")
+    return None if shipped is None else str(shipped)
+
+
+def build_eagle_drafter(eagle_dir: str, target_config: Any, target_model: Any, num_blocks: int, block_size: int,
+                        attention_backend: AttentionBackend) -> EagleDrafter:
+    """Load the head for the target and give it a one-layer KV cache shaped like one of the target's."""
+    from executor_svc.kv_cache import PagedKVCache
+
+    dtype, device = target_model.embed_weight.dtype, target_model.embed_weight.device
+    head, _ = load_head(eagle_dir, target_config, attention_backend, dtype, device)
+    attn = head.layer.attn
+    kv_cache = PagedKVCache(1, num_blocks, block_size, attn.num_kv_heads, attn.head_dim, dtype, device)
+    return EagleDrafter(head, target_model, kv_cache, block_size, device, eagle_dir)
 
 
 def _draft_model(

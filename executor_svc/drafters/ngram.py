@@ -10,6 +10,7 @@ class NgramDrafter:
     prompt + output and propose the tokens that followed it. Stateless; costs no forward pass."""
 
     name = "ngram"
+    reads_target_hidden = False
 
     def __init__(self, min_n: int, max_n: int) -> None:
         if not 1 <= min_n <= max_n:
@@ -31,6 +32,9 @@ class NgramDrafter:
                 if tokens[start] == first and tokens[start : start + n] == suffix:
                     return tokens[start + n : start + n + num_tokens]
         return []
+
+    def observe(self, request_id: str, first_position: int, hidden_rows) -> None:
+        pass
 
     def drop(self, request_id: str) -> None:
         pass

@@ -29,8 +29,15 @@ def test_serve_with_a_fixed_k_and_its_own_k_max():
 
 
 def test_serve_without_a_drafter_sends_no_k_to_the_scheduler():
-    args = _build_parser().parse_args(["serve"])
+    args = _build_parser().parse_args(["serve", "--spec-method", "none"])
     assert value_after(scheduler_flags(args), "--num-spec-tokens") is None
+
+
+def test_serve_defaults_to_the_shipped_drafter_with_dynamic_k():
+    """auto: the executor decides (the shipped EAGLE-style drafter, or none: the scheduler then has no K to choose)."""
+    args = _build_parser().parse_args(["serve"])
+    assert value_after(executor_flags(args), "--spec-method") == "auto"
+    assert value_after(scheduler_flags(args), "--num-spec-tokens") == "dynamic"
 
 
 def test_a_bad_k_is_refused(capsys):

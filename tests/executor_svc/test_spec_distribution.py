@@ -39,11 +39,27 @@ def exact_joint(target_dir) -> torch.Tensor:
     return (p1[:, None] * p2).flatten()
 
 
-def sample_first_two(target_dir, drafter_dir, k: int) -> torch.Tensor:
+@pytest.fixture(scope="module")
+def eagle_dir(checkpoints, tmp_path_factory):
+    """A random EAGLE-style head for the target drafting over 5 of its 8 tokens (a reduced vocabulary)."""
+    from executor_svc.drafters.eagle_head import EagleHead, EagleHeadConfig, save_head
+    from executor_svc.model_loader import load_hf_config
+
+    config = load_hf_config(checkpoints[0])
+    head = EagleHead(config, 5)
+    head.initialise(3)
+    head.draft_vocab.copy_(torch.tensor([6, 1, 3, 0, 4]))
+    out = tmp_path_factory.mktemp("eagle")
+    save_head(head, EagleHeadConfig.for_target(config, 5), out)
+    return out
+
+
+def sample_first_two(target_dir, drafter_dir, k: int, spec_method: str = "draft_model") -> torch.Tensor:
     """Counts of (t1, t2) over NUM_SAMPLES requests: t1 is sampled after the prompt while K drafts
     are proposed; t2 is the first token the verify step emits."""
-    config = ExecutorConfig(model_dir=str(target_dir), spec_method="draft_model", draft_model_dir=str(drafter_dir),
-                            num_spec_tokens=k, num_kv_blocks=ROUND + 4)
+    drafter = {"draft_model_dir": str(drafter_dir)} if spec_method == "draft_model" else {"eagle_dir": str(drafter_dir)}
+    config = ExecutorConfig(model_dir=str(target_dir), spec_method=spec_method, num_spec_tokens=k,
+                            num_kv_blocks=ROUND + 4, **drafter)
     runner, _ = build_runner(config)
     counts = torch.zeros(VOCAB * VOCAB)
     for round_index in range(NUM_SAMPLES // ROUND):
@@ -73,6 +89,12 @@ def test_speculative_sampling_matches_target_distribution(checkpoints, k):
     counts = sample_first_two(target, drafter, k)
     assert counts.sum() == NUM_SAMPLES
     assert chi_square_p_value(counts, exact_joint(target)) > 0.01
+
+
+def test_eagle_speculative_sampling_matches_target_distribution(checkpoints, eagle_dir):
+    counts = sample_first_two(checkpoints[0], eagle_dir, 3, "eagle")
+    assert counts.sum() == NUM_SAMPLES
+    assert chi_square_p_value(counts, exact_joint(checkpoints[0])) > 0.01
 
 
 def _break_rows(monkeypatch, breakage):

@@ -52,6 +52,16 @@ def test_all_at_once_matches_hf(default_stack):
     for ours, case in zip(outputs, cases):
         assert_matches_reference(ours, case)
     assert info.num_free_kv_blocks == info.num_kv_blocks
+    # The EAGLE-style drafter shipped for the default model is on by default.
+    assert info.stats.spec_drafted > info.stats.spec_accepted > 0
+
+
+def test_spec_method_none_turns_the_shipped_drafter_off(launch_stack, default_model_dir):
+    stack = launch_stack(default_model_dir, ["--spec-method", "none"])
+    case = load_cases()[0]
+    with Client(stack.address) as client:
+        assert_matches_reference(generate(client, case), case)
+        assert client.model_info().stats.spec_drafted == 0
 
 
 def test_reference_fixture_is_still_what_hf_computes(default_model_dir):
@@ -69,13 +79,15 @@ def test_reference_fixture_is_still_what_hf_computes(default_model_dir):
         assert fresh["output_token_ids"] == case["output_token_ids"]
 
 
-def test_ngram_speculation_keeps_hf_output_sync_and_async(launch_stack, default_model_dir):
-    """n-gram speculation on the default model: still HF's greedy output, and the same drafts verified
+@pytest.mark.parametrize("drafter", ["ngram", "eagle"])
+def test_speculation_keeps_hf_output_sync_and_async(drafter, launch_stack, default_model_dir):
+    """n-gram and EAGLE-style speculation on the default model (the latter with its shipped drafter and reduced
+    draft vocabulary): still HF's greedy output on the 20 MT-Bench prompts, and the same drafts verified
     whether the scheduler runs synchronously or one step ahead."""
     cases = load_cases()
     counts = {}
     for inflight in (1, 2):
-        stack = launch_stack(default_model_dir, ["--spec-method", "ngram", "--num-spec-tokens", "3"],
+        stack = launch_stack(default_model_dir, ["--spec-method", drafter, "--num-spec-tokens", "3"],
                              ["--max-inflight-steps", str(inflight)])
         with Client(stack.address) as client, ThreadPoolExecutor(len(cases)) as pool:
             results = list(pool.map(

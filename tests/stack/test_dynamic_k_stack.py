@@ -71,9 +71,9 @@ def write_switching_profile(model_dir, spec_flags: list[str], cache_dir) -> None
     (cache_dir / key.file_name()).write_text(json.dumps({**document, "profile": SWITCHING_TABLE}))
 
 
-@pytest.mark.parametrize("drafter", ["ngram", "draft_model"])
+@pytest.mark.parametrize("drafter", ["ngram", "draft_model", "eagle"])
 def test_greedy_output_with_dynamic_k_equals_no_speculation(
-    drafter, tiny_model_dir, tiny_draft_model_dir, launch_stack, tmp_path
+    drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir, launch_stack, tmp_path
 ):
     prompts = make_prompts(6)
     reference_stack = launch_stack(tiny_model_dir)
@@ -82,6 +82,8 @@ def test_greedy_output_with_dynamic_k_equals_no_speculation(
     spec = ["--spec-method", drafter, "--num-spec-tokens", "3"]
     if drafter == "draft_model":
         spec += ["--draft-model", str(tiny_draft_model_dir)]
+    if drafter == "eagle":
+        spec += ["--eagle-drafter", str(tiny_eagle_dir)]
     write_switching_profile(tiny_model_dir, spec, tmp_path)
     modes = [(1, 1), (2, 1)] + ([(2, 4)] if drafter == "ngram" else [])  # (inflight, multi-step depth)
     for inflight, num_steps in modes:

@@ -19,6 +19,7 @@ SPEC = {
     "none": [],
     "ngram": ["--spec-method", "ngram", "--num-spec-tokens", "3"],
     "draft_model": ["--spec-method", "draft_model", "--num-spec-tokens", "3"],
+    "eagle": ["--spec-method", "eagle", "--num-spec-tokens", "3"],
 }
 # (num_scheduler_steps, max_inflight_steps) compared with the (1, 1) reference: n in {1, 4, 8} x {sync, async}.
 RUNS = [(1, 2), (4, 1), (4, 2), (8, 1), (8, 2)]
@@ -31,10 +32,12 @@ def multi_step_workload() -> list[dict]:
 
 
 @pytest.mark.parametrize("spec", list(SPEC))
-def test_multi_step_outputs_are_identical(spec, tiny_model_dir, tiny_draft_model_dir, launch_stack):
+def test_multi_step_outputs_are_identical(spec, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir, launch_stack):
     executor_flags = [*FORCED_EXECUTOR, *SPEC[spec]]
     if spec == "draft_model":
         executor_flags += ["--draft-model", str(tiny_draft_model_dir)]
+    if spec == "eagle":
+        executor_flags += ["--eagle-drafter", str(tiny_eagle_dir)]
     outputs, stats = {}, {}
     for steps, inflight in [(1, 1), *RUNS]:
         scheduler_flags = [*FORCED_SCHEDULER, "--num-scheduler-steps", str(steps),

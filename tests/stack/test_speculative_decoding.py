@@ -57,19 +57,27 @@ PLAIN = ([], [])
 GRID = [
     ("same", 1, PLAIN), ("same", 3, FORCED), ("same", 5, PLAIN), ("same", 5, FORCED),
     ("other", 1, PLAIN), ("other", 3, FORCED), ("other", 5, PLAIN), ("ngram", 3, FORCED),
+    ("eagle", 3, FORCED), ("eagle", 5, PLAIN),
 ]
+
+
+def drafter_flags(drafter: str, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir) -> list[str]:
+    """--spec-method and its drafter for: ngram, eagle (a trained head with a 200-of-400 draft vocabulary),
+    draft_model or "same"/"other" (the draft model is the target itself / another tiny model)."""
+    if drafter in ("ngram", "eagle"):
+        return ["--spec-method", drafter] + (["--eagle-drafter", str(tiny_eagle_dir)] if drafter == "eagle" else [])
+    draft = tiny_model_dir if drafter == "same" else tiny_draft_model_dir
+    return ["--spec-method", "draft_model", "--draft-model", str(draft)]
 
 
 @pytest.mark.parametrize(
     "drafter, k, constraints", GRID, ids=[f"{d}-K{k}-{'forced' if c is FORCED else 'plain'}" for d, k, c in GRID]
 )
 def test_greedy_output_is_unchanged_by_speculation(
-    drafter, k, constraints, reference, tiny_model_dir, tiny_draft_model_dir, launch_stack
+    drafter, k, constraints, reference, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir, launch_stack
 ):
     executor_flags, scheduler_flags = constraints
-    spec = ["--spec-method", "ngram"] if drafter == "ngram" else [
-        "--spec-method", "draft_model",
-        "--draft-model", str(tiny_model_dir if drafter == "same" else tiny_draft_model_dir)]
+    spec = drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir)
     stack = launch_stack(tiny_model_dir, [*executor_flags, *spec, "--num-spec-tokens", str(k)], scheduler_flags)
     results = run_all(stack.address, make_prompts())
     assert [tokens for tokens, _, _ in results] == reference
@@ -100,11 +108,10 @@ def test_opt_out_request_is_not_speculated(tiny_model_dir, launch_stack):
     assert speculated.spec.mean_acceptance_length > 1
 
 
-@pytest.mark.parametrize("drafter", ["draft_model", "ngram"])
-def test_sync_and_async_verify_identical_drafts(drafter, tiny_model_dir, tiny_draft_model_dir, launch_stack):
-    spec = ["--spec-method", drafter, "--num-spec-tokens", "3"]
-    if drafter == "draft_model":
-        spec += ["--draft-model", str(tiny_draft_model_dir)]
+@pytest.mark.parametrize("drafter", ["other", "ngram", "eagle"])
+def test_sync_and_async_verify_identical_drafts(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir,
+                                                launch_stack):
+    spec = [*drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir), "--num-spec-tokens", "3"]
     prompts = make_prompts(20)
     outcomes = {}
     for inflight in (1, 2):

@@ -1,0 +1,148 @@
+"""Drafting with an EAGLE-style head over the target's own features (see eagle_head.py for the head).
+
+Every target step hands the drafter the hidden states of its rows (``observe``): f_p for the positions the
+step fed. Rows the target later rejects (verified drafts past the accepted ones) are replaced when the next
+step feeds those positions again. When asked for drafts, the head first catches up on the entries it has
+not seen, entry j = (f_j, x_{j+1}) for j up to the request's newest accepted pair; the last one gives the
+first draft. Each further draft feeds the head its own predicted feature and the previous draft.
+
+Entry j's K/V sits at position j of a one-layer paged cache addressed by the target's block ids; draft
+entries (positions past the accepted ones) are overwritten by the next catch-up, as for the draft model.
+Drafts are argmax over the draft vocabulary, mapped back to target ids on the device: the K drafts reach
+the host in one copy at the end.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from executor_svc.drafters.base import DraftRequest
+from executor_svc.drafters.eagle_head import EagleHead
+from executor_svc.host_batch import HostBatch
+from executor_svc.host_transfer import host_list_to_device
+from executor_svc.kv_cache import PagedKVCache
+from executor_svc.models.layers import linear
+from executor_svc.row_argmax import row_argmax
+
+
+class EagleDrafter:
+    """Greedy drafts from an EAGLE-style head (q is one-hot at each draft)."""
+
+    name = "eagle"
+    reads_target_hidden = True
+
+    def __init__(self, head: EagleHead, target, kv_cache: PagedKVCache, block_size: int,
+                 device: torch.device, source_dir: str | None = None) -> None:
+        """``target``: the target model (its embedding, LM head rows and RoPE tables are shared);
+        ``source_dir``: where the head was loaded from."""
+        self.head = head
+        self.source_dir = source_dir
+        self.embed = target.embed_weight
+        self.lm_rows = target.lm_head_weight.index_select(0, head.draft_vocab).contiguous()
+        """[N, hidden]: the target's LM head rows of the draft vocabulary."""
+        self.rope_cos, self.rope_sin = target.rope_cos, target.rope_sin
+        self.kv_cache = kv_cache
+        self.block_size = block_size
+        self.device = device
+        self._features: dict[str, list[tuple[int, torch.Tensor]]] = {}
+        """Per request, target features not consumed yet: (first position, rows [n, hidden])."""
+        self._computed: dict[str, int] = {}
+        """Per request, the entries 0..n-1 whose head K/V is valid."""
+
+    def observe(self, request_id: str, first_position: int, hidden_rows: torch.Tensor) -> None:
+        """The target fed positions first_position .. first_position + len(hidden_rows) - 1 of the request;
+        its hidden states there supersede any kept from earlier steps at those positions."""
+        kept = []
+        for start, rows in self._features.get(request_id, []):
+            if start < first_position:
+                kept.append((start, rows[: first_position - start]))
+        kept.append((first_position, hidden_rows))
+        self._features[request_id] = kept
+        self._computed[request_id] = min(self._computed.get(request_id, 0), first_position)
+
+    @torch.inference_mode()
+    def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
+        catching_up = [(request, rows) for request in batch if request.num_tokens > 0
+                       for rows in [self._pending_rows(request)] if rows is not None]
+        if not catching_up:
+            return [[] for _ in batch]
+        wanted = [request for request, _ in catching_up]
+        features, drafts = self._catch_up(catching_up)
+        steps, drafting = [drafts], [list(range(len(wanted)))]
+        for step in range(1, max(request.num_tokens for request in wanted)):
+            active = drafting[-1]
+            still = [i for i in active if wanted[i].num_tokens > step]
+            if len(still) < len(active):
+                keep = host_list_to_device([active.index(i) for i in still], self.device)
+                features, drafts = features.index_select(0, keep), drafts.index_select(0, keep)
+            drafting.append(still)
+            features, drafts = self._draft_step([wanted[i] for i in still], features, drafts, step)
+            steps.append(drafts)
+        flat = iter(torch.cat(steps).tolist())  # the one host read of the proposal
+        proposals: dict[str, list[int]] = {request.state.request_id: [] for request in batch}
+        for active in drafting:
+            for i in active:
+                proposals[wanted[i].state.request_id].append(next(flat))
+        return [proposals[request.state.request_id] for request in batch]
+
+    def _pending_rows(self, request: DraftRequest) -> torch.Tensor | None:
+        """Features f_c .. f_{L-2} of the entries the head has not seen (L: the request's tokens), or None
+        when some are missing (the request then gets no drafts this step)."""
+        request_id = request.state.request_id
+        first, last = self._computed.get(request_id, 0), len(request.state.token_ids) - 2
+        pieces, expected = [], first
+        for start, rows in self._features.get(request_id, []):
+            end = min(start + rows.shape[0], last + 1)
+            if end <= expected:
+                continue
+            if start > expected:
+                return None
+            pieces.append(rows[expected - start : end - start])
+            expected = end
+        if expected != last + 1 or not pieces:
+            return None
+        return torch.cat(pieces)
+
+    def _catch_up(self, batch: list[tuple[DraftRequest, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feed every entry the head has not seen; the predicted feature and first draft of each request."""
+        host = HostBatch(self.block_size)
+        for request, rows in batch:
+            state = request.state
+            first = len(state.token_ids) - 1 - rows.shape[0]
+            host.add_sequence(state.token_ids[first + 1 :], first, state.block_ids)
+            self._computed[state.request_id] = len(state.token_ids) - 1
+            self._features[state.request_id] = []
+        features = torch.cat([rows for _, rows in batch])
+        predicted = self._forward(host, features)
+        last_rows = host_list_to_device(host.query_lens, self.device).cumsum(0) - 1
+        predicted = predicted.index_select(0, last_rows)
+        return predicted, self._draft_ids(predicted)
+
+    def _draft_step(self, batch: list[DraftRequest], features: torch.Tensor, previous: torch.Tensor, step: int
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feed each request's previous prediction and draft (entry L - 2 + step at that position)."""
+        host = HostBatch(self.block_size)
+        for request in batch:
+            host.add_sequence([0], len(request.state.token_ids) - 2 + step, request.state.block_ids)
+        predicted = self._forward(host, features, previous)
+        return predicted, self._draft_ids(predicted)
+
+    def _forward(self, host: HostBatch, features: torch.Tensor, token_ids: torch.Tensor | None = None) -> torch.Tensor:
+        input_ids, positions, meta = host.to_device(self.device)
+        if token_ids is not None:  # drafts still on the device
+            input_ids = token_ids
+        cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
+        embeds = self.embed.index_select(0, input_ids)
+        return self.head(features.to(embeds.dtype), embeds, cos, sin, self.kv_cache.layers[0], meta)
+
+    def _draft_ids(self, predicted: torch.Tensor) -> torch.Tensor:
+        """Argmax over the draft vocabulary, as target ids (on the device)."""
+        return self.head.draft_vocab.index_select(0, row_argmax(linear(predicted, self.lm_rows).float()))
+
+    def drop(self, request_id: str) -> None:
+        self._features.pop(request_id, None)
+        self._computed.pop(request_id, None)
+
+    def reset(self) -> None:
+        self._features.clear()
+        self._computed.clear()

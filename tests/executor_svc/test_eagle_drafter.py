@@ -1,0 +1,166 @@
+"""The EAGLE-style drafter: its paged drafting equals the head's unrolled training forward, it catches up on
+features across chunks and rejected drafts, and it loads only a head made for the target."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from tiny_models import make_tiny_llama
+
+from executor_svc.attention.torch_backend import TorchAttentionBackend
+from executor_svc.drafter_training.dataset import pack
+from executor_svc.drafter_training.self_distill import DistillSequence
+from executor_svc.drafter_training.unrolled import unrolled_forward
+from executor_svc.drafters.base import DraftRequest
+from executor_svc.drafters.eagle import EagleDrafter
+from executor_svc.drafters.eagle_head import EagleHead, EagleHeadConfig, load_head, save_head
+from executor_svc.drafters.shipped import target_probe
+from executor_svc.host_batch import HostBatch
+from executor_svc.kv_cache import PagedKVCache
+from executor_svc.model_loader import load_hf_config, load_model
+from executor_svc.request_state import ExecutorRequestState
+from executor_svc.sampling_metadata import RowSamplingParams
+
+BLOCK = 4
+K = 3
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    directory = make_tiny_llama(tmp_path_factory.mktemp("target"), seed=3, vocab_size=64)
+    config = load_hf_config(directory)
+    return config, load_model(directory, torch.float32, "cpu", TorchAttentionBackend()), directory
+
+
+def random_head(config, draft_vocab_size: int, seed: int = 7) -> EagleHead:
+    head = EagleHead(config, draft_vocab_size, TorchAttentionBackend())
+    head.initialise(seed)
+    with torch.no_grad():  # a stronger random head than the training start, so drafts differ across tokens
+        head.fc_weight.normal_(0, 0.3, generator=torch.Generator().manual_seed(seed))
+    head.draft_vocab.copy_(torch.randperm(config.vocab_size, generator=torch.Generator().manual_seed(seed))
+                           [:draft_vocab_size])
+    return head
+
+
+def target_features(model, tokens: list[int]) -> torch.Tensor:
+    """The target's hidden states of every position of ``tokens`` (one prefill)."""
+    cache = PagedKVCache(model.config.num_hidden_layers, 32, BLOCK, model.config.num_key_value_heads,
+                         model.config.hidden_size // model.config.num_attention_heads, torch.float32, "cpu")
+    host = HostBatch(BLOCK)
+    host.add_sequence(tokens, 0, list(range(32)))
+    ids, positions, meta = host.to_device(torch.device("cpu"))
+    with torch.inference_mode():
+        return model(ids, positions, meta, cache)
+
+
+def make_drafter(config, model, head) -> EagleDrafter:
+    cache = PagedKVCache(1, 64, BLOCK, head.layer.attn.num_kv_heads, head.layer.attn.head_dim, torch.float32, "cpu")
+    return EagleDrafter(head, model, cache, BLOCK, torch.device("cpu"))
+
+
+def request_state(request_id: str, tokens: list[int], blocks: list[int]) -> ExecutorRequestState:
+    return ExecutorRequestState(request_id=request_id, prompt_token_ids=tokens, output_token_ids=[],
+                                block_ids=blocks, params=RowSamplingParams(), num_computed_tokens=len(tokens) - 1)
+
+
+def unrolled_drafts(head, model, tokens: list[int], features: torch.Tensor) -> list[int]:
+    """The head's drafts after ``tokens`` from the training forward (the chain of the last fed position),
+    each step fed the previous draft as drafting does (training feeds the sequence's token there)."""
+    m = len(tokens) - 1
+    lm_rows = model.lm_head_weight[head.draft_vocab]
+    drafts: list[int] = []
+    for step in range(K):
+        padded = tokens + drafts + [0] * (K - len(drafts))
+        seq = DistillSequence(padded, 0, torch.cat([features[:m], torch.zeros(K, features.shape[1])]),
+                              torch.full((m + K,), -1), True)
+        with torch.no_grad():
+            outputs = unrolled_forward(head, pack([seq]), model.embed_weight, lm_rows, model.rope_cos,
+                                       model.rope_sin, step + 1)
+        drafts.append(int(head.draft_vocab[outputs[step].logits[m - 1].argmax()]))
+    return drafts
+
+
+def test_paged_drafting_equals_the_unrolled_training_forward(target):
+    config, model, _ = target
+    head = random_head(config, 40)
+    tokens = [5, 9, 17, 3, 22, 9, 17, 41, 8, 30, 12]
+    features = target_features(model, tokens)
+    drafter = make_drafter(config, model, head)
+    state = request_state("a", tokens, list(range(8)))
+    drafter.observe("a", 0, features[: len(tokens)])
+    drafts = drafter.propose([DraftRequest(state, K)])[0]
+    assert drafts == unrolled_drafts(head, model, tokens, features)
+    assert len(set(drafts)) > 1 or drafts[0] in head.draft_vocab.tolist()
+
+
+def test_catch_up_over_chunks_and_after_rejected_drafts(target):
+    """Features arrive in two prefill chunks, then a verify step whose last rows were rejected: the drafts
+    are those of a drafter that saw the accepted features in one piece."""
+    config, model, _ = target
+    head = random_head(config, 64, seed=11)
+    tokens = [5, 9, 17, 3, 22, 9, 17, 41, 8, 30, 12, 7, 7, 19]
+    features = target_features(model, tokens)
+    split = 6
+    chunked = make_drafter(config, model, head)
+    chunked.observe("a", 0, features[:split])
+    chunked.observe("a", split, features[split:10])
+    first = chunked.propose([DraftRequest(request_state("a", tokens[:11], list(range(8))), K)])[0]
+    # The verify step fed positions 10..13 (the bonus token and 3 drafts); say 2 drafts were accepted.
+    stale = torch.randn(4, features.shape[1])
+    chunked.observe("a", 10, stale)  # a first verify whose rows were all rejected...
+    chunked.observe("a", 10, features[10:14])  # ...then the step that fed those positions again
+    second = chunked.propose([DraftRequest(request_state("a", tokens[:13], list(range(8))), K)])[0]
+    whole = make_drafter(config, model, head)
+    whole.observe("a", 0, features[:12])
+    assert whole.propose([DraftRequest(request_state("a", tokens[:13], list(range(8))), K)])[0] == second
+    assert first == unrolled_drafts(head, model, tokens[:11], features)
+
+
+def test_batched_requests_draft_as_they_would_alone(target):
+    config, model, _ = target
+    head = random_head(config, 64, seed=2)
+    prompts = {"a": [5, 9, 17, 3, 22, 9], "b": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "c": [33, 34]}
+    blocks = {"a": list(range(0, 8)), "b": list(range(8, 16)), "c": list(range(16, 24))}
+    together = make_drafter(config, model, head)
+    alone = {}
+    for rid, tokens in prompts.items():
+        together.observe(rid, 0, target_features(model, tokens)[: len(tokens) - 1])
+        single = make_drafter(config, model, head)
+        single.observe(rid, 0, target_features(model, tokens)[: len(tokens) - 1])
+        alone[rid] = single.propose([DraftRequest(request_state(rid, tokens, blocks[rid]), 2 if rid == "c" else K)])
+    batch = [DraftRequest(request_state(rid, tokens, blocks[rid]), 2 if rid == "c" else K)
+             for rid, tokens in prompts.items()]
+    assert together.propose(batch) == [alone[rid][0] for rid in prompts]
+
+
+def test_missing_features_give_no_drafts_instead_of_wrong_ones(target):
+    config, model, _ = target
+    drafter = make_drafter(config, model, random_head(config, 64))
+    tokens = [5, 9, 17, 3, 22, 9]
+    drafter.observe("a", 2, target_features(model, tokens)[2:5])  # positions 0 and 1 never seen
+    assert drafter.propose([DraftRequest(request_state("a", tokens, list(range(4))), K)]) == [[]]
+
+
+def test_save_and_load_round_trip_and_target_checks(target, tmp_path):
+    config, model, _ = target
+    head = random_head(config, 16)
+    save_head(head, EagleHeadConfig.for_target(config, 16, seed=1, target_probe=target_probe(model)), tmp_path)
+    loaded, saved_config = load_head(tmp_path, config, TorchAttentionBackend(), torch.float32, "cpu")
+    assert saved_config.target_probe == target_probe(model)
+    for (name, a), (_, b) in zip(head.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), name
+    other = load_hf_config(make_tiny_llama(tmp_path / "other", seed=0, vocab_size=80))
+    with pytest.raises(ValueError, match="target_vocab_size"):
+        load_head(tmp_path, other, TorchAttentionBackend(), torch.float32, "cpu")
+    raw = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**raw, "format": "something-else"}))
+    with pytest.raises(ValueError, match="eagle_dir"):
+        load_head(tmp_path, config, TorchAttentionBackend(), torch.float32, "cpu")
+
+
+def test_draft_vocab_size_is_checked(target):
+    config, _, _ = target
+    with pytest.raises(ValueError, match="draft_vocab_size"):
+        EagleHeadConfig.for_target(config, config.vocab_size + 1)
