@@ -223,7 +223,7 @@ class ModelRunner:
 
     def _show_drafter_hidden(self, work: list[ScheduledWork], batch: FlatBatch) -> None:
         """Hand a drafter that reads the target's features each item's hidden rows (copies: a graph's output
-        buffer is rewritten by the next replay)."""
+        buffer is rewritten by the next replay, and a slice kept for later would hold the whole step's tensor)."""
         hidden = self.forward.last_hidden
         if self.drafter is None or not self.drafter.reads_target_hidden or hidden is None:
             return

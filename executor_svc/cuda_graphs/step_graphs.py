@@ -124,7 +124,10 @@ class StepGraphs:
         max_query_len: int,
         max_blocks_per_seq: int,
         make_capture: Callable[[], GraphCapture],
+        keep_hidden: bool = False,
     ) -> None:
+        """``keep_hidden``: also leave each replay's hidden states in a static buffer (``last_hidden``), for a
+        drafter that reads the target's features; off, the captured step does not copy them."""
         self.model = model
         self.kv_cache = kv_cache
         device = kv_cache.layers[0].device
@@ -132,8 +135,9 @@ class StepGraphs:
         self.inputs = StaticStepInputs(max_num_seqs, max_query_len, max_blocks_per_seq, kv_cache.block_size, device)
         self._make_capture = make_capture
         self._captured: dict[GraphShape, _Captured] = {}
+        self.keep_hidden = keep_hidden
         self._hidden: torch.Tensor | None = None
-        """Every replay copies its hidden states here (allocated by the first, eager, warm-up run)."""
+        """With keep_hidden, every replay copies its hidden states here (allocated by the first, eager, warm-up run)."""
         self.last_hidden: torch.Tensor | None = None
         """Hidden states of the last replay's real rows (a view of the buffer above)."""
 
@@ -172,10 +176,11 @@ class StepGraphs:
     def _forward(self, shape: GraphShape) -> torch.Tensor:
         inputs = self.inputs
         hidden = self.model(inputs.input_ids(shape), inputs.positions(shape), inputs.metadata(shape), self.kv_cache)
-        if self._hidden is None:  # the largest shape's first warm-up run: outside any capture
-            self._hidden = torch.empty((max(s.num_tokens for s in self.shapes), hidden.shape[1]),
-                                       dtype=hidden.dtype, device=hidden.device)
-        self._hidden[: hidden.shape[0]].copy_(hidden)
+        if self.keep_hidden:
+            if self._hidden is None:  # the largest shape's first warm-up run: outside any capture
+                self._hidden = torch.empty((max(s.num_tokens for s in self.shapes), hidden.shape[1]),
+                                           dtype=hidden.dtype, device=hidden.device)
+            self._hidden[: hidden.shape[0]].copy_(hidden)
         return self.model.compute_logits(hidden)
 
     def _write_idle_inputs(self, shape: GraphShape) -> None:

@@ -16,7 +16,6 @@ import torch.nn.functional as F
 
 from executor_svc.drafters.eagle_head import EagleHead
 from executor_svc.models.layers import linear, rms_norm
-from executor_svc.models.rope import apply_rotary
 
 
 @dataclass
@@ -112,17 +111,7 @@ class _ChainAttention:
 def _attention_block(layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: _ChainAttention
                      ) -> torch.Tensor:
     """The layer's attention with ``attend`` in place of the paged backend (same projections and RoPE)."""
-    attn = layer.attn
-    tokens = x.shape[0]
-    qk_heads = attn.num_heads + attn.num_kv_heads
-    qkv = linear(x, attn.qkv_weight, attn.qkv_bias)
-    qk = qkv[:, : qk_heads * attn.head_dim].reshape(tokens, qk_heads, attn.head_dim)
-    v = qkv[:, qk_heads * attn.head_dim :].reshape(tokens, attn.num_kv_heads, attn.head_dim)
-    if attn.qk_norm_weight is not None:
-        qk = F.rms_norm(qk, (attn.head_dim,), eps=attn.eps) * attn.qk_norm_weight
-    qk = apply_rotary(qk, cos, sin)
-    out = attend(qk[:, : attn.num_heads], qk[:, attn.num_heads :], v)
-    return linear(out.reshape(tokens, attn.num_heads * attn.head_dim), attn.o_weight, attn.o_bias)
+    return layer.attn.project_out(attend(*layer.attn.project_qkv(x, cos, sin)))
 
 
 def step_losses(outputs: list[StepOutput], batch: PackedBatch, label_to_draft: torch.Tensor,

@@ -15,6 +15,7 @@ import torch
 
 from executor_svc.cuda_graphs.step_graphs import GraphableModel, StepGraphs
 from executor_svc.drafters.base import DraftRequest
+from executor_svc.drafters.draft_steps import draft_autoregressively
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
@@ -51,23 +52,9 @@ class DraftModelDrafter:
         wanted = [request for request in batch if request.num_tokens > 0]
         if not wanted:
             return [[] for _ in batch]
-        steps = [self._catch_up(wanted)]  # steps[s][j]: draft s of the request wanted[drafting[s][j]]
-        drafting = [list(range(len(wanted)))]
-        for step in range(1, max(request.num_tokens for request in wanted)):
-            active = drafting[-1]
-            still = [i for i in active if wanted[i].num_tokens > step]
-            previous = steps[-1]
-            if len(still) < len(active):
-                keep = [active.index(i) for i in still]
-                previous = previous.index_select(0, host_list_to_device(keep, self.device))
-            drafting.append(still)
-            steps.append(self._decode_one([wanted[i] for i in still], previous, step))
-        drafts = iter(torch.cat(steps).tolist())  # the one host read of the proposal
-        proposals: dict[str, list[int]] = {request.state.request_id: [] for request in batch}
-        for active in drafting:
-            for i in active:
-                proposals[wanted[i].state.request_id].append(next(drafts))
-        return [proposals[request.state.request_id] for request in batch]
+        return draft_autoregressively(
+            batch, wanted, (self._catch_up(wanted),),
+            lambda requests, state, step: (self._decode_one(requests, state[0], step),), self.device)
 
     def _catch_up(self, batch: list[DraftRequest]) -> torch.Tensor:
         """Feed every token the draft model has not seen; return the first draft of each request."""

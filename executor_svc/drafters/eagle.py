@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from executor_svc.drafters.base import DraftRequest
+from executor_svc.drafters.draft_steps import DraftState, draft_autoregressively
 from executor_svc.drafters.eagle_head import EagleHead
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
@@ -67,23 +68,7 @@ class EagleDrafter:
         if not catching_up:
             return [[] for _ in batch]
         wanted = [request for request, _ in catching_up]
-        features, drafts = self._catch_up(catching_up)
-        steps, drafting = [drafts], [list(range(len(wanted)))]
-        for step in range(1, max(request.num_tokens for request in wanted)):
-            active = drafting[-1]
-            still = [i for i in active if wanted[i].num_tokens > step]
-            if len(still) < len(active):
-                keep = host_list_to_device([active.index(i) for i in still], self.device)
-                features, drafts = features.index_select(0, keep), drafts.index_select(0, keep)
-            drafting.append(still)
-            features, drafts = self._draft_step([wanted[i] for i in still], features, drafts, step)
-            steps.append(drafts)
-        flat = iter(torch.cat(steps).tolist())  # the one host read of the proposal
-        proposals: dict[str, list[int]] = {request.state.request_id: [] for request in batch}
-        for active in drafting:
-            for i in active:
-                proposals[wanted[i].state.request_id].append(next(flat))
-        return [proposals[request.state.request_id] for request in batch]
+        return draft_autoregressively(batch, wanted, self._catch_up(catching_up), self._draft_step, self.device)
 
     def _pending_rows(self, request: DraftRequest) -> torch.Tensor | None:
         """Features f_c .. f_{L-2} of the entries the head has not seen (L: the request's tokens), or None
@@ -103,8 +88,8 @@ class EagleDrafter:
             return None
         return torch.cat(pieces)
 
-    def _catch_up(self, batch: list[tuple[DraftRequest, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Feed every entry the head has not seen; the predicted feature and first draft of each request."""
+    def _catch_up(self, batch: list[tuple[DraftRequest, torch.Tensor]]) -> DraftState:
+        """Feed every entry the head has not seen; the first draft and predicted feature of each request."""
         host = HostBatch(self.block_size)
         for request, rows in batch:
             state = request.state
@@ -116,16 +101,16 @@ class EagleDrafter:
         predicted = self._forward(host, features)
         last_rows = host_list_to_device(host.query_lens, self.device).cumsum(0) - 1
         predicted = predicted.index_select(0, last_rows)
-        return predicted, self._draft_ids(predicted)
+        return self._draft_ids(predicted), predicted
 
-    def _draft_step(self, batch: list[DraftRequest], features: torch.Tensor, previous: torch.Tensor, step: int
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Feed each request's previous prediction and draft (entry L - 2 + step at that position)."""
+    def _draft_step(self, batch: list[DraftRequest], state: DraftState, step: int) -> DraftState:
+        """Feed each request's previous draft and predicted feature (entry L - 2 + step, at that position)."""
+        previous, features = state
         host = HostBatch(self.block_size)
         for request in batch:
             host.add_sequence([0], len(request.state.token_ids) - 2 + step, request.state.block_ids)
         predicted = self._forward(host, features, previous)
-        return predicted, self._draft_ids(predicted)
+        return self._draft_ids(predicted), predicted
 
     def _forward(self, host: HostBatch, features: torch.Tensor, token_ids: torch.Tensor | None = None) -> torch.Tensor:
         input_ids, positions, meta = host.to_device(self.device)

@@ -87,6 +87,12 @@ class LlamaAttention(nn.Module):
         meta: AttentionMetadata,
     ) -> torch.Tensor:
         """x [T, hidden] -> attention output projected back to [T, hidden]."""
+        q, k, v = self.project_qkv(x, cos, sin)
+        return self.project_out(self.backend.forward(q, k, v, kv_layer, meta, self.scale))
+
+    def project_qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [T, hidden] -> q [T, H, D], k and v [T, KVH, D], with q/k normed (Qwen3) and rotated."""
         tokens = x.shape[0]
         qk_heads = self.num_heads + self.num_kv_heads
         qkv = linear(x, self.qkv_weight, self.qkv_bias)
@@ -95,9 +101,11 @@ class LlamaAttention(nn.Module):
         if self.qk_norm_weight is not None:
             qk = F.rms_norm(qk, (self.head_dim,), eps=self.eps) * self.qk_norm_weight
         qk = apply_rotary(qk, cos, sin)
-        q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
-        out = self.backend.forward(q, k, v, kv_layer, meta, self.scale)
-        out = out.reshape(tokens, self.num_heads * self.head_dim)
+        return qk[:, : self.num_heads], qk[:, self.num_heads :], v
+
+    def project_out(self, out: torch.Tensor) -> torch.Tensor:
+        """Attention output [T, H, D] -> [T, hidden] (summed over ranks under tensor parallelism)."""
+        out = out.reshape(out.shape[0], self.num_heads * self.head_dim)
         if not self.tp.enabled:
             return linear(out, self.o_weight, self.o_bias)
         summed = self.tp.all_reduce(linear(out, self.o_weight).contiguous())

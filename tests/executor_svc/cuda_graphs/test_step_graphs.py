@@ -43,8 +43,9 @@ class Twin:
         self.eager_cache = PagedKVCache(*layout)
         self.graph_cache = PagedKVCache(*layout, scratch_blocks=1)
         self.stand_ins: list[EagerStandIn] = []
+        # keep_hidden: the copy an EAGLE-style drafter needs is part of every captured step tested here.
         self.graphs = StepGraphs(self.graphed, self.graph_cache, max_num_seqs, max_query_len, BLOCKS_PER_SEQ,
-                                 make_capture=self._stand_in)
+                                 make_capture=self._stand_in, keep_hidden=True)
         self.graphs.capture_all()
         blocks = torch.randperm(NUM_BLOCKS, generator=torch.Generator().manual_seed(5)).tolist()
         self.tables = {name: blocks[i * BLOCKS_PER_SEQ : (i + 1) * BLOCKS_PER_SEQ] for i, name in enumerate("abcde")}
@@ -90,6 +91,8 @@ def test_replayed_decode_and_verify_steps_equal_eager(checkpoint):
             got = twin.graphs.run(batch, shape, resolve_unread=lambda ids: None)
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
         assert torch.equal(got.argmax(-1), expected.argmax(-1))
+        # The replay's hidden states (what an EAGLE-style drafter reads) are the eager ones of the real rows.
+        torch.testing.assert_close(twin.eager.compute_logits(twin.graphs.last_hidden), expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(twin.graph_cache.layers[0][:NUM_BLOCKS], twin.eager_cache.layers[0])
     assert sum(s.replays for s in twin.stand_ins) == 4
 
