@@ -29,7 +29,10 @@ SWITCHING_TABLE = {"batch_sizes": [1, 2, 4, 64],
 
 
 def lengths(count: int) -> list[int]:
-    return [6 + 5 * i for i in range(count)]
+    """Output lengths: 5 apart, except 20 between the last three requests, so the phases with exactly two and
+    exactly one request decoding outlast a multi-step batch (K is fixed per batch) plus any arrival stagger."""
+    short = [6 + 5 * i for i in range(count - 2)]
+    return short + [short[-1] + 20, short[-1] + 40]
 
 
 def run_all(address: str, prompts: list[list[int]]) -> list[tuple]:
