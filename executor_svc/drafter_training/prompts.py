@@ -1,56 +1,34 @@
 """Training prompts for a drafter, built offline and disjoint from every benchmark prompt set.
 
-Chat requests cover the kinds of task MT-Bench has (writing, roleplay, reasoning, math, coding, extraction,
-STEM, humanities) through templates filled with topics written here, never MT-Bench's questions; code and
-documentation requests come from standard-library modules that neither the code benchmark
-(stepahead_common.stdlib_prompts.CODE_MODULES) nor the dynamic-K calibration set uses.
+The kinds of request (their shares in SHARES): chat requests covering the kinds of task MT-Bench has
+(writing, roleplay, reasoning, math, coding, extraction, STEM, humanities) through templates, topics and
+personas written here, never MT-Bench's questions; arithmetic word problems with seeded numbers; summarise /
+rewrite / question requests over passages of the Python documentation; and documentation and code requests
+from standard-library modules that neither the code benchmark (stepahead_common.stdlib_prompts.CODE_MODULES)
+nor the dynamic-K calibration set uses.
 """
 
 from __future__ import annotations
 
 import random
 
+from executor_svc.drafter_training.prompt_material import (
+    PASSAGE_TEMPLATES,
+    PERSONA_ASKS,
+    PERSONAS,
+    TOPIC_TEMPLATES,
+    TOPICS,
+    documentation_passages,
+    word_problems,
+)
 from stepahead_common.stdlib_prompts import CALIBRATION_MODULES, CODE_MODULES, docstrings, function_heads
-
-TEMPLATES = (
-    "Write a short blog post about {topic}.",
-    "Write a poem about {topic}.",
-    "Write a persuasive email to a friend about {topic}.",
-    "Describe {topic} to a ten-year-old.",
-    "Pretend you are a tour guide and talk about {topic}.",
-    "Imagine you are a journalist interviewing an expert on {topic}. Write the first three questions and answers.",
-    "What are the main advantages and disadvantages of {topic}?",
-    "Give me five tips related to {topic}.",
-    "Explain step by step how {topic} works.",
-    "Summarise the history of {topic} in a few paragraphs.",
-    "List three common misconceptions about {topic} and correct them.",
-    "Compare {topic} with something similar and explain the differences.",
-    "Write a short story in which {topic} plays an important role.",
-    "What questions should a beginner ask about {topic}?",
-    "Create a simple lesson plan for teaching {topic}.",
-    "Write a Python function related to {topic} and explain it.",
-    "Extract the key facts about {topic} as a JSON object with three fields.",
-    "Solve a simple math word problem about {topic}, showing each step.",
-)
-
-TOPICS = (
-    "renewable energy", "the water cycle", "machine learning", "the French revolution", "photosynthesis",
-    "remote work", "electric cars", "the human immune system", "coffee", "the stock market", "volcanoes",
-    "social media", "the Roman empire", "black holes", "healthy sleep", "recycling", "the printing press",
-    "chess", "climate change", "public libraries", "vaccines", "the internet", "honey bees", "jazz music",
-    "the moon landing", "budgeting money", "learning a new language", "ancient Egypt", "solar panels",
-    "rainforests", "the theory of evolution", "city parks", "marathon training", "3D printing",
-    "the Renaissance", "ocean tides", "cryptography", "baking bread", "the Olympic games", "earthquakes",
-    "democracy", "smartphones", "quantum computing", "gardening", "the Great Wall of China", "time management",
-    "plate tectonics", "public transport", "video games", "the periodic table", "sorting algorithms",
-    "prime numbers", "interest rates", "probability", "job interviews", "bicycles", "mountain climbing",
-    "friendship", "nutrition", "the solar system",
-)
 
 
 def chat_requests() -> list[str]:
-    """Every template filled with every topic, in a fixed order."""
-    return [template.format(topic=topic) for topic in TOPICS for template in TEMPLATES]
+    """Every topic template filled with every topic, then every persona with every ask, in a fixed order."""
+    filled = [template.format(topic=topic) for topic in TOPICS for template in TOPIC_TEMPLATES]
+    roleplay = [f"Pretend to be {persona}. {ask}" for persona in PERSONAS for ask in PERSONA_ASKS]
+    return filled + roleplay
 
 
 def training_modules() -> list[str]:
@@ -73,13 +51,26 @@ def stdlib_requests(max_chars: int = 500, num_lines: int = 8) -> list[str]:
     return requests
 
 
+def passage_requests(max_chars: int = 700) -> list[str]:
+    """Summarise / rewrite / question / extract requests over passages of the Python documentation."""
+    passages = documentation_passages(max_chars)
+    return [PASSAGE_TEMPLATES[i % len(PASSAGE_TEMPLATES)].format(passage=passage)
+            for i, passage in enumerate(passages)]
+
+
+SHARES = (("chat", 0.55), ("math", 0.1), ("passage", 0.15), ("stdlib", 0.2))
+"""The mix of request kinds in a training set (MT-Bench-like chat first; code and documentation after)."""
+
+
 def training_requests(count: int, seed: int) -> list[str]:
-    """``count`` requests drawn (seeded) from chat_requests() and stdlib_requests(), two chat for one stdlib."""
+    """``count`` requests drawn (seeded) from the kinds in SHARES, shuffled together."""
     rng = random.Random(seed)
-    chat, stdlib = chat_requests(), stdlib_requests()
-    rng.shuffle(chat)
-    rng.shuffle(stdlib)
-    num_stdlib = min(len(stdlib), count // 3)
-    mixed = chat[: count - num_stdlib] + stdlib[:num_stdlib]
+    pools = {"chat": chat_requests(), "math": word_problems(rng, count), "passage": passage_requests(),
+             "stdlib": stdlib_requests()}
+    for pool in pools.values():
+        rng.shuffle(pool)
+    wanted = {kind: min(len(pools[kind]), round(count * share)) for kind, share in SHARES if kind != "chat"}
+    wanted["chat"] = count - sum(wanted.values())
+    mixed = [request for kind, number in wanted.items() for request in pools[kind][:number]]
     rng.shuffle(mixed)
     return mixed

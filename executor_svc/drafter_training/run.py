@@ -36,14 +36,14 @@ WORK_DIR = ".train"
 class DataSettings:
     """How the self-distilled set is made."""
 
-    num_prompts: int = 640
+    num_prompts: int = 1024
     held_out_prompts: int = 32
     max_new_tokens: int = 128
     max_prompt_tokens: int = 320
     temperature: float = 0.7
     sampled_every: int = 3
     """Every n-th training prompt is continued by sampling at ``temperature`` (the others greedily)."""
-    generate_batch: int = 48
+    generate_batch: int = 64
     draft_vocab_size: int = 4096
 
     def __post_init__(self) -> None:

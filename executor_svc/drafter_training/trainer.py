@@ -20,7 +20,7 @@ from executor_svc.drafters.eagle_head import EagleHead
 class TrainSettings:
     """The optimisation: what the checkpoint depends on besides the data and the seed."""
 
-    epochs: int = 8
+    epochs: int = 3
     learning_rate: float = 1e-3
     batch_entries: int = 512
     num_steps: int = 3
