@@ -53,12 +53,13 @@ class EagleDrafter:
     def observe(self, request_id: str, first_position: int, hidden_rows: torch.Tensor) -> None:
         """The target fed positions first_position .. first_position + len(hidden_rows) - 1 of the request;
         its hidden states there supersede any kept from earlier steps at those positions."""
-        kept = []
-        for start, rows in self._features.get(request_id, []):
-            if start < first_position:
-                kept.append((start, rows[: first_position - start]))
-        kept.append((first_position, hidden_rows))
-        self._features[request_id] = kept
+        pieces = self._features.setdefault(request_id, [])  # sorted by start, not overlapping
+        while pieces and pieces[-1][0] >= first_position:  # usually none: only rows of rejected drafts go
+            pieces.pop()
+        if pieces and pieces[-1][0] + pieces[-1][1].shape[0] > first_position:
+            start, rows = pieces[-1]
+            pieces[-1] = (start, rows[: first_position - start])
+        pieces.append((first_position, hidden_rows))
         self._computed[request_id] = min(self._computed.get(request_id, 0), first_position)
 
     @torch.inference_mode()
