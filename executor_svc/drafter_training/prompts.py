@@ -59,7 +59,8 @@ def passage_requests(max_chars: int = 700) -> list[str]:
 
 
 SHARES = (("chat", 0.55), ("math", 0.1), ("passage", 0.15), ("stdlib", 0.2))
-"""The mix of request kinds in a training set (MT-Bench-like chat first; code and documentation after)."""
+"""The mix of request kinds in a training set; chat takes whatever the other kinds leave (0.55 when their
+pools are large enough)."""
 
 
 def training_requests(count: int, seed: int) -> list[str]:
