@@ -13,7 +13,7 @@ from executor_svc.step_profile import StepProfiler
 from stepahead_proto import executor_pb2
 
 DEFAULT_CONTEXT_LEN = 64
-DEFAULT_REPEATS = 3
+DEFAULT_REPEATS = 8
 DEFAULT_CALIBRATION_TOKENS = 32
 MAX_BATCH_SIZE = 4096
 MAX_CALIBRATION_PROMPTS = 256

@@ -4,6 +4,12 @@ per-position acceptance on calibration prompts (greedy).
 
 Requests are dummies the executor owns for the measurement (ids start with ``__profile``), given
 contiguous blocks of the KV cache; the runner is reset afterwards.
+
+The step times of a shared machine drift in regimes that last several steps (measured on the 2-core box:
+B = 1, K = 0 steps at 45-56 ms for four steps, then 72-77 ms for eight), so measuring K = 0 first and
+K = 5 last put each column in a different regime (ITL(1, 1) / ITL(1, 0) read 1.0 to 1.30 between
+profiles of the same executor). Each cycle therefore runs every K once, in alternating order, and a
+column's time is ITL(B, 0) times the median over cycles of its ratio to that cycle's K = 0 step.
 """
 
 from __future__ import annotations
@@ -42,9 +48,10 @@ class StepProfiler:
     def step_times_ms(
         self, batch_sizes: list[int], max_k: int, context_len: int = 64, repeats: int = 3
     ) -> list[list[float]]:
-        """Median step time [len(batch_sizes)][K + 1] in ms for K = 0..max_k (one warm-up step each).
+        """Step time [len(batch_sizes)][K + 1] in ms for K = 0..max_k.
 
-        Each batch size is prefilled once; its K columns are then timed one after the other on it."""
+        Each batch size is prefilled once, then timed over ``repeats`` cycles (after one warm-up cycle)
+        that each run every K once; see ``column_times``."""
         return [self._time_batch(batch_size, max_k, context_len, repeats) for batch_size in batch_sizes]
 
     def fits(self, batch_size: int, max_k: int, context_len: int = 64, repeats: int = 3) -> bool:
@@ -84,20 +91,20 @@ class StepProfiler:
         tokens_per_request = self._timing_tokens(max_k, context_len, repeats)
         dummies = self._dummies([list(prompt) for _ in range(batch_size)], tokens_per_request)
         self.runner.reset()
-        row = []
+        cycles: list[list[float]] = []
         try:
             self._prefill(dummies, max_k)
-            for k in range(max_k + 1):
-                times = []
-                for _ in range(repeats + 1):
+            for cycle in range(repeats + 1):  # cycle 0 warms every K up and is not kept
+                times = [0.0] * (max_k + 1)
+                for k in cycle_order(cycle, max_k):
                     step = self._decode_step(dummies, k, k)
                     start = time.perf_counter()
                     self.runner.execute(step)
-                    times.append(time.perf_counter() - start)
-                row.append(1000 * statistics.median(times[1:]))
+                    times[k] = 1000 * (time.perf_counter() - start)
+                cycles.append(times)
         finally:
             self.runner.reset()
-        return row
+        return column_times(cycles[1:])
 
     def _dummies(self, prompts: list[list[int]], tokens_per_request: int) -> list[_Dummy]:
         blocks = -(-tokens_per_request // self.runner.block_size)
@@ -128,3 +135,22 @@ class StepProfiler:
     def _next_id(self) -> int:
         self._step_id += 1
         return self._step_id
+
+
+def cycle_order(cycle: int, max_k: int) -> list[int]:
+    """The order K = 0..max_k run in within one timing cycle: ascending, then descending, alternately
+    (so no K is always the one right after the prefill or right after the largest step)."""
+    ascending = list(range(max_k + 1))
+    return ascending if cycle % 2 == 0 else ascending[::-1]
+
+
+def column_times(cycles: list[list[float]]) -> list[float]:
+    """ITL for K = 0..max_k from timing cycles (``cycles[c][k]``: the step of cycle c with K drafts, ms).
+
+    K = 0 takes its median over cycles; K > 0 takes that times the median of its ratio to the K = 0 step
+    of the same cycle: a slow spell that covers a whole cycle then cancels out instead of landing in
+    whichever column was being timed."""
+    if not cycles:
+        raise ValueError("repeats: at least one timing cycle is needed")
+    base = statistics.median(cycle[0] for cycle in cycles)
+    return [base * statistics.median(cycle[k] / cycle[0] for cycle in cycles) for k in range(len(cycles[0]))]

@@ -24,10 +24,10 @@ from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 logger = logging.getLogger(__name__)
 
-PROFILE_FORMAT = 1
+PROFILE_FORMAT = 2
 """Bump when the measurement changes meaning: every cached profile becomes stale."""
 CONTEXT_LEN = 64
-REPEATS = 3
+REPEATS = 8
 CALIBRATION_TOKENS = 32
 NUM_CALIBRATION_PROMPTS = 16
 

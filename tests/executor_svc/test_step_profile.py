@@ -8,7 +8,7 @@ from tiny_models import make_tiny_llama
 
 from executor_svc.config import ExecutorConfig
 from executor_svc.server import build_runner
-from executor_svc.step_profile import StepProfiler
+from executor_svc.step_profile import StepProfiler, column_times, cycle_order
 
 
 @pytest.fixture(scope="module")
@@ -38,3 +38,25 @@ def test_a_batch_that_does_not_fit_the_cache_is_refused(profiler):
     with pytest.raises(ValueError, match="batch_sizes"):
         profiler.step_times_ms([1000], max_k=1, context_len=64, repeats=1)
     assert profiler.runner.requests == {}
+
+
+def test_cycles_run_every_k_once_in_alternating_order():
+    assert [cycle_order(cycle, 3) for cycle in range(3)] == [[0, 1, 2, 3], [3, 2, 1, 0], [0, 1, 2, 3]]
+
+
+def test_a_slow_spell_over_whole_cycles_cancels_out():
+    # True costs 50 / 55 / 70 ms; cycles 2-4 ran 1.5x slower (another job on the machine). Timed column
+    # after column, K = 2 would have caught the slow spell alone; per-cycle ratios do not care.
+    cycles = [[50.0 * f, 55.0 * f, 70.0 * f] for f in (1.0, 1.0, 1.5, 1.5, 1.5)]
+    assert column_times(cycles) == pytest.approx([75.0, 82.5, 105.0])
+    assert column_times(cycles)[1] / column_times(cycles)[0] == pytest.approx(1.1)
+
+
+def test_one_spike_in_a_cycle_does_not_move_the_estimate():
+    cycles = [[50.0, 55.0], [50.0, 55.0], [50.0, 400.0], [50.0, 55.0], [300.0, 55.0]]
+    assert column_times(cycles) == pytest.approx([50.0, 55.0])
+
+
+def test_no_cycle_is_an_error_naming_the_field():
+    with pytest.raises(ValueError, match="repeats"):
+        column_times([])
