@@ -22,6 +22,11 @@ from executor_svc.model_runner import ModelRunner
 from stepahead_proto import executor_pb2, sampling_pb2
 
 PROFILE_PREFIX = "__profile"
+MIN_CYCLES = 3
+"""Timing cycles every batch size gets (unless ``repeats`` asks for fewer)."""
+BATCH_BUDGET_S = 5.0
+"""Past MIN_CYCLES, no new cycle starts once a batch size's timed cycles took this long: large batches,
+whose longer steps average short spells out anyway, stop early and keep the profile within its budget."""
 GREEDY = sampling_pb2.SamplingParams(temperature=0.0)
 
 
@@ -50,8 +55,8 @@ class StepProfiler:
     ) -> list[list[float]]:
         """Step time [len(batch_sizes)][K + 1] in ms for K = 0..max_k.
 
-        Each batch size is prefilled once, then timed over ``repeats`` cycles (after one warm-up cycle)
-        that each run every K once; see ``column_times``."""
+        Each batch size is prefilled once, then timed over at most ``repeats`` cycles (after one warm-up
+        cycle) that each run every K once; see ``column_times``, MIN_CYCLES and BATCH_BUDGET_S."""
         return [self._time_batch(batch_size, max_k, context_len, repeats) for batch_size in batch_sizes]
 
     def fits(self, batch_size: int, max_k: int, context_len: int = 64, repeats: int = 3) -> bool:
@@ -94,17 +99,23 @@ class StepProfiler:
         cycles: list[list[float]] = []
         try:
             self._prefill(dummies, max_k)
-            for cycle in range(repeats + 1):  # cycle 0 warms every K up and is not kept
-                times = [0.0] * (max_k + 1)
-                for k in cycle_order(cycle, max_k):
-                    step = self._decode_step(dummies, k, k)
-                    start = time.perf_counter()
-                    self.runner.execute(step)
-                    times[k] = 1000 * (time.perf_counter() - start)
-                cycles.append(times)
+            self._time_cycle(dummies, 0, max_k)  # warms every K up; not kept
+            while len(cycles) < repeats and not (len(cycles) >= MIN_CYCLES
+                                                 and sum(map(sum, cycles)) >= 1000 * BATCH_BUDGET_S):
+                cycles.append(self._time_cycle(dummies, len(cycles) + 1, max_k))
         finally:
             self.runner.reset()
-        return column_times(cycles[1:])
+        return column_times(cycles)
+
+    def _time_cycle(self, dummies: list[_Dummy], cycle: int, max_k: int) -> list[float]:
+        """One decode step per K (in ``cycle_order``); their times in ms, indexed by K."""
+        times = [0.0] * (max_k + 1)
+        for k in cycle_order(cycle, max_k):
+            step = self._decode_step(dummies, k, k)
+            start = time.perf_counter()
+            self.runner.execute(step)
+            times[k] = 1000 * (time.perf_counter() - start)
+        return times
 
     def _dummies(self, prompts: list[list[int]], tokens_per_request: int) -> list[_Dummy]:
         blocks = -(-tokens_per_request // self.runner.block_size)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from tiny_models import make_tiny_llama
 
+from executor_svc import step_profile
 from executor_svc.config import ExecutorConfig
 from executor_svc.server import build_runner
 from executor_svc.step_profile import StepProfiler, column_times, cycle_order
@@ -24,6 +25,16 @@ def test_step_times_cover_the_grid_and_leave_no_request_behind(profiler):
     assert len(table) == 2 and all(len(row) == 4 for row in table)
     assert all(value > 0 for row in table for value in row)
     assert profiler.runner.requests == {}
+
+
+@pytest.mark.parametrize(("budget_s", "timed_cycles"), [(0.0, step_profile.MIN_CYCLES), (1e9, 5)])
+def test_cycles_stop_at_the_batch_budget_but_not_before_the_minimum(profiler, monkeypatch, budget_s, timed_cycles):
+    monkeypatch.setattr(step_profile, "BATCH_BUDGET_S", budget_s)
+    steps = []
+    execute = profiler.runner.execute
+    monkeypatch.setattr(profiler.runner, "execute", lambda step: steps.append(step) or execute(step))
+    profiler.step_times_ms([2], max_k=3, context_len=24, repeats=5)
+    assert len(steps) == 1 + (1 + timed_cycles) * 4  # the prefill, the warm-up cycle, the timed cycles
 
 
 def test_acceptance_is_measured_per_position(profiler):
