@@ -106,12 +106,14 @@ class SpecStats(_AsDict):
     """steps_per_k[k]: decode steps that verified k drafts (the K the scheduler chose; dynamic K varies it)."""
     mean_k: float = 0.0
     """Mean K over the request's decode steps."""
+    tried_per_position: tuple[int, ...] = ()
+    """tried_per_position[i]: verify steps with a draft slot at position i and positions 0..i-1 accepted."""
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.SpecStats) -> SpecStats:
         """Build from a SpecStats message."""
         return cls(msg.drafted, msg.accepted, tuple(msg.accepted_per_position), msg.mean_acceptance_length,
-                   msg.verify_steps, tuple(msg.steps_per_k), msg.mean_k)
+                   msg.verify_steps, tuple(msg.steps_per_k), msg.mean_k, tuple(msg.tried_per_position))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ class SpecStatsTracker:
     accepted: int = 0
     verify_steps: int = 0
     accepted_per_position: list[int] = field(default_factory=list)
+    tried_per_position: list[int] = field(default_factory=list)
+    """tried_per_position[i]: verify steps with a slot at position i and positions 0..i-1 accepted."""
     steps_per_k: list[int] = field(default_factory=list)
     """steps_per_k[k]: decode steps that verified k draft slots."""
 
@@ -25,8 +27,11 @@ class SpecStatsTracker:
         self.accepted += num_accepted
         if len(self.accepted_per_position) < num_slots:
             self.accepted_per_position.extend([0] * (num_slots - len(self.accepted_per_position)))
+            self.tried_per_position.extend([0] * (num_slots - len(self.tried_per_position)))
         for position in range(num_accepted):
             self.accepted_per_position[position] += 1
+        for position in range(min(num_slots, num_accepted + 1)):
+            self.tried_per_position[position] += 1
 
     def record_k(self, num_slots: int) -> None:
         """One decode step of the request verified ``num_slots`` draft slots (the K chosen for it)."""
@@ -50,4 +55,5 @@ class SpecStatsTracker:
             verify_steps=self.verify_steps,
             steps_per_k=self.steps_per_k,
             mean_k=self.mean_k,
+            tried_per_position=self.tried_per_position,
         )

@@ -64,10 +64,10 @@ def speculation_summary(result: LoadResult) -> dict:
     width = max((len(s.accepted_per_position) for s in specs), default=0)
     accepted_at = [sum(s.accepted_per_position[i] for s in specs if i < len(s.accepted_per_position))
                    for i in range(width)]
+    tried_at = [sum(s.tried_per_position[i] for s in specs if i < len(s.tried_per_position)) for i in range(width)]
     return {
-        # Conditional acceptance of draft position i (given positions 0..i-1 were accepted) over verify steps.
-        "acceptance_per_position": [count / previous if previous else 0.0
-                                    for count, previous in zip(accepted_at, [verify_steps, *accepted_at])],
+        # Conditional acceptance of draft position i: accepted / tried with positions 0..i-1 accepted.
+        "acceptance_per_position": [count / tried if tried else 0.0 for count, tried in zip(accepted_at, tried_at)],
         "steps_per_k": steps_per_k,
         "mean_k": sum(k * n for k, n in enumerate(steps_per_k)) / decode_steps if decode_steps else 0.0,
         "spec_drafted": drafted,

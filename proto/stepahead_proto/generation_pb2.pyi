@@ -128,7 +128,7 @@ class GenerateResponse(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[PositionLogprobs, _Mapping]]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., stop_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., spec: _Optional[_Union[SpecStats, _Mapping]] = ...) -> None: ...
 
 class SpecStats(_message.Message):
-    __slots__ = ("drafted", "accepted", "accepted_per_position", "mean_acceptance_length", "verify_steps", "steps_per_k", "mean_k")
+    __slots__ = ("drafted", "accepted", "accepted_per_position", "mean_acceptance_length", "verify_steps", "steps_per_k", "mean_k", "tried_per_position")
     DRAFTED_FIELD_NUMBER: _ClassVar[int]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     ACCEPTED_PER_POSITION_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +136,7 @@ class SpecStats(_message.Message):
     VERIFY_STEPS_FIELD_NUMBER: _ClassVar[int]
     STEPS_PER_K_FIELD_NUMBER: _ClassVar[int]
     MEAN_K_FIELD_NUMBER: _ClassVar[int]
+    TRIED_PER_POSITION_FIELD_NUMBER: _ClassVar[int]
     drafted: int
     accepted: int
     accepted_per_position: _containers.RepeatedScalarFieldContainer[int]
@@ -143,7 +144,8 @@ class SpecStats(_message.Message):
     verify_steps: int
     steps_per_k: _containers.RepeatedScalarFieldContainer[int]
     mean_k: float
-    def __init__(self, drafted: _Optional[int] = ..., accepted: _Optional[int] = ..., accepted_per_position: _Optional[_Iterable[int]] = ..., mean_acceptance_length: _Optional[float] = ..., verify_steps: _Optional[int] = ..., steps_per_k: _Optional[_Iterable[int]] = ..., mean_k: _Optional[float] = ...) -> None: ...
+    tried_per_position: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, drafted: _Optional[int] = ..., accepted: _Optional[int] = ..., accepted_per_position: _Optional[_Iterable[int]] = ..., mean_acceptance_length: _Optional[float] = ..., verify_steps: _Optional[int] = ..., steps_per_k: _Optional[_Iterable[int]] = ..., mean_k: _Optional[float] = ..., tried_per_position: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class AbortRequest(_message.Message):
     __slots__ = ("request_id",)

@@ -35,3 +35,20 @@ def test_the_bench_summary_reports_the_mean_k_over_decode_steps():
                RequestRecord(sent_at=0.0, spec=SpecStats(1, 1, (1,), 2.0, 1, (0, 1), 1.0))]
     summary = speculation_summary(LoadResult(concurrency=2, wall_s=1.0, records=records))
     assert summary["steps_per_k"] == [2, 1, 2] and summary["mean_k"] == 1.0
+
+
+def test_per_position_acceptance_divides_by_the_steps_that_tried_the_position():
+    # K changes between steps: position 2 was tried twice (both K=3 steps accepted position 1) and
+    # accepted once, though four steps accepted position 1. Dividing by those four would say 0.25.
+    tracker = SpecStatsTracker()
+    tracker.record(3, 3, 2)  # positions 1, 2 accepted, 3 rejected
+    tracker.record(3, 3, 1)  # position 1 accepted, 2 rejected
+    tracker.record(1, 1, 1)
+    tracker.record(1, 1, 1)
+    tracker.record(1, 1, 0)
+    message = tracker.to_proto()
+    assert list(message.accepted_per_position) == [4, 1, 0]
+    assert list(message.tried_per_position) == [5, 2, 1]
+    record = RequestRecord(sent_at=0.0, spec=SpecStats.from_proto(message))
+    summary = speculation_summary(LoadResult(concurrency=1, wall_s=1.0, records=[record]))
+    assert summary["acceptance_per_position"] == [0.8, 0.5, 0.0]
