@@ -9,11 +9,10 @@ from pathlib import Path
 
 from executor_svc.config import ExecutorConfig
 from executor_svc.model_runner import ModelRunner
-from executor_svc.step_profile import StepProfiler
+from executor_svc.step_profile import MAX_CYCLES, StepProfiler
 from stepahead_proto import executor_pb2
 
 DEFAULT_CONTEXT_LEN = 64
-DEFAULT_REPEATS = 8
 DEFAULT_CALIBRATION_TOKENS = 32
 MAX_BATCH_SIZE = 4096
 MAX_CALIBRATION_PROMPTS = 256
@@ -72,7 +71,7 @@ def run_profile(
     profiler = StepProfiler(runner, description.num_kv_blocks)
     max_k = description.max_num_spec_tokens
     context_len = request.context_len or DEFAULT_CONTEXT_LEN
-    repeats = request.repeats or DEFAULT_REPEATS
+    repeats = request.repeats or MAX_CYCLES
     sizes = [size for size in request.batch_sizes if profiler.fits(size, max_k, context_len, repeats)]
     _check(bool(sizes), "batch_sizes", f"not even {request.batch_sizes[0]} requests fit the KV cache")
     table = monotone(profiler.step_times_ms(sizes, max_k, context_len, repeats))

@@ -22,6 +22,8 @@ from executor_svc.model_runner import ModelRunner
 from stepahead_proto import executor_pb2, sampling_pb2
 
 PROFILE_PREFIX = "__profile"
+MAX_CYCLES = 8
+"""Timing cycles per batch size unless a Profile request asks for another number (its ``repeats``)."""
 MIN_CYCLES = 3
 """Timing cycles every batch size gets (unless ``repeats`` asks for fewer)."""
 BATCH_BUDGET_S = 5.0
@@ -51,7 +53,7 @@ class StepProfiler:
         return self.num_blocks // -(-tokens_per_request // self.runner.block_size)
 
     def step_times_ms(
-        self, batch_sizes: list[int], max_k: int, context_len: int = 64, repeats: int = 3
+        self, batch_sizes: list[int], max_k: int, context_len: int = 64, repeats: int = MAX_CYCLES
     ) -> list[list[float]]:
         """Step time [len(batch_sizes)][K + 1] in ms for K = 0..max_k.
 
@@ -59,7 +61,7 @@ class StepProfiler:
         cycle) that each run every K once; see ``column_times``, MIN_CYCLES and BATCH_BUDGET_S."""
         return [self._time_batch(batch_size, max_k, context_len, repeats) for batch_size in batch_sizes]
 
-    def fits(self, batch_size: int, max_k: int, context_len: int = 64, repeats: int = 3) -> bool:
+    def fits(self, batch_size: int, max_k: int, context_len: int = 64, repeats: int = MAX_CYCLES) -> bool:
         """Whether a timing batch of ``batch_size`` requests fits the KV cache."""
         return batch_size <= self.max_batch_size(self._timing_tokens(max_k, context_len, repeats))
 
@@ -97,12 +99,13 @@ class StepProfiler:
         dummies = self._dummies([list(prompt) for _ in range(batch_size)], tokens_per_request)
         self.runner.reset()
         cycles: list[list[float]] = []
+        timed_ms = 0.0
         try:
             self._prefill(dummies, max_k)
             self._time_cycle(dummies, 0, max_k)  # warms every K up; not kept
-            while len(cycles) < repeats and not (len(cycles) >= MIN_CYCLES
-                                                 and sum(map(sum, cycles)) >= 1000 * BATCH_BUDGET_S):
+            while len(cycles) < repeats and (len(cycles) < MIN_CYCLES or timed_ms < 1000 * BATCH_BUDGET_S):
                 cycles.append(self._time_cycle(dummies, len(cycles) + 1, max_k))
+                timed_ms += sum(cycles[-1])
         finally:
             self.runner.reset()
         return column_times(cycles)

@@ -360,7 +360,8 @@ class Engine:
         self.stats.spec_drafted += step_spec.drafted
         self.stats.spec_accepted += step_spec.accepted
         self.metrics.observe_speculation(
-            step_spec.drafted, step_spec.accepted, step_spec.accepted_per_position
+            step_spec.drafted, step_spec.accepted, step_spec.accepted_per_position,
+            tried_per_position=step_spec.tried_per_position,
         )
 
     def _account_executor_time(self, result: executor_pb2.StepResult) -> None:

@@ -171,7 +171,13 @@ class SchedulerMetrics:
             f"{PREFIX}_spec_accepted_tokens_per_position", "Draft tokens accepted at each draft position (0-based).",
             ["position"], registry=registry,
         )
-        self._position_children: list[Counter] = []
+        self.spec_tried_per_position = Counter(
+            f"{PREFIX}_spec_tried_tokens_per_position",
+            "Verifies with a draft slot at each position (0-based) whose earlier positions were all accepted: "
+            "accepted / tried is the position's conditional acceptance, also when K changes between steps.",
+            ["position"], registry=registry,
+        )
+        self._position_children: dict[str, list[Counter]] = {"accepted": [], "tried": []}
         self.spec_k = Histogram(f"{PREFIX}_spec_num_draft_tokens", "K chosen per step (draft tokens to propose).",
                                 buckets=SPEC_K_BUCKETS, registry=registry)
 
@@ -216,20 +222,23 @@ class SchedulerMetrics:
         self.http_requests.labels(route=route, status=str(status)).inc()
 
     def observe_speculation(
-        self, drafted: int, accepted: int, accepted_per_position: Sequence[int], k: int | None = None
+        self, drafted: int, accepted: int, accepted_per_position: Sequence[int], k: int | None = None,
+        tried_per_position: Sequence[int] = (),
     ) -> None:
-        """One step's speculation totals: drafts verified, accepted, accepted at each position, and the K chosen."""
+        """One step's speculation totals: drafts verified, accepted, accepted and tried at each position, and the
+        K chosen."""
         self.spec_drafted.inc(drafted)
         self.spec_accepted.inc(accepted)
-        for position, count in enumerate(accepted_per_position):
-            if count:
-                self._position_counter(position).inc(count)
+        for kind, counts in (("accepted", accepted_per_position), ("tried", tried_per_position)):
+            for position, count in enumerate(counts):
+                if count:
+                    self._position_counter(kind, position).inc(count)
         if k is not None:
             self.spec_k.observe(k)
 
-    def _position_counter(self, position: int) -> Counter:
-        while len(self._position_children) <= position:  # label lookups cached: one per position, ever
-            self._position_children.append(
-                self.spec_accepted_per_position.labels(position=str(len(self._position_children)))
-            )
-        return self._position_children[position]
+    def _position_counter(self, kind: str, position: int) -> Counter:
+        family = self.spec_accepted_per_position if kind == "accepted" else self.spec_tried_per_position
+        children = self._position_children[kind]
+        while len(children) <= position:  # label lookups cached: one per position, ever
+            children.append(family.labels(position=str(len(children))))
+        return children[position]

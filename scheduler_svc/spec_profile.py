@@ -27,7 +27,6 @@ logger = logging.getLogger(__name__)
 PROFILE_FORMAT = 2
 """Bump when the measurement changes meaning: every cached profile becomes stale."""
 CONTEXT_LEN = 64
-REPEATS = 8
 CALIBRATION_TOKENS = 32
 NUM_CALIBRATION_PROMPTS = 16
 
@@ -120,8 +119,9 @@ def profile_request(
 ) -> executor_pb2.ProfileRequest:
     """The ProfileRequest for this executor: the grid, the context and the calibration prompts."""
     max_prompt = max(1, min(256, description.max_model_len // 4))
+    # repeats left 0: the executor's own number of timing cycles (step_profile.MAX_CYCLES).
     request = executor_pb2.ProfileRequest(batch_sizes=batch_sizes, context_len=min(CONTEXT_LEN, max_prompt),
-                                          repeats=REPEATS, calibration_max_tokens=CALIBRATION_TOKENS)
+                                          calibration_max_tokens=CALIBRATION_TOKENS)
     for ids in calibration_token_ids(tokenizer, description.vocab_size, max_prompt):
         request.calibration_prompts.add(ids=ids)
     return request

@@ -3,8 +3,9 @@ import statistics, time
 from executor_svc.config import ExecutorConfig
 from executor_svc.server import build_runner
 from executor_svc.step_profile import StepProfiler
+from client.model_resolver import resolve_model
 
-M = "/root/.cache/stepahead/models/SmolLM2-135M-Instruct"
+M = str(resolve_model(None))  # the default model
 setups = {}
 for name, cfg in {"none": ExecutorConfig(model_dir=M, spec_method="none", num_threads=2),
                   "ngram": ExecutorConfig(model_dir=M, spec_method="ngram", num_spec_tokens=5, num_threads=2)}.items():

@@ -121,14 +121,20 @@ def test_errors_are_counted_by_code():
 
 def test_speculation_counters_per_position_and_chosen_k():
     metrics = SchedulerMetrics()
-    metrics.observe_speculation(drafted=6, accepted=4, accepted_per_position=[2, 1, 1], k=3)
-    metrics.observe_speculation(drafted=3, accepted=1, accepted_per_position=[1, 0, 0], k=0)
+    metrics.observe_speculation(drafted=6, accepted=4, accepted_per_position=[2, 1, 1], k=3,
+                                tried_per_position=[2, 2, 1])
+    metrics.observe_speculation(drafted=3, accepted=1, accepted_per_position=[1, 0, 0], k=0,
+                                tried_per_position=[1, 1, 0])
     assert value(metrics, "stepahead_scheduler_spec_draft_tokens_total") == 9
     assert value(metrics, "stepahead_scheduler_spec_accepted_tokens_total") == 5
     per_position = [
         value(metrics, "stepahead_scheduler_spec_accepted_tokens_per_position_total", position=str(p)) for p in range(3)
     ]
     assert per_position == [3, 1, 1]
+    tried = [
+        value(metrics, "stepahead_scheduler_spec_tried_tokens_per_position_total", position=str(p)) for p in range(3)
+    ]
+    assert tried == [3, 3, 1]
     assert value(metrics, "stepahead_scheduler_spec_num_draft_tokens_count") == 2
     assert value(metrics, "stepahead_scheduler_spec_num_draft_tokens_bucket", le="0.0") == 1
 
