@@ -14,6 +14,7 @@ from pathlib import Path
 
 from client.cache import stepahead_cache_dir
 from client.subprocess_runner import run_checked
+from stepahead_common.cache_lock import cache_entry_lock
 
 _DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 _DEFAULT_SPECS = (None, "default")
@@ -62,7 +63,7 @@ def ensure_default_model(cache_dir: Path | None = None) -> Path:
     """The default model's converted directory, converting it first if it is missing."""
     target = stepahead_cache_dir(cache_dir) / "models" / _DEFAULT_MODEL_NAME
     if not is_complete_model_dir(target):
-        _convert_atomically(target, gguf_file=None)
+        _convert_once(target, gguf_file=None)
     return target
 
 
@@ -70,7 +71,7 @@ def ensure_converted_gguf(gguf_file: Path, cache_dir: Path | None = None) -> Pat
     """The converted directory of a .gguf file (keyed by its file name), converting if needed."""
     target = stepahead_cache_dir(cache_dir) / "models" / "gguf" / gguf_file.stem
     if not is_complete_model_dir(target):
-        _convert_atomically(target, gguf_file=gguf_file.resolve())
+        _convert_once(target, gguf_file=gguf_file.resolve())
     return target
 
 
@@ -96,6 +97,14 @@ def _looks_like_path(spec: str) -> bool:
         or spec.count("/") > 1
         or (os.sep != "/" and os.sep in spec)
     )
+
+
+def _convert_once(target: Path, gguf_file: Path | None) -> None:
+    """Convert unless another process did while this one waited: processes resolving the same target at once
+    (two servers, parallel test workers) run one conversion, and none deletes a directory another published."""
+    with cache_entry_lock(target):
+        if not is_complete_model_dir(target):
+            _convert_atomically(target, gguf_file)
 
 
 def _convert_atomically(target: Path, gguf_file: Path | None) -> None:

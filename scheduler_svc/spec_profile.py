@@ -8,6 +8,7 @@ drafter, dtype, device, thread count, K_max or batch grid is never used, only re
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -19,6 +20,7 @@ from typing import Any
 
 from scheduler_svc.dynamic_k import StepTimeProfile
 from scheduler_svc.tokenizer import Tokenizer
+from stepahead_common.cache_lock import cache_entry_lock
 from stepahead_common.stdlib_prompts import calibration_prompts
 from stepahead_proto import executor_pb2, executor_pb2_grpc
 
@@ -147,16 +149,22 @@ async def cached_or_measured(
     stub: executor_pb2_grpc.ExecutorStub, tokenizer: Tokenizer, description: executor_pb2.ExecutorDescription,
     batch_sizes: tuple[int, ...], cache_dir: Path,
 ) -> StepTimeProfile:
-    """The cached profile of this executor and grid, else a new measurement (then cached)."""
+    """The cached profile of this executor and grid, else a new measurement (then cached). Schedulers starting
+    at once with the same key measure once: the others wait for that profile instead of timing a busy machine."""
     key = ProfileKey.of(description, batch_sizes)
     path = cache_dir / key.file_name()
-    cached = load_cached(path, key)
-    if cached is not None:
-        logger.info("step profile from %s", path)
-        return cached
-    logger.info("profiling the executor (batch sizes %s, K 0..%d)", list(batch_sizes),
-                description.max_num_spec_tokens)
-    document = await measure(stub, tokenizer, description, batch_sizes)
-    write_document(path, document)
+    lock = cache_entry_lock(path)
+    await asyncio.to_thread(lock.acquire)
+    try:
+        cached = load_cached(path, key)
+        if cached is not None:
+            logger.info("step profile from %s", path)
+            return cached
+        logger.info("profiling the executor (batch sizes %s, K 0..%d)", list(batch_sizes),
+                    description.max_num_spec_tokens)
+        document = await measure(stub, tokenizer, description, batch_sizes)
+        write_document(path, document)
+    finally:
+        lock.release()
     logger.info("step profile measured in %.1f s, cached in %s", document["profile_s"], path)
     return StepTimeProfile.from_dict(document["profile"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,8 +16,36 @@ for _sub in ("executor_svc", "scheduler_svc", "fixtures"):
         sys.path.insert(0, str(_TESTS_DIR / _sub))
 
 
+def pytest_configure(config):
+    """Under pytest-xdist each worker gets one core: its own torch work and every process it starts (their
+    torch reads OMP_NUM_THREADS unless a test passes --num-threads) use one thread, so workers do not fight."""
+    from cpu_share import parallel_workers
+
+    if parallel_workers() > 1:
+        os.environ["OMP_NUM_THREADS"] = "1"
+        import torch
+
+        torch.set_num_threads(1)
+
+
 def pytest_collection_modifyitems(config, items):
-    """GPU tests skip cleanly without CUDA."""
+    """Long modules first; GPU tests skip cleanly without CUDA."""
+    _long_modules_first(items)
+    _skip_gpu_tests_without_cuda(items)
+
+
+def _long_modules_first(items) -> None:
+    """Modules with tests on the real default model, then modules that start processes, then the rest, each
+    module kept whole and in order: pytest-xdist (--dist loadscope) then starts the long modules first instead
+    of leaving one of them to run alone at the end."""
+    rank: dict[Path, int] = {}
+    for item in items:
+        own = 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("stack") else 2
+        rank[item.path] = min(rank.get(item.path, 2), own)
+    items.sort(key=lambda item: rank[item.path])
+
+
+def _skip_gpu_tests_without_cuda(items) -> None:
     try:
         import torch
 

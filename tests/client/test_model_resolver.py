@@ -9,7 +9,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -126,6 +128,21 @@ def test_a_concurrent_conversion_that_won_is_used(
     monkeypatch.setattr(model_resolver, "run_checked", FakeConverter(racing_target=target))
     assert resolve_model(None, cache_dir=tmp_path) == target
     assert _leftovers(target.parent) == []
+
+
+def test_resolvers_at_the_same_time_convert_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    class SlowConverter(FakeConverter):
+        def __call__(self, command: Sequence[str], description: str) -> None:
+            time.sleep(0.3)  # long enough for the other resolver to arrive while this one converts
+            super().__call__(command, description)
+
+    slow = SlowConverter()
+    monkeypatch.setattr(model_resolver, "run_checked", slow)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: resolve_model(None, cache_dir=tmp_path), range(2)))
+    assert results == [tmp_path / "models" / default_model_name()] * 2
+    assert len(slow.commands) == 1
+    assert is_complete_model_dir(results[0])
 
 
 def test_gguf_file_is_converted_into_the_cache_by_name(

@@ -60,16 +60,17 @@ def _refuse_subprocess(command: Sequence[str], description: str) -> None:
 
 @pytest.mark.slow
 def test_default_model_converts_to_an_fp32_hf_dir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    default_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The shared fixture's conversion (made by this code on a fresh machine such as CI's) is checked here, not
+    converted a second time."""
     from safetensors import safe_open
     from tokenizers import Tokenizer
 
     from client import model_resolver
 
-    model_dir = model_resolver.resolve_model(None, cache_dir=tmp_path)
-
-    assert model_dir == tmp_path / "models" / "SmolLM2-135M-Instruct"
+    model_dir = default_model_dir
+    assert model_dir.name == "SmolLM2-135M-Instruct" and model_dir.parent.name == "models"
     config = json.loads((model_dir / "config.json").read_text())
     assert config["model_type"] == "llama" and "quantization_config" not in config
     assert config["num_hidden_layers"] == 30 and config["vocab_size"] == 49152
@@ -82,4 +83,4 @@ def test_default_model_converts_to_an_fp32_hf_dir(
     assert "im_start" in (model_dir / "chat_template.jinja").read_text()
 
     monkeypatch.setattr(model_resolver, "run_checked", _refuse_subprocess)
-    assert model_resolver.resolve_model("default", cache_dir=tmp_path) == model_dir
+    assert model_resolver.resolve_model("default", cache_dir=model_dir.parent.parent) == model_dir

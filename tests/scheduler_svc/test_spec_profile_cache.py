@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 
 import pytest
 from tiny_tokenizers import build_byte_level
@@ -53,6 +54,34 @@ def test_a_profile_is_measured_once_then_read_from_the_cache(tokenizer, tmp_path
     assert first == second and len(stub.requests) == 1
     document = json.loads(next(tmp_path.glob("profile-*.json")).read_text())
     assert document["key"]["batch_sizes"] == [1, 2, 4] and document["key"]["model_fingerprint"] == "abc"
+
+
+class SlowStub(FakeStub):
+    """A profile that takes a while, so a second scheduler starts while the first one measures."""
+
+    async def Profile(self, request):
+        await asyncio.sleep(0.3)
+        return await super().Profile(request)
+
+
+def _measure_in_a_process(tokenizer, cache_dir, results) -> None:
+    stub = SlowStub()
+    obtain(stub, tokenizer, DESCRIPTION, cache_dir)
+    results.put(len(stub.requests))
+
+
+def test_schedulers_starting_together_measure_once(tokenizer, tmp_path):
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    processes = [context.Process(target=_measure_in_a_process, args=(tokenizer, tmp_path, results))
+                 for _ in range(2)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=60)
+    assert [process.exitcode for process in processes] == [0, 0]
+    assert sorted(results.get(timeout=5) for _ in processes) == [0, 1]  # one measured, the other read its profile
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("profile-")] == []
 
 
 @pytest.mark.parametrize("field, value", [

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cpu_share import executor_threads
 
 from client.stack import LocalStack
 
@@ -39,7 +40,8 @@ class StackLauncher:
     def __call__(self, model_dir: Path, executor_flags=(), scheduler_flags=(), executor_groups: int = 1) -> LocalStack:
         stack = LocalStack(
             str(model_dir),
-            executor_flags=["--num-threads", "2", *small_kv_cache(model_dir, executor_flags), *executor_flags],
+            executor_flags=["--num-threads", executor_threads(), *small_kv_cache(model_dir, executor_flags),
+                            *executor_flags],
             scheduler_flags=list(scheduler_flags),
             executor_groups=executor_groups,
         )

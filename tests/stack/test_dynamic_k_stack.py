@@ -15,6 +15,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from cpu_share import executor_threads
 from test_speculative_decoding import make_prompts
 
 from client import Client
@@ -65,7 +66,8 @@ def k_histogram(stack) -> dict[str, float]:
 def write_switching_profile(model_dir, spec_flags: list[str], cache_dir) -> None:
     """Profile with the CLI (exactly as the stack's executor will run), then swap in SWITCHING_TABLE."""
     measured = cache_dir / "measured.json"
-    subprocess.run([sys.executable, "-m", "client.cli", "profile", "--model", str(model_dir), "--num-threads", "2",
+    subprocess.run([sys.executable, "-m", "client.cli", "profile", "--model", str(model_dir),
+                    "--num-threads", executor_threads(),
                     *spec_flags, "--out", str(measured)], check=True, capture_output=True, timeout=300)
     document = json.loads(measured.read_text())
     assert document["key"]["batch_sizes"] == [1, 2, 4, 8, 16, 32, 64]

@@ -12,6 +12,7 @@ import signal
 import time
 
 import pytest
+from cpu_share import executor_threads
 
 from client import AsyncClient, Client, UnavailableError
 from client.launcher import ServiceProcess
@@ -58,7 +59,8 @@ def kill_and_restart(stack, executor_flags: list[str]) -> None:
     stack.executor.process.wait(10)
     port = stack.executor_address.rpartition(":")[2]
     stack.executors[0] = ServiceProcess("executor", ServiceProcess.cli_argv(
-        "executor", "--model", stack.model_dir, "--host", "127.0.0.1", "--port", port, "--num-threads", "2",
+        "executor", "--model", stack.model_dir, "--host", "127.0.0.1", "--port", port,
+        "--num-threads", executor_threads(),
         *executor_flags))
     stack.executor.start(EXECUTOR_BOUND, timeout_s=300)
 
@@ -82,7 +84,7 @@ def test_serve_restarts_a_crashed_executor_and_16_requests_complete_token_for_to
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEPAHEAD_")}
     serve = ServiceProcess("serve", ServiceProcess.cli_argv(
-        "serve", "--model", str(tiny_model_dir), "--port", "0", "--num-threads", "2"), env)
+        "serve", "--model", str(tiny_model_dir), "--port", "0", "--num-threads", executor_threads()), env)
 
     def kill_executor() -> None:
         executors = [p for p in psutil.Process(serve.process.pid).children(recursive=True)

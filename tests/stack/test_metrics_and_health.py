@@ -11,6 +11,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import grpc
 import pytest
+from cpu_share import executor_threads
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from client import Client, InvalidArgumentError
@@ -71,7 +72,8 @@ class MeteredStack:
         self.model_dir = model_dir
         self.executor = ServiceProcess(
             "executor",
-            ServiceProcess.cli_argv("executor", "--model", model_dir, "--port", "0", "--num-threads", "2",
+            ServiceProcess.cli_argv("executor", "--model", model_dir, "--port", "0",
+                                    "--num-threads", executor_threads(),
                                     "--num-kv-blocks", "10", "--metrics-port", "0"),
         )
         self.scheduler: ServiceProcess | None = None
@@ -203,7 +205,7 @@ def test_killed_executor_requests_resume_on_a_restarted_one(metered_stack):
         port = metered_stack.executor_address.rpartition(":")[2]
         metered_stack.executor = ServiceProcess(
             "executor", ServiceProcess.cli_argv("executor", "--model", metered_stack.model_dir, "--port", port,
-                                                "--num-threads", "2", "--num-kv-blocks", "10"),
+                                                "--num-threads", executor_threads(), "--num-kv-blocks", "10"),
         )
         metered_stack.executor.start(EXECUTOR_BOUND, timeout_s=300)
         for chunk in stream:

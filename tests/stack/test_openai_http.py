@@ -17,6 +17,7 @@ import time
 import httpx
 import openai
 import pytest
+from cpu_share import executor_threads
 
 from client import AsyncClient, Client
 from client.bench.otlp_receiver import OtlpReceiver
@@ -38,7 +39,7 @@ def receiver():
 def stack(request, tiny_model_dir, receiver):
     env = {key: value for key, value in os.environ.items() if not key.startswith(("OTEL_", "STEPAHEAD_"))}
     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY="100")
-    stack = LocalStack(str(tiny_model_dir), ["--num-threads", "2"],
+    stack = LocalStack(str(tiny_model_dir), ["--num-threads", executor_threads()],
                        ["--http-port", "0", "--metrics-port", "0"], env=env)
     failed_before = request.session.testsfailed
     try:

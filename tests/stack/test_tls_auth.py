@@ -18,6 +18,7 @@ import subprocess
 import httpx
 import openai
 import pytest
+from cpu_share import executor_threads
 
 from client import AsyncClient, Client, UnauthenticatedError, UnavailableError
 from client.certs import make_certs
@@ -50,7 +51,7 @@ def clean_env() -> dict[str, str]:
 def secure_stack(request, tiny_model_dir, certs, tmp_path_factory):
     key_file = tmp_path_factory.mktemp("keys") / "keys.txt"
     key_file.write_text("# accepted keys\n" + "\n".join(KEYS) + "\n")
-    executor_flags = ["--num-threads", "2", "--max-model-len", "256", "--tls-cert", str(certs.server),
+    executor_flags = ["--num-threads", executor_threads(), "--max-model-len", "256", "--tls-cert", str(certs.server),
                       "--tls-key", str(certs.server_key), "--tls-client-ca", str(certs.ca)]
     scheduler_flags = ["--http-port", "0", "--tls-cert", str(certs.server), "--tls-key", str(certs.server_key),
                        "--api-key-file", str(key_file), "--executor-tls-ca", str(certs.ca),
@@ -166,7 +167,7 @@ def test_cli_generate_and_health_with_tls_and_key(secure_stack, certs):
 
 def test_serve_with_tls_mtls_and_a_key_runs_end_to_end(tiny_model_dir, certs):
     serve = ServiceProcess("serve", ServiceProcess.cli_argv(
-        "serve", "--model", str(tiny_model_dir), "--port", "0", "--http-port", "0", "--num-threads", "2",
+        "serve", "--model", str(tiny_model_dir), "--port", "0", "--http-port", "0", "--num-threads", executor_threads(),
         "--max-model-len", "256", "--tls-cert", str(certs.server), "--tls-key", str(certs.server_key),
         "--tls-client-ca", str(certs.ca), "--executor-tls-ca", str(certs.ca), "--executor-tls-cert",
         str(certs.client), "--executor-tls-key", str(certs.client_key)), {**clean_env(), "STEPAHEAD_API_KEY": "k-1"})
