@@ -148,7 +148,8 @@ def serve(config: ExecutorConfig) -> None:
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)  # liveness
     health_servicer.set(EXECUTOR_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)  # readiness: after warm-up
-    compute = MirroringComputeLoop(RankChannel(ranks.tp)) if ranks.tp.enabled else ComputeLoop()
+    compute = (MirroringComputeLoop(RankChannel(ranks.tp), ranks.exit_if_broken) if ranks.tp.enabled
+               else ComputeLoop())
     metrics = ExecutorMetrics()
     executor_servicer = ExecutorServicer(compute, metrics)
     executor_pb2_grpc.add_ExecutorServicer_to_server(executor_servicer, server)

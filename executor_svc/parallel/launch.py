@@ -37,6 +37,8 @@ class RankGroup:
         self.tp = tp
         self.children = children
         self._stopping = threading.Event()
+        self._broken: tuple[Callable[[], bool], str] | None = None
+        """What the watcher checks, and how it names the failure."""
 
     def watch(self) -> None:
         """Exit this process when a rank it started exits, or when its rank 0 is gone (a local rank)."""
@@ -60,17 +62,29 @@ class RankGroup:
             except subprocess.TimeoutExpired:
                 child.kill()
 
+    def exit_if_broken(self) -> None:
+        """A job failed on this rank: when the group is broken, exit now rather than at the watcher's next look,
+        so no new Execute stream is accepted by a group that can no longer compute (the scheduler would see it
+        come back, resume its requests there and lose them again)."""
+        if self._broken is not None and not self._stopping.is_set() and self._broken[0]():
+            self._exit(self._broken[1])
+
     def _watch(self, failed: Callable[[], bool], what: str) -> None:
+        self._broken = (failed, what)
+
         def loop() -> None:
             while not failed():
                 if self._stopping.wait(WATCH_INTERVAL_S):
                     return
-            if self._stopping.is_set():
-                return
-            logger.error("tensor-parallel group lost: %s; exiting", what)
-            os._exit(1)  # the group's collectives can never complete now
+            if not self._stopping.is_set():
+                self._exit(what)
 
         threading.Thread(target=loop, name="rank-watch", daemon=True).start()
+
+    @staticmethod
+    def _exit(what: str) -> None:
+        logger.error("tensor-parallel group lost: %s; exiting", what)
+        os._exit(1)  # the group's collectives can never complete now
 
 
 def join_tensor_parallel_group(size: int, device: str) -> RankGroup:

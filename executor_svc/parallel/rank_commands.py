@@ -59,9 +59,11 @@ def mirrored_command(fn: Callable[..., Any], args: tuple[Any, ...]) -> Command |
 class MirroringComputeLoop(ComputeLoop):
     """Rank 0's compute loop: a job that drives the runner is broadcast to the other ranks as it starts."""
 
-    def __init__(self, channel: RankChannel) -> None:
+    def __init__(self, channel: RankChannel, on_job_failure: Callable[[], None] = lambda: None) -> None:
         super().__init__()
         self.channel = channel
+        self.on_job_failure = on_job_failure
+        """Called when a mirrored job raises (before the error goes on): RankGroup.exit_if_broken."""
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         return super().submit(*self._mirrored(fn, args))
@@ -75,8 +77,12 @@ class MirroringComputeLoop(ComputeLoop):
         return (fn, *args) if command is None else (self._send_then_run, command, fn, args)
 
     def _send_then_run(self, command: Command, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        self.channel.send(command)
-        return fn(*args)
+        try:
+            self.channel.send(command)
+            return fn(*args)
+        except Exception:
+            self.on_job_failure()
+            raise
 
     def run_forever(self) -> None:
         try:

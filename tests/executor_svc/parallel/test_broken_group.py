@@ -1,0 +1,97 @@
+"""A broken tensor-parallel group ends rank 0 at the first failed job, not at the watcher's next look."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from executor_svc.model_runner import ModelRunner
+from executor_svc.parallel import launch
+from executor_svc.parallel.launch import RankGroup
+from executor_svc.parallel.rank_commands import MirroringComputeLoop
+from executor_svc.parallel.tensor_parallel import TensorParallel
+
+
+class RecordingChannel:
+    def __init__(self) -> None:
+        self.sent: list[tuple] = []
+
+    def send(self, command: tuple) -> None:
+        self.sent.append(command)
+
+
+class PeerGoneRunner(ModelRunner):
+    """A runner whose collectives fail as gloo's do when a peer rank was killed."""
+
+    def __init__(self) -> None:  # no model: only the mirrored method's failure matters
+        pass
+
+    def reset(self) -> None:
+        raise RuntimeError("gloo/transport/tcp/pair.cc: Read error: Connection reset by peer")
+
+
+def run_on_loop(loop: MirroringComputeLoop, fn):
+    worker = threading.Thread(target=loop.run_forever)
+    worker.start()
+    try:
+        return loop.call(fn)
+    finally:
+        loop.stop()
+        worker.join(timeout=10)
+
+
+def test_a_failed_mirrored_job_asks_the_group_first_then_raises():
+    failures: list[str] = []
+    loop = MirroringComputeLoop(RecordingChannel(), lambda: failures.append("checked"))  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="Connection reset by peer"):
+        run_on_loop(loop, PeerGoneRunner().reset)
+    assert failures == ["checked"]
+    assert loop.channel.sent == [("runner", "reset", ()), ("stop",)]  # the job went out first; stop at the end
+
+
+def test_jobs_that_succeed_or_touch_no_runner_do_not_ask():
+    failures: list[str] = []
+    loop = MirroringComputeLoop(RecordingChannel(), lambda: failures.append("checked"))  # type: ignore[arg-type]
+    assert run_on_loop(loop, lambda: 7) == 7
+    assert failures == []
+
+
+@pytest.fixture
+def exits(monkeypatch) -> list[int]:
+    codes: list[int] = []
+    monkeypatch.setattr(launch.os, "_exit", codes.append)
+    return codes
+
+
+def exited_child() -> subprocess.Popen:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=30)
+    return child
+
+
+def test_exit_if_broken_exits_when_a_started_rank_is_gone(exits):
+    group = RankGroup(TensorParallel(0, 2), [exited_child()])
+    group._broken = (lambda: any(c.poll() is not None for c in group.children), "a rank exited")
+    group.exit_if_broken()
+    assert exits == [1]
+
+
+def test_exit_if_broken_stays_while_the_group_is_whole_or_stopping(exits):
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        group = RankGroup(TensorParallel(0, 2), [running])
+        group._broken = (lambda: any(c.poll() is not None for c in group.children), "a rank exited")
+        group.exit_if_broken()
+        assert exits == []
+        running.kill()
+        running.wait(timeout=10)
+        group.stop_watching()  # a clean shutdown: ranks exiting are expected
+        group.exit_if_broken()
+        assert exits == []
+    finally:
+        running.kill()
+        running.wait(timeout=10)
+    assert RankGroup(TensorParallel(), []).exit_if_broken() is None  # no group: nothing to watch
