@@ -4,7 +4,8 @@ Rendezvous is torchrun's env:// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), so
 hosts when started by torchrun or by hand. Without RANK in the environment, the process is rank 0 and
 starts the other ranks itself on this host (same command line, RANK set), on a free loopback port. A
 rank that dies takes the group down: rank 0 watches the ranks it started and exits when one does (the
-scheduler sees the Execute stream break); a rank whose rank 0 died exits too.
+scheduler sees the Execute stream break), at once when a job fails on the broken group, else at the watcher's next
+look; a rank whose rank 0 died exits too.
 """
 
 from __future__ import annotations
