@@ -49,9 +49,8 @@ class LocalStack:
             )
             for index in range(executor_groups)
         ]
-        self._scheduler_args = (
-            "scheduler", "--model", model_dir, "--host", host, "--port", str(port), *scheduler_flags
-        )
+        self._scheduler_base = ("scheduler", "--model", model_dir, "--host", host, "--port", str(port))
+        self._scheduler_flags = list(scheduler_flags)
         self._env = env
         self._tls = "--tls-cert" in scheduler_flags
         self._tls_ca = tls_ca
@@ -75,20 +74,36 @@ class LocalStack:
             for executor in self.executors:
                 executor.launch()  # every executor loads its model at the same time
             self.executor_addresses = [executor.start(EXECUTOR_BOUND, timeout_s) for executor in self.executors]
-            executor_flags = [flag for address in self.executor_addresses for flag in ("--executor", address)]
-            self.scheduler = ServiceProcess(
-                "scheduler", ServiceProcess.cli_argv(*self._scheduler_args, *executor_flags), self._env
-            )
-            self.address = self.scheduler.start(SCHEDULER_LISTENING, timeout_s)
-            self.http_url = self.scheduler.find(SCHEDULER_HTTP)
-            if not self._tls:
-                wait_until_serving(self.address, timeout_s)
-            elif self._tls_ca is not None:
-                wait_until_serving(self.address, timeout_s, credentials=channel_credentials(self._tls_ca))
+            self._start_scheduler(timeout_s)
         except BaseException:
             self.stop()
             raise
         return self.address
+
+    def restart_scheduler(self, scheduler_flags: Sequence[str], timeout_s: float = 600.0) -> str:
+        """Stop the scheduler, then start one with ``scheduler_flags`` on the same executors (an executor serves
+        one scheduler at a time and forgets the previous one's requests); returns its address."""
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        self._scheduler_flags = list(scheduler_flags)
+        self._tls = "--tls-cert" in self._scheduler_flags
+        try:
+            self._start_scheduler(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self.address
+
+    def _start_scheduler(self, timeout_s: float) -> None:
+        executor_flags = [flag for address in self.executor_addresses for flag in ("--executor", address)]
+        argv = ServiceProcess.cli_argv(*self._scheduler_base, *self._scheduler_flags, *executor_flags)
+        self.scheduler = ServiceProcess("scheduler", argv, self._env)
+        self.address = self.scheduler.start(SCHEDULER_LISTENING, timeout_s)
+        self.http_url = self.scheduler.find(SCHEDULER_HTTP)
+        if not self._tls:
+            wait_until_serving(self.address, timeout_s)
+        elif self._tls_ca is not None:
+            wait_until_serving(self.address, timeout_s, credentials=channel_credentials(self._tls_ca))
 
     def restart_executor(self, timeout_s: float = 600.0, index: int = 0) -> None:
         """Start a new executor at the address of executor ``index`` (which exited or is stopped now); the

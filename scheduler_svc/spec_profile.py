@@ -26,11 +26,13 @@ from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 logger = logging.getLogger(__name__)
 
-PROFILE_FORMAT = 2
+PROFILE_FORMAT = 3
 """Bump when the measurement changes meaning: every cached profile becomes stale."""
-CONTEXT_LEN = 64
+CONTEXT_LEN = 32
 CALIBRATION_TOKENS = 32
 NUM_CALIBRATION_PROMPTS = 16
+MAX_CALIBRATION_PROMPT = 128
+"""Calibration prompts are cut to this many tokens (their prefill is a large share of a profile's time)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ def profile_request(
     tokenizer: Tokenizer, description: executor_pb2.ExecutorDescription, batch_sizes: tuple[int, ...]
 ) -> executor_pb2.ProfileRequest:
     """The ProfileRequest for this executor: the grid, the context and the calibration prompts."""
-    max_prompt = max(1, min(256, description.max_model_len // 4))
+    max_prompt = max(1, min(MAX_CALIBRATION_PROMPT, description.max_model_len // 4))
     # repeats left 0: the executor's own number of timing cycles (step_profile.MAX_CYCLES).
     request = executor_pb2.ProfileRequest(batch_sizes=batch_sizes, context_len=min(CONTEXT_LEN, max_prompt),
                                           calibration_max_tokens=CALIBRATION_TOKENS)

@@ -37,6 +37,19 @@ def test_cycles_stop_at_the_batch_budget_but_not_before_the_minimum(profiler, mo
     assert len(steps) == 1 + (1 + timed_cycles) * 4  # the prefill, the warm-up cycle, the timed cycles
 
 
+def test_only_the_first_batch_size_warms_every_k_up(profiler, monkeypatch):
+    monkeypatch.setattr(step_profile, "BATCH_BUDGET_S", 0.0)
+    steps = []
+    execute = profiler.runner.execute
+    monkeypatch.setattr(profiler.runner, "execute", lambda step: steps.append(step) or execute(step))
+    profiler.step_times_ms([1, 2], max_k=3, context_len=24, repeats=5)
+    sizes = [len(step.new_requests) or len(step.cached_requests) for step in steps]
+    timed = [2] * (step_profile.MIN_CYCLES * 4)
+    # Batch 1: prefill, a warm-up cycle, the timed cycles; batch 2: prefill, one warm-up step, the timed cycles.
+    assert sizes == [1] * (1 + 4 + step_profile.MIN_CYCLES * 4) + [2, 2] + timed
+    assert steps[1 + 4 + step_profile.MIN_CYCLES * 4 + 1].cached_requests[0].num_draft_tokens == 3
+
+
 def test_acceptance_is_measured_per_position(profiler):
     # A prompt that repeats itself: n-gram drafts follow the repetition, so the first is often accepted.
     rates = profiler.acceptance([[5, 6, 7, 8] * 6, [9, 10, 11] * 8], max_k=3, max_tokens=12)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,18 @@ class StackLauncher:
         self.stacks.append(stack)
         stack.start(timeout_s=600)
         return stack
+
+    def each_scheduler(self, model_dir: Path, executor_flags: Sequence[str],
+                       scheduler_flag_sets: Sequence[Sequence[str]]) -> Iterator[LocalStack]:
+        """One executor, started once, driven in turn by a scheduler per entry of ``scheduler_flag_sets``:
+        yields the stack while each scheduler serves (an executor start costs more than a scheduler's)."""
+        stack = None
+        for scheduler_flags in scheduler_flag_sets:
+            if stack is None:
+                stack = self(model_dir, executor_flags, scheduler_flags)
+            else:
+                stack.restart_scheduler(scheduler_flags)
+            yield stack
 
     def stop_all(self, failed: bool) -> None:
         for stack in self.stacks:

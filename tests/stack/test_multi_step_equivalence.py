@@ -39,17 +39,16 @@ def test_multi_step_outputs_are_identical(spec, tiny_model_dir, tiny_draft_model
     if spec == "eagle":
         executor_flags += ["--eagle-drafter", str(tiny_eagle_dir)]
     outputs, stats = {}, {}
-    for steps, inflight in [(1, 1), *RUNS]:
-        scheduler_flags = [*FORCED_SCHEDULER, "--num-scheduler-steps", str(steps),
-                           "--max-inflight-steps", str(inflight)]
-        stack = launch_stack(tiny_model_dir, executor_flags, scheduler_flags)
+    runs = [(1, 1), *RUNS]
+    flag_sets = [[*FORCED_SCHEDULER, "--num-scheduler-steps", str(steps), "--max-inflight-steps", str(inflight)]
+                 for steps, inflight in runs]
+    for (steps, inflight), stack in zip(runs, launch_stack.each_scheduler(tiny_model_dir, executor_flags, flag_sets)):
         outputs[steps, inflight] = run(stack.address, multi_step_workload())
         with Client(stack.address) as client:
             info = client.model_info()
         assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == 0
         assert info.stats.num_preemptions > 0, info.stats
         stats[steps, inflight] = info.stats
-        stack.stop()
     for steps, inflight in RUNS:
         assert_same_outputs(outputs[steps, inflight], outputs[1, 1])
         if steps > 1:  # several sub-step results per StepRequest: fewer StepRequests than results

@@ -114,11 +114,11 @@ def test_sync_and_async_verify_identical_drafts(drafter, tiny_model_dir, tiny_dr
     spec = [*drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir), "--num-spec-tokens", "3"]
     prompts = make_prompts(20)
     outcomes = {}
-    for inflight in (1, 2):
-        stack = launch_stack(tiny_model_dir, spec, ["--max-inflight-steps", str(inflight)])
+    inflights = (1, 2)
+    flag_sets = [["--max-inflight-steps", str(inflight)] for inflight in inflights]
+    for inflight, stack in zip(inflights, launch_stack.each_scheduler(tiny_model_dir, spec, flag_sets)):
         outcomes[inflight] = run_all(stack.address, prompts)
         assert_all_blocks_free(stack.address)
-        stack.stop()
     assert outcomes[1] == outcomes[2]
     assert sum(a for _, _, a in outcomes[1]) > 0
 
