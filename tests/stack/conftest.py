@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -37,6 +37,7 @@ class StackLauncher:
 
     def __init__(self) -> None:
         self.stacks: list[LocalStack] = []
+        self._by_executor: dict[tuple[str, tuple[str, ...]], LocalStack] = {}
 
     def __call__(self, model_dir: Path, executor_flags=(), scheduler_flags=(), executor_groups: int = 1) -> LocalStack:
         stack = LocalStack(
@@ -50,17 +51,17 @@ class StackLauncher:
         stack.start(timeout_s=600)
         return stack
 
-    def each_scheduler(self, model_dir: Path, executor_flags: Sequence[str],
-                       scheduler_flag_sets: Sequence[Sequence[str]]) -> Iterator[LocalStack]:
-        """One executor, started once, driven in turn by a scheduler per entry of ``scheduler_flag_sets``:
-        yields the stack while each scheduler serves (an executor start costs more than a scheduler's)."""
-        stack = None
-        for scheduler_flags in scheduler_flag_sets:
-            if stack is None:
-                stack = self(model_dir, executor_flags, scheduler_flags)
-            else:
-                stack.restart_scheduler(scheduler_flags)
-            yield stack
+    def with_scheduler(self, model_dir: Path, executor_flags: Sequence[str] = (),
+                       scheduler_flags: Sequence[str] = ()) -> LocalStack:
+        """A stack on this launcher's running executor of the same model and flags, with a new scheduler of
+        ``scheduler_flags`` (an executor start costs several times a scheduler's); a new stack if none runs."""
+        key = (str(model_dir), tuple(executor_flags))
+        stack = self._by_executor.get(key)
+        if stack is None or any(executor.process.poll() is not None for executor in stack.executors):
+            stack = self._by_executor[key] = self(model_dir, executor_flags, scheduler_flags)
+        else:
+            stack.restart_scheduler(scheduler_flags)
+        return stack
 
     def stop_all(self, failed: bool) -> None:
         for stack in self.stacks:

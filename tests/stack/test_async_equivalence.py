@@ -101,9 +101,9 @@ def device_input_steps(stack) -> float:
 def test_sync_and_async_outputs_are_identical(config, tiny_model_dir, launch_stack):
     executor_flags, scheduler_flags = GRID[config]
     outputs = {}
-    inflights = (1, 2, 3)
-    flag_sets = [[*scheduler_flags, "--max-inflight-steps", str(inflight)] for inflight in inflights]
-    for inflight, stack in zip(inflights, launch_stack.each_scheduler(tiny_model_dir, executor_flags, flag_sets)):
+    for inflight in (1, 2, 3):
+        stack = launch_stack.with_scheduler(tiny_model_dir, executor_flags,
+                                            [*scheduler_flags, "--max-inflight-steps", str(inflight)])
         counted_before = device_input_steps(stack) if "deferred" in config else 0
         outputs[inflight] = run(stack.address, workload())
         with Client(stack.address) as client:

@@ -97,10 +97,9 @@ def test_ngram_speculation_keeps_hf_output_sync_and_async(launch_stack, default_
     drafter = "ngram"
     cases = load_cases()
     counts = {}
-    inflights = (1, 2)
-    stacks = launch_stack.each_scheduler(default_model_dir, ["--spec-method", drafter, "--num-spec-tokens", "3"],
-                                         [["--max-inflight-steps", str(inflight)] for inflight in inflights])
-    for inflight, stack in zip(inflights, stacks):
+    for inflight in (1, 2):
+        stack = launch_stack.with_scheduler(default_model_dir, ["--spec-method", drafter, "--num-spec-tokens", "3"],
+                                            ["--max-inflight-steps", str(inflight)])
         with Client(stack.address) as client, ThreadPoolExecutor(len(cases)) as pool:
             results = list(pool.map(
                 lambda case: client.generate(messages=[{"role": "user", "content": case["prompt"]}], max_tokens=64,
@@ -118,8 +117,9 @@ def test_multi_step_keeps_hf_output_sync_and_async(launch_stack, default_model_d
     """Eight decode sub-steps per StepRequest on the default model: still HF's greedy output, every block free,
     whether the scheduler runs synchronously or one step ahead."""
     cases = load_cases()
-    flag_sets = [["--num-scheduler-steps", "8", "--max-inflight-steps", str(inflight)] for inflight in (1, 2)]
-    for stack in launch_stack.each_scheduler(default_model_dir, [], flag_sets):
+    for inflight in (1, 2):
+        stack = launch_stack.with_scheduler(default_model_dir, [],
+                                            ["--num-scheduler-steps", "8", "--max-inflight-steps", str(inflight)])
         with Client(stack.address) as client, ThreadPoolExecutor(len(cases)) as pool:
             outputs = list(pool.map(lambda case: generate(client, case), cases))
             info = client.model_info()

@@ -91,10 +91,10 @@ def test_greedy_output_with_dynamic_k_equals_no_speculation(
         spec += ["--eagle-drafter", str(tiny_eagle_dir)]
     write_switching_profile(tiny_model_dir, spec, tmp_path)
     modes = [(1, 1), (2, 1)] + ([(2, 4)] if drafter == "ngram" else [])  # (inflight, multi-step depth)
-    flag_sets = [["--max-inflight-steps", str(inflight), "--num-spec-tokens", "dynamic", "--spec-profile-dir",
-                  str(tmp_path), "--metrics-port", "0", "--num-scheduler-steps", str(num_steps)]
-                 for inflight, num_steps in modes]
-    for (inflight, num_steps), stack in zip(modes, launch_stack.each_scheduler(tiny_model_dir, spec, flag_sets)):
+    for inflight, num_steps in modes:
+        stack = launch_stack.with_scheduler(tiny_model_dir, spec, [
+            "--max-inflight-steps", str(inflight), "--num-spec-tokens", "dynamic", "--spec-profile-dir", str(tmp_path),
+            "--metrics-port", "0", "--num-scheduler-steps", str(num_steps)])
         results = run_all(stack.address, prompts)
         assert [tokens for tokens, _ in results] == reference, f"inflight {inflight}, steps {num_steps}"
         ks_used = {k for _, steps_per_k in results for k, count in enumerate(steps_per_k) if count}

@@ -39,10 +39,9 @@ def test_multi_step_outputs_are_identical(spec, tiny_model_dir, tiny_draft_model
     if spec == "eagle":
         executor_flags += ["--eagle-drafter", str(tiny_eagle_dir)]
     outputs, stats = {}, {}
-    runs = [(1, 1), *RUNS]
-    flag_sets = [[*FORCED_SCHEDULER, "--num-scheduler-steps", str(steps), "--max-inflight-steps", str(inflight)]
-                 for steps, inflight in runs]
-    for (steps, inflight), stack in zip(runs, launch_stack.each_scheduler(tiny_model_dir, executor_flags, flag_sets)):
+    for steps, inflight in [(1, 1), *RUNS]:
+        stack = launch_stack.with_scheduler(tiny_model_dir, executor_flags, [
+            *FORCED_SCHEDULER, "--num-scheduler-steps", str(steps), "--max-inflight-steps", str(inflight)])
         outputs[steps, inflight] = run(stack.address, multi_step_workload())
         with Client(stack.address) as client:
             info = client.model_info()

@@ -48,7 +48,7 @@ def assert_all_blocks_free(address: str) -> None:
 
 @pytest.fixture(scope="module")
 def reference(tiny_model_dir, launch_module_stack):
-    stack = launch_module_stack(tiny_model_dir)
+    stack = launch_module_stack.with_scheduler(tiny_model_dir)
     return [tokens for tokens, _, _ in run_all(stack.address, make_prompts())]
 
 
@@ -114,9 +114,8 @@ def test_sync_and_async_verify_identical_drafts(drafter, tiny_model_dir, tiny_dr
     spec = [*drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir), "--num-spec-tokens", "3"]
     prompts = make_prompts(20)
     outcomes = {}
-    inflights = (1, 2)
-    flag_sets = [["--max-inflight-steps", str(inflight)] for inflight in inflights]
-    for inflight, stack in zip(inflights, launch_stack.each_scheduler(tiny_model_dir, spec, flag_sets)):
+    for inflight in (1, 2):
+        stack = launch_stack.with_scheduler(tiny_model_dir, spec, ["--max-inflight-steps", str(inflight)])
         outcomes[inflight] = run_all(stack.address, prompts)
         assert_all_blocks_free(stack.address)
     assert outcomes[1] == outcomes[2]
@@ -142,7 +141,7 @@ def run_seeded(address: str, prompts: list[list[int]]) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def seeded_reference(tiny_model_dir, launch_module_stack):
-    stack = launch_module_stack(tiny_model_dir)
+    stack = launch_module_stack.with_scheduler(tiny_model_dir)
     return [tokens for tokens, _, _ in run_seeded(stack.address, make_prompts())]
 
 
@@ -151,13 +150,13 @@ SEEDED_GRID = [("same", 3, 1), ("same", 3, 2), ("other", 2, 2)]
 
 @pytest.mark.parametrize("drafter, k, inflight", SEEDED_GRID, ids=[f"{d}-K{k}-inflight{i}" for d, k, i in SEEDED_GRID])
 def test_seeded_sampling_is_unchanged_by_speculation(
-    drafter, k, inflight, seeded_reference, tiny_model_dir, tiny_draft_model_dir, launch_stack
+    drafter, k, inflight, seeded_reference, tiny_model_dir, tiny_draft_model_dir, launch_module_stack
 ):
     """Verification draws each position's token as plain sampling does, so a seeded request gets the
     same tokens with speculation, in sync and async mode, whatever drafts were offered."""
     draft_model = tiny_model_dir if drafter == "same" else tiny_draft_model_dir
     spec = ["--spec-method", "draft_model", "--draft-model", str(draft_model), "--num-spec-tokens", str(k)]
-    stack = launch_stack(tiny_model_dir, spec, ["--max-inflight-steps", str(inflight)])
+    stack = launch_module_stack.with_scheduler(tiny_model_dir, spec, ["--max-inflight-steps", str(inflight)])
     results = run_seeded(stack.address, make_prompts())
     assert [tokens for tokens, _, _ in results] == seeded_reference
     drafted, accepted = sum(d for _, d, _ in results), sum(a for _, _, a in results)

@@ -30,7 +30,7 @@ VARIANTS = {  # (executor flags, scheduler flags) added to the forced ones
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_two_ranks_give_the_outputs_of_one(variant, tiny_model_dir, tiny_draft_model_dir, launch_stack):
+def test_two_ranks_give_the_outputs_of_one(variant, tiny_model_dir, tiny_draft_model_dir, launch_module_stack):
     extra_executor, extra_scheduler = VARIANTS[variant]
     executor_flags = [*FORCED_EXECUTOR, *extra_executor]
     if variant == "draft_model":
@@ -38,7 +38,8 @@ def test_two_ranks_give_the_outputs_of_one(variant, tiny_model_dir, tiny_draft_m
     scheduler_flags = [*FORCED_SCHEDULER, *extra_scheduler]
     outputs = {}
     for size in (1, 2):
-        stack = launch_stack(tiny_model_dir, [*executor_flags, "--tensor-parallel-size", str(size)], scheduler_flags)
+        stack = launch_module_stack.with_scheduler(
+            tiny_model_dir, [*executor_flags, "--tensor-parallel-size", str(size)], scheduler_flags)
         outputs[size] = run(stack.address, workload())
         with Client(stack.address) as client:
             info = client.model_info()
@@ -46,7 +47,6 @@ def test_two_ranks_give_the_outputs_of_one(variant, tiny_model_dir, tiny_draft_m
         assert info.stats.num_preemptions > 0, info.stats
         if size == 2:
             assert len(psutil.Process(stack.executor.process.pid).children()) == 1  # rank 1
-        stack.stop()
     assert_same_outputs(outputs[2], outputs[1])
 
 

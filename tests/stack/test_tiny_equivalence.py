@@ -46,7 +46,7 @@ def assert_all_blocks_free(address: str) -> None:
 
 @pytest.fixture(scope="module")
 def reference_outputs(tiny_model_dir, launch_module_stack):
-    stack = launch_module_stack(tiny_model_dir)
+    stack = launch_module_stack.with_scheduler(tiny_model_dir)
     outputs = run_all(stack.address, make_prompts())
     assert_all_blocks_free(stack.address)
     return outputs
@@ -75,16 +75,16 @@ def test_unconstrained_run_matches_hf(reference_outputs, tiny_model_dir):
     ],
 )
 def test_constrained_runs_equal_unconstrained(
-    name, executor_flags, scheduler_flags, stagger_s, reference_outputs, tiny_model_dir, launch_stack
+    name, executor_flags, scheduler_flags, stagger_s, reference_outputs, tiny_model_dir, launch_module_stack
 ):
-    stack = launch_stack(tiny_model_dir, executor_flags, scheduler_flags)
+    stack = launch_module_stack.with_scheduler(tiny_model_dir, executor_flags, scheduler_flags)
     outputs = run_all(stack.address, make_prompts(), stagger_s)
     assert outputs == reference_outputs
     assert_all_blocks_free(stack.address)
 
 
-def test_preemption_really_happens(tiny_model_dir, launch_stack):
-    stack = launch_stack(tiny_model_dir, ["--num-kv-blocks", "24"])
+def test_preemption_really_happens(tiny_model_dir, launch_module_stack):
+    stack = launch_module_stack.with_scheduler(tiny_model_dir, ["--num-kv-blocks", "24"])
 
     def one(client: Client, prompt: list[int]) -> int:
         result = client.generate(token_ids=prompt, max_tokens=MAX_TOKENS, temperature=0.0, ignore_eos=True)
