@@ -16,7 +16,6 @@ from cpu_share import executor_threads
 
 from client import AsyncClient, Client, UnavailableError
 from client.launcher import ServiceProcess
-from client.stack import EXECUTOR_BOUND
 
 pytestmark = pytest.mark.stack
 
@@ -54,24 +53,18 @@ async def generate_all(address: str, on_all_started=None) -> list[list[int]]:
     return outputs
 
 
-def kill_and_restart(stack, executor_flags: list[str]) -> None:
+def kill_and_restart(stack) -> None:
     os.killpg(stack.executor.process.pid, signal.SIGKILL)
     stack.executor.process.wait(10)
-    port = stack.executor_address.rpartition(":")[2]
-    stack.executors[0] = ServiceProcess("executor", ServiceProcess.cli_argv(
-        "executor", "--model", stack.model_dir, "--host", "127.0.0.1", "--port", port,
-        "--num-threads", executor_threads(),
-        *executor_flags))
-    stack.executor.start(EXECUTOR_BOUND, timeout_s=300)
+    stack.restart_executor(timeout_s=300)
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_requests_survive_a_killed_executor_token_for_token(variant, tiny_model_dir, launch_stack):
+def test_requests_survive_a_killed_executor_token_for_token(variant, tiny_model_dir, launch_module_stack):
     executor_flags, scheduler_flags = VARIANTS[variant]
-    stack = launch_stack(tiny_model_dir, executor_flags, scheduler_flags)
-    stack.model_dir = str(tiny_model_dir)
+    stack = launch_module_stack.with_scheduler(tiny_model_dir, executor_flags, scheduler_flags)
     undisturbed = asyncio.run(generate_all(stack.address))
-    disturbed = asyncio.run(generate_all(stack.address, lambda: kill_and_restart(stack, executor_flags)))
+    disturbed = asyncio.run(generate_all(stack.address, lambda: kill_and_restart(stack)))
     assert disturbed == undisturbed
     assert all(len(tokens) == 24 for tokens in disturbed)
     with Client(stack.address) as client:
