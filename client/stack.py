@@ -52,7 +52,6 @@ class LocalStack:
         self._scheduler_base = ("scheduler", "--model", model_dir, "--host", host, "--port", str(port))
         self._scheduler_flags = list(scheduler_flags)
         self._env = env
-        self._tls = "--tls-cert" in scheduler_flags
         self._tls_ca = tls_ca
         self.scheduler: ServiceProcess | None = None
         self.address = ""
@@ -86,7 +85,6 @@ class LocalStack:
         if self.scheduler is not None:
             self.scheduler.stop()
         self._scheduler_flags = list(scheduler_flags)
-        self._tls = "--tls-cert" in self._scheduler_flags
         try:
             self._start_scheduler(timeout_s)
         except BaseException:
@@ -100,7 +98,7 @@ class LocalStack:
         self.scheduler = ServiceProcess("scheduler", argv, self._env)
         self.address = self.scheduler.start(SCHEDULER_LISTENING, timeout_s)
         self.http_url = self.scheduler.find(SCHEDULER_HTTP)
-        if not self._tls:
+        if "--tls-cert" not in self._scheduler_flags:
             wait_until_serving(self.address, timeout_s)
         elif self._tls_ca is not None:
             wait_until_serving(self.address, timeout_s, credentials=channel_credentials(self._tls_ca))

@@ -92,8 +92,8 @@ def assert_same_outputs(actual: list[tuple], expected: list[tuple]) -> None:
         assert logprobs == pytest.approx(want_logprobs, abs=1e-4)  # measured: at most 1.5e-6 apart
 
 
-def device_input_steps(stack) -> float:
-    """The executor's count of inputs taken from the device (its metric counts over every scheduler it served)."""
+def device_input_ids(stack) -> float:
+    """How many input ids the executor read on the device (its metric counts over every scheduler it served)."""
     return scrape(metrics_address(stack.executor.log(), "executor"))["stepahead_executor_device_input_ids_total"]
 
 
@@ -104,7 +104,7 @@ def test_sync_and_async_outputs_are_identical(config, tiny_model_dir, launch_sta
     for inflight in (1, 2, 3):
         stack = launch_stack.with_scheduler(tiny_model_dir, executor_flags,
                                             [*scheduler_flags, "--max-inflight-steps", str(inflight)])
-        counted_before = device_input_steps(stack) if "deferred" in config else 0
+        counted_before = device_input_ids(stack) if "deferred" in config else 0
         outputs[inflight] = run(stack.address, workload())
         with Client(stack.address) as client:
             info = client.model_info()
@@ -115,7 +115,7 @@ def test_sync_and_async_outputs_are_identical(config, tiny_model_dir, launch_sta
             assert info.stats.spec_accepted > 0, info.stats
         if "deferred" in config:
             # Only a step sent before the previous result was read can launch on unread tokens.
-            assert (device_input_steps(stack) > counted_before) == (inflight > 1)
+            assert (device_input_ids(stack) > counted_before) == (inflight > 1)
     assert_same_outputs(outputs[2], outputs[1])
     assert_same_outputs(outputs[3], outputs[1])
     finishes = {o[-1] for o in outputs[1]}
