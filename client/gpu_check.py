@@ -1,13 +1,15 @@
 """`stepahead gpu-check --out DIR`: what a GPU machine must show, in one command, with raw logs kept.
 
-1. The GPU tests (skipped elsewhere): every captured step shape replays to eager's tokens, the Triton
-   attention kernels match the torch reference on mixed batches, fp32 greedy through the stack on CUDA
-   equals HF transformers (sync and async, with and without speculation).
+1. The GPU tests (skipped elsewhere): every captured step shape replays to eager's tokens (target, and the
+   runner with a draft model's graphs too), the Triton attention kernels match the torch reference on mixed
+   batches, fp32 greedy through the stack on CUDA equals HF transformers (sync and async, with and without
+   speculation; the real default model where it is converted, and random weights of its shape).
 2. The benchmark on CUDA for each model shape asked for: bf16, MT-Bench first turns, fixed-length
    outputs, with HF eager and HF static-cache compiled generate and our bare forward (eager and
    graph-replayed) measured in the same run.
 
-Run it from a checkout (the tests live there). Each part writes its log under DIR.
+Run it from a checkout (the tests live there). Each part writes its log under DIR and runs whatever an
+earlier part gave.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 GPU_TESTS = (
     "tests/executor_svc/cuda_graphs/test_cuda_replay.py",
+    "tests/executor_svc/test_step_forward.py::test_cuda_graphs_replay_to_the_tokens_of_eager_cuda_steps",
     "tests/executor_svc/test_triton_attention.py",
     "tests/stack/test_cuda_vs_hf.py",
 )
@@ -45,13 +48,13 @@ def run_gpu_check(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    status = 0
+    statuses = []
     if not args.skip_tests:
-        status = status or _run_logged(_pytest_command(out), out / "gpu-tests.log")
+        statuses.append(_run_logged(_pytest_command(out), out / "gpu-tests.log"))
     if not args.skip_bench:
         for shape in args.shapes:
-            status = status or _run_logged(_bench_command(shape, args.max_tokens, out), out / f"bench-{shape}.log")
-    return status
+            statuses.append(_run_logged(_bench_command(shape, args.max_tokens, out), out / f"bench-{shape}.log"))
+    return next((status for status in statuses if status != 0), 0)
 
 
 def _pytest_command(out: Path) -> list[str]:

@@ -7,14 +7,28 @@ from pathlib import Path
 import pytest
 import torch
 
-from client import cli
+from client import cli, gpu_check
 from client.gpu_check import GPU_TESTS, _bench_command, run_gpu_check
 
 REPO = Path(__file__).parents[2]
 
 
 def test_every_gpu_test_file_exists():
-    assert all((REPO / path).is_file() for path in GPU_TESTS)
+    assert all((REPO / path.split("::")[0]).is_file() for path in GPU_TESTS)
+
+
+def test_a_failing_part_does_not_stop_the_later_ones(tmp_path, monkeypatch):
+    ran = []
+
+    def run_logged(command, log):
+        ran.append(log.name)
+        return 1 if log.name == "gpu-tests.log" else 0
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(gpu_check, "_run_logged", run_logged)
+    args = cli._build_parser().parse_args(["gpu-check", "--out", str(tmp_path), "--shapes", "default", "small"])
+    assert gpu_check.run_gpu_check(args) == 1
+    assert ran == ["gpu-tests.log", "bench-default.log", "bench-small.log"]
 
 
 @pytest.mark.parametrize("shape", ["default", "1.7b", "8b", "small"])

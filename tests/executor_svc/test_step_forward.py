@@ -140,3 +140,29 @@ def test_the_triton_backend_replays_run_ahead_steps_to_the_eager_tokens(model_di
     runner = graphed_runner(model_dir, backend="triton", defer_token_readback=True)
     assert_same_outputs(run_ahead(runner, steps, 2), expected)
     assert runner.forward.num_replays > 0
+
+
+CUDA_SPECS = {"plain": {}, "draft_model": {"spec_method": "draft_model", "num_spec_tokens": 3}}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec_name", sorted(CUDA_SPECS))
+def test_cuda_graphs_replay_to_the_tokens_of_eager_cuda_steps(model_dir, draft_dir, spec_name):
+    """On CUDA, the runner as served (auto backend, captured CUDA graphs for the target and the draft model, run
+    ahead with deferred read-back) gives the tokens of an eager runner with the torch reference backend."""
+    spec = dict(CUDA_SPECS[spec_name])
+    requests = requests_plain()
+    if spec:
+        spec["draft_model_dir"] = str(draft_dir)
+        requests["a"].num_spec = 3
+        requests["b"].num_spec = 1
+    steps = plan_steps(requests, BATCHES)
+    cuda = {"device": "cuda", "dtype": "float32", "num_kv_blocks": 40, **spec}
+    eager = build_runner(ExecutorConfig(model_dir=str(model_dir), enforce_eager=True, attention_backend="torch",
+                                        **cuda))[0]
+    expected = [tokens_and_logprobs(eager.execute(step)) for step in steps]
+    runner = build_runner(ExecutorConfig(model_dir=str(model_dir), max_num_seqs=4, **cuda))[0]
+    assert_same_outputs(run_ahead(runner, steps, 0 if spec else 2), expected)
+    assert runner.forward.num_replays > 0
+    if spec:
+        assert runner.drafter.num_replays > 0
