@@ -1,63 +1,69 @@
 #!/usr/bin/env bash
-# One device call on the lent GPU machine: install the kit, run the GPU tests, time the Triton attention
-# kernel per layer call, benchmark the default-model shape against HF, and profile the executor with py-spy.
-# Every part has its own time limit inside the call's budget and writes under $OUT as it goes, so a part
-# that fails or runs long leaves the others' results.
+# One device call on the lent GPU machine: install the kit, then the parts asked for, each with its own time
+# limit inside the call's budget. Results are written under a work folder and packed into $OUT/results.tgz after
+# every part (the device tool returns a limited number of files, and a part cut by the limit keeps the others').
 #
-#   run(command="bash bench/gpu/measure.sh 560", carry=[".gpu-kit"], timeout_s=580)
+#   run(command="bash bench/gpu/measure.sh 560 tests default", carry=[".gpu-kit"], timeout_s=580)
 #
-# Arguments: the seconds this script may use in all (default 560), then the bench concurrencies (default "1 16 64").
+# Parts: tests (the GPU tests of `stepahead gpu-check`), triton (one layer's attention time per backend),
+# default | 1.7b | 8b | small (`stepahead bench` on that model shape, sync and async, with the HF peers).
+# Concurrencies per shape as in client/gpu_check.py; override with CONCURRENCY="1 16".
 set -u
-BUDGET=${1:-560}
-CONCURRENCY=${2:-1 16 64}
+BUDGET=${1:-560}; shift
+PARTS=${*:-tests default}
 START=$(date +%s)
 OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/session.log") 2>&1
+WORK=/tmp/measure-$START
+mkdir -p "$OUT" "$WORK"
+exec > >(tee "$WORK/session.log") 2>&1
 
-left() { echo $(( BUDGET - ($(date +%s) - START) )); }
-part() {  # part NAME SECONDS COMMAND...: runs COMMAND with a limit (at most what is left), logs under $OUT
+elapsed() { echo $(( $(date +%s) - START )); }
+pack() { tar czf "$OUT/results.tgz" -C "$WORK" . ; }
+part() {  # part NAME SECONDS COMMAND...: COMMAND with a limit (at most what is left), its log under the work folder
   local name=$1 limit=$2; shift 2
-  local remaining; remaining=$(( $(left) - 5 ))
+  local remaining=$(( BUDGET - $(elapsed) - 10 ))
   (( limit > remaining )) && limit=$remaining
-  if (( limit < 10 )); then echo "== $name: skipped, ${remaining}s left"; return; fi
-  echo "== $name (limit ${limit}s, t=$(( $(date +%s) - START ))s)"
-  timeout -k 5 "$limit" "$@" > "$OUT/$name.log" 2>&1
-  echo "== $name: exit $? after $(( $(date +%s) - START ))s"
-  tail -n 25 "$OUT/$name.log"
+  if (( limit < 20 )); then echo "== $name: skipped, ${remaining}s left"; return; fi
+  echo "== $name (limit ${limit}s, t=$(elapsed)s)"
+  timeout -k 5 "$limit" "$@" > "$WORK/$name.log" 2>&1
+  echo "== $name: exit $? at t=$(elapsed)s"
+  grep -E "done:|passed|failed|error|Error" "$WORK/$name.log" | tail -n 30
+  pack
 }
 
 KIT=.gpu-kit
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $KIT/whl/*.whl
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 STEPAHEAD_TOKENIZER_DIR=$PWD/$KIT/tok
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . > /dev/null
 mkdir -p /root/.cache/stepahead/data && cp $KIT/mt_bench_questions.jsonl /root/.cache/stepahead/data/
+{ nvidia-smi; python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'transformers', transformers.__version__)"; } > "$WORK/environment.txt" 2>&1
+echo "installed at t=$(elapsed)s: $(tail -1 "$WORK/environment.txt")"
 
-echo "installed after $(( $(date +%s) - START ))s"
-{ nvidia-smi; python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'transformers', transformers.__version__)"; } > "$OUT/environment.txt" 2>&1
-cat "$OUT/environment.txt" | tail -3
-
-part gpu-tests 120 python3 -m pytest -q -p no:cacheprovider -rs --durations=15 \
-  tests/executor_svc/cuda_graphs/test_cuda_replay.py tests/executor_svc/test_triton_attention.py \
-  --junitxml="$OUT/gpu-tests.xml"
-part triton-layer-time 40 python3 bench/experiments/triton_attention_gpu_check.py --batches 1,16,64 --context 600 \
-  --splits auto,1 --iters 100
-
-# py-spy of the executor while the bench runs: 12 s at c=1, later 12 s at whatever runs then.
-(
-  for i in 1 2; do
-    pid=""
-    for _ in $(seq 200); do pid=$(pgrep -f "client.cli executor" | head -1); [ -n "$pid" ] && break; sleep 1; done
-    [ -z "$pid" ] && break
-    sleep $(( i == 1 ? 25 : 60 ))
-    py-spy record --pid "$pid" --duration 12 --rate 200 --nonblocking --format raw \
-      --output "$OUT/executor-pyspy-$i.txt" > "$OUT/pyspy-$i.log" 2>&1
-  done
-) &
-
-# --model-shape default: random weights of SmolLM2-135M's shape with its tokenizer (bf16).
-part bench-default $(( $(left) - 10 )) python3 -m client.cli bench --device cuda --dtype bfloat16 \
-  --max-tokens 128 --ignore-eos --max-inflight-steps 1 2 --concurrency $CONCURRENCY \
-  --model .gpu-kit/tok --model-shape default --out "$OUT/bench-default" --num-threads 4 --kv-cache-memory-gb 8
-grep -h "done:" "$OUT/bench-default.log"
-echo "finished after $(( $(date +%s) - START ))s"
+for p in $PARTS; do
+  case $p in
+    tests)
+      mapfile -t tests < <(python3 -c "from client.gpu_check import GPU_TESTS; print('\n'.join(GPU_TESTS))")
+      part gpu-tests 300 python3 -m pytest -q -p no:cacheprovider -rs --durations=20 "${tests[@]}" \
+        --junitxml="$WORK/gpu-tests.xml" ;;
+    triton)
+      part triton-layer-time 40 python3 bench/experiments/triton_attention_gpu_check.py --batches 1,16,64 \
+        --context 600 --splits auto,1 --iters 100 ;;
+    default|1.7b|8b|small)
+      mapfile -t command < <(python3 -c "
+from pathlib import Path; from client.gpu_check import _bench_command
+print('\n'.join(_bench_command('$p', 128, Path('$WORK'))))")
+      if [ -n "${CONCURRENCY:-}" ]; then  # replace the shape's concurrencies
+        python3 - "${command[@]}" > "$WORK/command.txt" <<'PY'
+import os, sys
+argv = sys.argv[1:]; i = argv.index("--concurrency"); j = i + 1
+while j < len(argv) and not argv[j].startswith("--"): j += 1
+print("\n".join(argv[:i + 1] + os.environ["CONCURRENCY"].split() + argv[j:]))
+PY
+        mapfile -t command < "$WORK/command.txt"
+      fi
+      part "bench-$p" 600 "${command[@]}" --model "$PWD/$KIT/tok" ;;
+    *) echo "unknown part $p" ;;
+  esac
+done
+echo "finished at t=$(elapsed)s"
+pack
