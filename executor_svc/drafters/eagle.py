@@ -9,16 +9,21 @@ first draft. Each further draft feeds the head its own predicted feature and the
 Entry j's K/V sits at position j of a one-layer paged cache addressed by the target's block ids; draft
 entries (positions past the accepted ones) are overwritten by the next catch-up, as for the draft model.
 Drafts are argmax over the draft vocabulary, mapped back to target ids on the device: the K drafts reach
-the host in one copy at the end.
+the host in one copy at the end. With step graphs (CUDA), every draft step after the first replays a
+captured one-token step (eagle_step_model.py); catch-ups, of any length, run eagerly.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+from executor_svc.cuda_graphs.step_graphs import GraphCapture, StepGraphs
 from executor_svc.drafters.base import DraftRequest
 from executor_svc.drafters.draft_steps import DraftState, draft_autoregressively
 from executor_svc.drafters.eagle_head import EagleHead
+from executor_svc.drafters.eagle_step_model import EagleStepModel
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
@@ -49,6 +54,10 @@ class EagleDrafter:
         """Per request, target features not consumed yet: (first position, rows [n, hidden])."""
         self._computed: dict[str, int] = {}
         """Per request, the entries 0..n-1 whose head K/V is valid."""
+        self.step_graphs: tuple[EagleStepModel, StepGraphs] | None = None
+        """The captured draft steps (``capture_step_graphs``); None: every step eager."""
+        self.num_replays = 0
+        """Draft steps replayed from a captured graph so far."""
 
     def observe(self, request_id: str, first_position: int, hidden_rows: torch.Tensor) -> None:
         """The target fed positions first_position .. first_position + len(hidden_rows) - 1 of the request;
@@ -110,8 +119,22 @@ class EagleDrafter:
         host = HostBatch(self.block_size)
         for request in batch:
             host.add_sequence([0], len(request.state.token_ids) - 2 + step, request.state.block_ids)
-        predicted = self._forward(host, features, previous)
-        return self._draft_ids(predicted), predicted
+        shape = self.step_graphs[1].shape_for(host) if self.step_graphs is not None else None
+        if self.step_graphs is None or shape is None:
+            predicted = self._forward(host, features, previous)
+            return self._draft_ids(predicted), predicted
+        step_model, graphs = self.step_graphs
+        host.unread_rows = list(range(len(batch)))  # every input id is a draft still on the device
+
+        def put_inputs(input_ids: torch.Tensor) -> None:
+            input_ids[: len(batch)].copy_(previous)
+            step_model.features[: len(batch)].copy_(features)
+
+        self.num_replays += 1
+        logits = graphs.run(host, shape, put_inputs)
+        assert graphs.last_hidden is not None  # captured with keep_hidden
+        # The predicted features are a view of the graphs' buffer: the next step copies them in before replaying.
+        return self.head.draft_vocab.index_select(0, row_argmax(logits)), graphs.last_hidden
 
     def _forward(self, host: HostBatch, features: torch.Tensor, token_ids: torch.Tensor | None = None) -> torch.Tensor:
         input_ids, positions, meta = host.to_device(self.device)
@@ -120,6 +143,17 @@ class EagleDrafter:
         cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
         embeds = self.embed.index_select(0, input_ids)
         return self.head(features.to(embeds.dtype), embeds, cos, sin, self.kv_cache.layers[0], meta)
+
+    def capture_step_graphs(self, max_num_seqs: int, max_blocks_per_seq: int,
+                            make_capture: Callable[[], GraphCapture]) -> None:
+        """Capture the one-token draft step for every batch bucket up to ``max_num_seqs`` (the head's attention
+        backend must be graph-safe and its KV cache have a scratch block for padded writes)."""
+        step_model = EagleStepModel(self.head, self.embed, self.lm_rows, self.rope_cos, self.rope_sin,
+                                    max_num_seqs)
+        graphs = StepGraphs(step_model, self.kv_cache, max_num_seqs, 1, max_blocks_per_seq, make_capture,
+                            keep_hidden=True)
+        graphs.capture_all()
+        self.step_graphs = (step_model, graphs)
 
     def _draft_ids(self, predicted: torch.Tensor) -> torch.Tensor:
         """Argmax over the draft vocabulary, as target ids (on the device)."""

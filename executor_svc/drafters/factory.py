@@ -31,16 +31,19 @@ def build_drafter(
     """None without speculation; otherwise the drafter named by config.spec_method (auto: the EAGLE-style
     drafter shipped for the target when there is one, else none).
 
-    ``make_capture``: record the draft model's one-token decode steps as graphs (None: eager), over
-    block tables of up to ``max_blocks_per_seq`` blocks. ``target_model``: the loaded target (an EAGLE-style
-    drafter shares its embedding and LM head)."""
+    ``make_capture``: record the drafter's one-token decode steps (draft model, EAGLE-style head) as graphs
+    (None: eager), over block tables of up to ``max_blocks_per_seq`` blocks. ``target_model``: the loaded
+    target (an EAGLE-style drafter shares its embedding and LM head)."""
     method = config.spec_method
     if method in ("auto", "eagle"):
         eagle_dir = _eagle_dir(config, target_model, tensor_parallel_size)
         if eagle_dir is None:
             return None
-        return build_eagle_drafter(eagle_dir, target_config, target_model, num_blocks, config.block_size,
-                                   attention_backend)
+        drafter = build_eagle_drafter(eagle_dir, target_config, target_model, num_blocks, config.block_size,
+                                      attention_backend, scratch_block=make_capture is not None)
+        if make_capture is not None:
+            drafter.capture_step_graphs(config.max_num_seqs, max_blocks_per_seq, make_capture)
+        return drafter
     if method == "none":
         return None
     if method == "ngram":
@@ -65,14 +68,16 @@ def _eagle_dir(config: ExecutorConfig, target_model: Any, tensor_parallel_size: 
 
 
 def build_eagle_drafter(eagle_dir: str, target_config: Any, target_model: Any, num_blocks: int, block_size: int,
-                        attention_backend: AttentionBackend) -> EagleDrafter:
-    """Load the head for the target and give it a one-layer KV cache shaped like one of the target's."""
+                        attention_backend: AttentionBackend, scratch_block: bool = False) -> EagleDrafter:
+    """Load the head for the target and give it a one-layer KV cache shaped like one of the target's
+    (``scratch_block``: plus the block padded rows of captured steps write to)."""
     from executor_svc.kv_cache import PagedKVCache
 
     dtype, device = target_model.embed_weight.dtype, target_model.embed_weight.device
     head, _ = load_head(eagle_dir, target_config, attention_backend, dtype, device)
     attn = head.layer.attn
-    kv_cache = PagedKVCache(1, num_blocks, block_size, attn.num_kv_heads, attn.head_dim, dtype, device)
+    kv_cache = PagedKVCache(1, num_blocks, block_size, attn.num_kv_heads, attn.head_dim, dtype, device,
+                            scratch_blocks=1 if scratch_block else 0)
     return EagleDrafter(head, target_model, kv_cache, block_size, device, eagle_dir)
 
 

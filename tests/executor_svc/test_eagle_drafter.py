@@ -9,7 +9,9 @@ import pytest
 import torch
 from tiny_models import make_tiny_llama
 
+from executor_svc.attention.padded_torch_backend import PaddedTorchAttentionBackend
 from executor_svc.attention.torch_backend import TorchAttentionBackend
+from executor_svc.cuda_graphs.step_graphs import EagerStandIn
 from executor_svc.drafter_training.dataset import pack
 from executor_svc.drafter_training.self_distill import DistillSequence
 from executor_svc.drafter_training.unrolled import unrolled_forward
@@ -164,3 +166,50 @@ def test_draft_vocab_size_is_checked(target):
     config, _, _ = target
     with pytest.raises(ValueError, match="draft_vocab_size"):
         EagleHeadConfig.for_target(config, config.vocab_size + 1)
+
+
+def graphed_drafter(config, model, head, max_num_seqs: int = 4) -> EagleDrafter:
+    """The head's twin on the graph-safe padded backend, its draft steps captured with the CPU stand-in."""
+    twin = EagleHead(config, head.draft_vocab.shape[0], PaddedTorchAttentionBackend())
+    twin.load_state_dict(head.state_dict())
+    cache = PagedKVCache(1, 64, BLOCK, head.layer.attn.num_kv_heads, head.layer.attn.head_dim, torch.float32, "cpu",
+                         scratch_blocks=1)
+    drafter = EagleDrafter(twin, model, cache, BLOCK, torch.device("cpu"))
+    drafter.capture_step_graphs(max_num_seqs, 8, EagerStandIn)
+    return drafter
+
+
+def test_replayed_draft_steps_draft_what_eager_steps_do(target):
+    config, model, _ = target
+    head = random_head(config, 64, seed=2)
+    prompts = {"a": [5, 9, 17, 3, 22, 9], "b": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "c": [33, 34]}
+    blocks = {"a": list(range(0, 8)), "b": list(range(8, 16)), "c": list(range(16, 24))}
+    eager, graphed = make_drafter(config, model, head), graphed_drafter(config, model, head)
+    for drafter in (eager, graphed):
+        for rid, tokens in prompts.items():
+            drafter.observe(rid, 0, target_features(model, tokens)[: len(tokens) - 1])
+    batch = [DraftRequest(request_state(rid, tokens, blocks[rid]), 1 if rid == "c" else K)
+             for rid, tokens in prompts.items()]  # c stops after one draft: the replayed batch shrinks
+    assert graphed.propose(batch) == eager.propose(batch)
+    assert graphed.num_replays == K - 1 and eager.num_replays == 0
+
+
+def test_the_captured_draft_step_reads_no_host_value_and_compiles_as_one_graph(target):
+    from host_syncs import recorded_host_syncs
+
+    config, model, _ = target
+    drafter = graphed_drafter(config, model, random_head(config, 64))
+    assert drafter.step_graphs is not None
+    step_model, graphs = drafter.step_graphs
+    host = HostBatch(BLOCK)
+    for row in range(2):
+        host.add_sequence([0], 5 + row, list(range(8 * row, 8 * row + 8)))
+    shape = graphs.shape_for(host)
+    graphs.inputs.write(host, shape)
+    step_model.features[:2].normal_()
+    with torch.inference_mode(), recorded_host_syncs() as syncs:
+        expected = graphs._forward(shape)
+    assert syncs == []
+    compiled = torch.compile(lambda: graphs._forward(shape), fullgraph=True, dynamic=False)
+    with torch.inference_mode():
+        torch.testing.assert_close(compiled(), expected, atol=1e-5, rtol=1e-5)

@@ -12,8 +12,11 @@ from host_syncs import recorded_host_syncs
 from step_plans import BATCHES, plan_steps, requests_plain
 from tiny_models import make_tiny_llama
 
+from executor_svc.attention.torch_backend import TorchAttentionBackend
 from executor_svc.config import ExecutorConfig
 from executor_svc.cuda_graphs.step_graphs import EagerStandIn
+from executor_svc.drafters.eagle_head import EagleHead, EagleHeadConfig, save_head
+from executor_svc.model_loader import load_hf_config
 from executor_svc.server import build_runner
 from stepahead_proto import executor_pb2, sampling_pb2
 
@@ -38,17 +41,33 @@ def graphed_runner(model_dir, backend="torch_padded", **overrides):
     return build_runner(config, make_capture=EagerStandIn)[0]
 
 
-def tokens_and_logprobs(result: executor_pb2.StepResult) -> list[tuple[str, list[int], list[float]]]:
-    return [(o.request_id, list(o.token_ids), [p.sampled.logprob for p in o.logprobs]) for o in result.outputs]
+def tokens_and_logprobs(result: executor_pb2.StepResult) -> list[tuple[str, list[int], tuple[int, int], list[float]]]:
+    """Per output: request id, tokens, (drafted, accepted) counts (equal drafts verify alike), logprobs."""
+    return [(o.request_id, list(o.token_ids), (o.num_drafted, o.num_accepted), [p.sampled.logprob for p in o.logprobs])
+            for o in result.outputs]
 
 
 def assert_same_outputs(actual, expected) -> None:
-    assert [[(rid, ids) for rid, ids, _ in step] for step in actual] == [
-        [(rid, ids) for rid, ids, _ in step] for step in expected
-    ]
+    def heads(steps):
+        return [[output[:3] for output in step] for step in steps]
+
+    assert heads(actual) == heads(expected)
     for got_step, want_step in zip(actual, expected):
-        for (_, _, got), (_, _, want) in zip(got_step, want_step):
-            assert got == pytest.approx(want, abs=1e-4)
+        for got, want in zip(got_step, want_step):
+            assert got[3] == pytest.approx(want[3], abs=1e-4)
+
+
+def recorded_proposals(runner) -> list[list[list[int]]]:
+    """Every proposal the runner's drafter makes from now on (its drafts per request of the batch)."""
+    proposals: list[list[list[int]]] = []
+    propose = runner.drafter.propose
+
+    def record(batch):
+        proposals.append(propose(batch))
+        return proposals[-1]
+
+    runner.drafter.propose = record
+    return proposals
 
 
 def run_ahead(runner, steps, lag: int):
@@ -125,11 +144,45 @@ def test_draft_model_decode_steps_replay_and_draft_what_eager_drafts(model_dir, 
     steps = plan_steps(requests, BATCHES)
     spec = {"spec_method": "draft_model", "draft_model_dir": str(draft_dir), "num_spec_tokens": 3}
     eager = eager_runner(model_dir, **spec)
+    eager_drafts = recorded_proposals(eager)
     expected = [tokens_and_logprobs(eager.execute(step)) for step in steps]
     runner = graphed_runner(model_dir, **spec)
+    drafts = recorded_proposals(runner)
     assert_same_outputs(run_ahead(runner, steps, 0), expected)
+    assert drafts == eager_drafts
     assert runner.drafter.num_replays > 0
     assert runner.forward.num_replays > 0
+
+
+@pytest.fixture(scope="module")
+def eagle_dir(model_dir, tmp_path_factory):
+    """A random EAGLE-style head for the target (a draft vocabulary of 64 of its tokens), strong enough that its
+    drafts vary from token to token."""
+    config = load_hf_config(model_dir)
+    head = EagleHead(config, 64, TorchAttentionBackend())
+    head.initialise(5)
+    with torch.no_grad():
+        head.fc_weight.normal_(0, 0.3, generator=torch.Generator().manual_seed(5))
+        head.draft_vocab.copy_(torch.randperm(config.vocab_size, generator=torch.Generator().manual_seed(5))[:64])
+    out = tmp_path_factory.mktemp("eagle")
+    save_head(head, EagleHeadConfig.for_target(config, 64), out)
+    return out
+
+
+def test_eagle_draft_steps_replay_and_draft_what_eager_drafts(model_dir, eagle_dir):
+    requests = requests_plain()
+    requests["a"].num_spec = 3
+    requests["b"].num_spec = 1  # the draft batch shrinks after the first draft
+    steps = plan_steps(requests, BATCHES)
+    spec = {"spec_method": "eagle", "eagle_dir": str(eagle_dir), "num_spec_tokens": 3}
+    eager = eager_runner(model_dir, **spec)
+    eager_drafts = recorded_proposals(eager)
+    expected = [tokens_and_logprobs(eager.execute(step)) for step in steps]
+    runner = graphed_runner(model_dir, **spec)
+    drafts = recorded_proposals(runner)
+    assert_same_outputs(run_ahead(runner, steps, 0), expected)
+    assert drafts == eager_drafts and any(len(d) == 3 for proposal in drafts for d in proposal)
+    assert runner.drafter.num_replays > 0 and eager.drafter.num_replays == 0
 
 
 def test_the_triton_backend_replays_run_ahead_steps_to_the_eager_tokens(model_dir):
@@ -142,27 +195,31 @@ def test_the_triton_backend_replays_run_ahead_steps_to_the_eager_tokens(model_di
     assert runner.forward.num_replays > 0
 
 
-CUDA_SPECS = {"plain": {}, "draft_model": {"spec_method": "draft_model", "num_spec_tokens": 3}}
+CUDA_SPECS = {"plain": {}, "draft_model": {"spec_method": "draft_model", "num_spec_tokens": 3},
+              "eagle": {"spec_method": "eagle", "num_spec_tokens": 3}}
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("spec_name", sorted(CUDA_SPECS))
-def test_cuda_graphs_replay_to_the_tokens_of_eager_cuda_steps(model_dir, draft_dir, spec_name):
-    """On CUDA, the runner as served (auto backend, captured CUDA graphs for the target and the draft model, run
-    ahead with deferred read-back) gives the tokens of an eager runner with the torch reference backend."""
+def test_cuda_graphs_replay_to_the_tokens_of_eager_cuda_steps(model_dir, draft_dir, eagle_dir, spec_name):
+    """On CUDA, the runner as served (auto backend, captured CUDA graphs for the target and the drafter, run
+    ahead with deferred read-back) gives the tokens and acceptance of an eager runner with the torch backend."""
     spec = dict(CUDA_SPECS[spec_name])
     requests = requests_plain()
     if spec:
-        spec["draft_model_dir"] = str(draft_dir)
+        spec.update(draft_model_dir=str(draft_dir)) if spec_name == "draft_model" else spec.update(
+            eagle_dir=str(eagle_dir))
         requests["a"].num_spec = 3
         requests["b"].num_spec = 1
     steps = plan_steps(requests, BATCHES)
     cuda = {"device": "cuda", "dtype": "float32", "num_kv_blocks": 40, **spec}
     eager = build_runner(ExecutorConfig(model_dir=str(model_dir), enforce_eager=True, attention_backend="torch",
                                         **cuda))[0]
-    expected = [tokens_and_logprobs(eager.execute(step)) for step in steps]
     runner = build_runner(ExecutorConfig(model_dir=str(model_dir), max_num_seqs=4, **cuda))[0]
+    eager_drafts, drafts = (recorded_proposals(r) if spec else [] for r in (eager, runner))
+    expected = [tokens_and_logprobs(eager.execute(step)) for step in steps]
     assert_same_outputs(run_ahead(runner, steps, 0 if spec else 2), expected)
+    assert drafts == eager_drafts
     assert runner.forward.num_replays > 0
     if spec:
         assert runner.drafter.num_replays > 0
