@@ -135,9 +135,14 @@ def run_bench(args: argparse.Namespace) -> dict:
     report: dict = {"model": model_dir, "num_threads": args.num_threads, "max_tokens": args.max_tokens,
                     "title": f"stepahead bench: {Path(model_dir).name}, {args.num_threads} torch threads",
                     "runs": [], "hf": [], "bare_forward": []}
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out)
     for round_index in range(args.rounds):
         runs, tracing = _load_runs(model_dir, prompts, args, round_index)
         report["runs"] += runs
+        # What a run cut short (a device call's time limit, while the HF baselines run) still leaves.
+        write_json({**report, "partial": f"after the load runs of round {round_index}"},
+                   out / f"bench-{stamp}.partial.json")
         if tracing:
             spans = report.get("tracing", {}).get("spans_received", 0)
             report["tracing"] = {**tracing, "spans_received": spans + tracing["spans_received"]}
@@ -169,9 +174,8 @@ def run_bench(args: argparse.Namespace) -> dict:
         report["ratios"].update(speculation_ratios(
             _grpc_runs(report["runs"]), one_token["median_ms"], verify["median_ms"], args.num_spec_tokens))
     report["ratios"].update(tracing_ratios(_grpc_runs(report["runs"])))
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out)
     write_json(report, out / f"bench-{stamp}.json")
+    (out / f"bench-{stamp}.partial.json").unlink(missing_ok=True)
     write_plot(report, out / f"bench-{stamp}.png")
     print(format_table(report))
     print(f"wrote {out / f'bench-{stamp}.json'} and .png")

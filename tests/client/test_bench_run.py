@@ -28,6 +28,21 @@ def test_bench_reports_sync_and_async_against_bare_forwards(tiny_model_dir, tmp_
     assert "throughput_over_sync[c=3 inflight=2]" in report["ratios"]
     assert next(tmp_path.glob("bench-*.png")).stat().st_size > 0
     assert "bare forward + LM head right after the run" in capsys.readouterr().out
+    assert not list(tmp_path.glob("*.partial.json"))  # a complete run leaves only its report
+
+
+def test_a_run_cut_short_in_the_baselines_leaves_its_load_runs(tiny_model_dir, tmp_path, monkeypatch):
+    def cut_short(*args, **kwargs):
+        raise RuntimeError("cut short, as by a time limit")
+
+    monkeypatch.setattr("client.bench.baselines.hf_generate_throughput", cut_short)
+    with pytest.raises(RuntimeError, match="cut short"):
+        main(["bench", "--model", str(tiny_model_dir), "--concurrency", "1", "--num-prompts", "2", "--max-tokens",
+              "4", "--max-inflight-steps", "1", "--num-threads", "1", "--out", str(tmp_path)])
+    (partial,) = tmp_path.glob("bench-*.partial.json")
+    report = json.loads(partial.read_text())
+    assert [run["label"] for run in report["runs"]] == ["c=1 inflight=1"] and report["hf"] == []
+    assert report["partial"] == "after the load runs of round 0"
 
 
 def test_bench_compares_the_http_front_with_grpc_in_one_run(tiny_model_dir, tmp_path):
