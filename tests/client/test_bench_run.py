@@ -35,13 +35,14 @@ def test_a_run_cut_short_in_the_baselines_leaves_its_load_runs(tiny_model_dir, t
     def cut_short(*args, **kwargs):
         raise RuntimeError("cut short, as by a time limit")
 
+    load_run = {"label": "c=1 inflight=1", "concurrency": 1}
+    monkeypatch.setattr("client.bench.cli._load_runs", lambda *args: ([load_run], None))
     monkeypatch.setattr("client.bench.baselines.hf_generate_throughput", cut_short)
     with pytest.raises(RuntimeError, match="cut short"):
-        main(["bench", "--model", str(tiny_model_dir), "--concurrency", "1", "--num-prompts", "2", "--max-tokens",
-              "4", "--max-inflight-steps", "1", "--num-threads", "1", "--out", str(tmp_path)])
+        main(["bench", "--model", str(tiny_model_dir), "--concurrency", "1", "--out", str(tmp_path)])
     (partial,) = tmp_path.glob("bench-*.partial.json")
     report = json.loads(partial.read_text())
-    assert [run["label"] for run in report["runs"]] == ["c=1 inflight=1"] and report["hf"] == []
+    assert report["runs"] == [load_run] and report["hf"] == []
     assert report["partial"] == "after the load runs of round 0"
 
 
