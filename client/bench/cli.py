@@ -43,6 +43,9 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--model-shape", default=None, choices=sorted(SHAPES),
                        help="serve random weights of this shape with the default tokenizer (--load-format dummy)")
     bench.add_argument("--no-hf", action="store_true", help="skip the HF transformers baselines")
+    bench.add_argument("--weight-floor", action="store_true",
+                       help="measure the device's copy bandwidth and report each step's weight-read floor (always on "
+                            "CUDA): bytes of weights / bandwidth")
     bench.add_argument("--small-model", action="store_true",
                        help="serve a small random 2-layer checkpoint with the default tokenizer "
                             "(scheduling-bound regime)")
@@ -157,6 +160,8 @@ def run_bench(args: argparse.Namespace) -> dict:
                 compiled = hf_compiled_generate_throughput(model_dir, prompts[:8], args.max_tokens, setup)
                 report.setdefault("hf_compiled", []).append({**compiled, "round": round_index})
                 print(f"done: HF static-cache compiled, batch 1: {compiled['throughput_tok_s']:.1f} tok/s", flush=True)
+    if setup.is_cuda or args.weight_floor:
+        report["weight_floor"] = _weight_floor(model_dir, setup)
     first_runs = _first_run_per_concurrency(report["runs"])
     report["bare_forward"] = [run["bare_forward"] for run in first_runs.values()]
     report["ratios"] = _ratios(report)
@@ -180,6 +185,16 @@ def run_bench(args: argparse.Namespace) -> dict:
     print(format_table(report))
     print(f"wrote {out / f'bench-{stamp}.json'} and .png")
     return report
+
+
+def _weight_floor(model_dir: str, setup: ForwardSetup) -> dict:
+    """The weight-read floor of a decode step of this model on the bench's device, bandwidth measured now."""
+    import torch
+
+    from client.bench.weight_floor import measure_copy_bandwidth, weight_read_floor
+
+    bandwidth = measure_copy_bandwidth(torch.device(setup.device))
+    return weight_read_floor(model_dir, getattr(torch, setup.dtype_name), bandwidth)
 
 
 def _load_runs(
@@ -326,6 +341,10 @@ def _ratios(report: dict) -> dict:
         if compiled is not None and c == 1:
             values.setdefault(f"throughput_over_hf_compiled_batch1[{label}]", []).append(
                 run["throughput_tok_s"] / compiled)
+        floor = report.get("weight_floor")
+        if floor is not None:
+            values.setdefault(f"itl_p50_over_weight_floor_batch{c}[{label}]", []).append(
+                run["itl_ms_p50"] / floor["floor_ms"])
         hf_same_round = hf.get((run.get("round", 0), c))
         if hf_same_round is not None:
             values.setdefault(f"throughput_over_hf_batch{c}[{label}]", []).append(

@@ -125,6 +125,11 @@ def format_table(report: dict) -> str:
         if graph is not None:
             lines.append(f"{label}: bare forward replayed from a CUDA graph {graph['median_ms']:.2f} ms "
                          f"(eager {r['bare_forward']['median_ms']:.2f} ms)")
+    floor = report.get("weight_floor")
+    if floor is not None:
+        lines.append(f"weight-read floor: {floor['weight_bytes'] / 1e9:.2f} GB of weights / "
+                     f"{floor['bandwidth_gb_s']:.0f} GB/s measured = {floor['floor_ms']:.2f} ms per decode step "
+                     f"(at most {floor['max_tok_s_batch1']:.0f} tok/s at c=1)")
     for bare in report.get("bare_forward", []):
         contexts = bare.get("context_lens", [])
         lines.append(f"bare forward batch {bare['batch_size']} x {bare.get('query_len', 1)} tokens, "

@@ -13,10 +13,14 @@ pytestmark = pytest.mark.stack
 
 def test_bench_reports_sync_and_async_against_bare_forwards(tiny_model_dir, tmp_path, capsys):
     main(["bench", "--model", str(tiny_model_dir), "--no-hf", "--concurrency", "1", "3", "--num-prompts", "3",
-          "--max-tokens", "6", "--max-inflight-steps", "1", "2", "--num-threads", "1", "--out", str(tmp_path)])
+          "--max-tokens", "6", "--max-inflight-steps", "1", "2", "--num-threads", "1", "--weight-floor",
+          "--out", str(tmp_path)])
     report = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
     assert [run["label"] for run in report["runs"]] == [
         "c=1 inflight=1", "c=3 inflight=1", "c=1 inflight=2", "c=3 inflight=2"]
+    floor = report["weight_floor"]
+    assert floor["floor_ms"] > 0 and floor["bandwidth_gb_s"] > 0
+    assert report["ratios"]["itl_p50_over_weight_floor_batch3[c=3 inflight=2]"] > 0
     for run in report["runs"]:
         assert len(run["decode_contexts"]) == run["concurrency"]
         assert run["bare_forward"]["context_lens"] == run["decode_contexts"]
@@ -27,7 +31,8 @@ def test_bench_reports_sync_and_async_against_bare_forwards(tiny_model_dir, tmp_
     assert [bare["batch_size"] for bare in report["bare_forward"]] == [1, 3]
     assert "throughput_over_sync[c=3 inflight=2]" in report["ratios"]
     assert next(tmp_path.glob("bench-*.png")).stat().st_size > 0
-    assert "bare forward + LM head right after the run" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "bare forward + LM head right after the run" in printed and "weight-read floor:" in printed
     assert not list(tmp_path.glob("*.partial.json"))  # a complete run leaves only its report
 
 
