@@ -169,7 +169,10 @@ def eagle_dir(model_dir, tmp_path_factory):
     return out
 
 
-def test_eagle_draft_steps_replay_and_draft_what_eager_drafts(model_dir, eagle_dir):
+@pytest.mark.parametrize("backend", ["torch_padded", "triton"])
+def test_eagle_draft_steps_replay_and_draft_what_eager_drafts(model_dir, eagle_dir, backend):
+    if backend == "triton":
+        pytest.importorskip("triton")
     requests = requests_plain()
     requests["a"].num_spec = 3
     requests["b"].num_spec = 1  # the draft batch shrinks after the first draft
@@ -178,7 +181,7 @@ def test_eagle_draft_steps_replay_and_draft_what_eager_drafts(model_dir, eagle_d
     eager = eager_runner(model_dir, **spec)
     eager_drafts = recorded_proposals(eager)
     expected = [tokens_and_logprobs(eager.execute(step)) for step in steps]
-    runner = graphed_runner(model_dir, **spec)
+    runner = graphed_runner(model_dir, backend, **spec)
     drafts = recorded_proposals(runner)
     assert_same_outputs(run_ahead(runner, steps, 0), expected)
     assert drafts == eager_drafts and any(len(d) == 3 for proposal in drafts for d in proposal)
@@ -206,9 +209,11 @@ def test_cuda_graphs_replay_to_the_tokens_of_eager_cuda_steps(model_dir, draft_d
     ahead with deferred read-back) gives the tokens and acceptance of an eager runner with the torch backend."""
     spec = dict(CUDA_SPECS[spec_name])
     requests = requests_plain()
+    if spec_name == "draft_model":
+        spec["draft_model_dir"] = str(draft_dir)
+    if spec_name == "eagle":
+        spec["eagle_dir"] = str(eagle_dir)
     if spec:
-        spec.update(draft_model_dir=str(draft_dir)) if spec_name == "draft_model" else spec.update(
-            eagle_dir=str(eagle_dir))
         requests["a"].num_spec = 3
         requests["b"].num_spec = 1
     steps = plan_steps(requests, BATCHES)
