@@ -28,6 +28,9 @@ def add_scheduler_arguments(
     group.add_argument("--shutdown-grace-s", type=float, default=30.0,
                        help="on SIGTERM: stop admitting, let running requests finish for this long, then end the "
                             "rest with UNAVAILABLE and exit 0 (default 30)")
+    group.add_argument("--stream-interval", type=int, default=1,
+                       help="tokens per streamed message after a request's first (the last carries what remains); "
+                            "above 1, fewer and larger messages where sending them limits throughput (default 1)")
     group.add_argument("--max-queue-wait-s", type=float, default=None,
                        help="a request still waiting to start after this many seconds ends with RESOURCE_EXHAUSTED "
                             "(default: no limit)")
@@ -96,6 +99,7 @@ def scheduler_config_from_args(
             num_scheduler_steps=args.num_scheduler_steps,
             max_queued_requests=args.max_queued_requests,
             max_queue_wait_s=args.max_queue_wait_s,
+            stream_interval=args.stream_interval,
         ),
         default_max_tokens=args.default_max_tokens,
         max_request_bytes=args.max_request_bytes,
@@ -129,6 +133,7 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         "--executor-recovery-timeout-s", str(args.executor_recovery_timeout_s),
         "--default-max-tokens", str(args.default_max_tokens),
         "--executor-stall-timeout-s", str(args.executor_stall_timeout_s),
+        "--stream-interval", str(args.stream_interval),
     ]
     if args.metrics_port is not None:
         flags += ["--metrics-port", str(args.metrics_port)]

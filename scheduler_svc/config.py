@@ -29,10 +29,13 @@ class SchedulingConfig:
     """Most requests waiting to start; a new one beyond it is refused (RESOURCE_EXHAUSTED)."""
     max_queue_wait_s: float | None = None
     """A request still waiting to start after this long ends with RESOURCE_EXHAUSTED (None: no limit)."""
+    stream_interval: int = 1
+    """Tokens per streamed message after a request's first (the last carries what remains): fewer, larger
+    messages when the scheduler's sends are the limit (high concurrency)."""
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_inflight_steps", "num_scheduler_steps",
-                     "max_queued_requests"):
+                     "max_queued_requests", "stream_interval"):
             value = getattr(self, name)
             _require(value >= 1, name, f"must be >= 1, got {value}")
         _require(

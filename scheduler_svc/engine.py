@@ -123,7 +123,8 @@ class Engine:
             queue = asyncio.Queue()
         self._queues[request.request_id] = queue
         self._states[request.request_id] = RequestOutputState(
-            request, self.tokenizer, self.max_model_len, RequestTiming(arrival=request.arrival_time)
+            request, self.tokenizer, self.max_model_len, RequestTiming(arrival=request.arrival_time),
+            self.scheduler.config.stream_interval,
         )
         self._wakeup.set()
         return queue
@@ -411,7 +412,11 @@ class Engine:
 
     def _fail_request(self, request_id: str, code: grpc.StatusCode, message: str) -> None:
         self.scheduler.finish_request(request_id)
-        self._queues.pop(request_id).put_nowait(EngineError(code, message))
+        queue = self._queues.pop(request_id)
+        unsent = self._states[request_id].take_unsent()
+        if unsent is not None:
+            queue.put_nowait(unsent)
+        queue.put_nowait(EngineError(code, message))
         self.metrics.count_error(code.name)
         del self._states[request_id]
 

@@ -9,6 +9,7 @@ from scheduler_svc.request import Request
 from scheduler_svc.request_timing import RequestTiming
 from scheduler_svc.spec_stats import SpecStatsTracker
 from scheduler_svc.stop_checker import StopStringChecker
+from scheduler_svc.stream_pacing import StreamPacer
 from scheduler_svc.tokenizer import Tokenizer
 from stepahead_proto import generation_pb2
 
@@ -24,7 +25,9 @@ class _Finish:
 class RequestOutputState:
     """The output side of one request: its detokenizer, stop-string checker and timing."""
 
-    def __init__(self, request: Request, tokenizer: Tokenizer, max_model_len: int, timing: RequestTiming) -> None:
+    def __init__(self, request: Request, tokenizer: Tokenizer, max_model_len: int, timing: RequestTiming,
+                 stream_interval: int = 1) -> None:
+        """``stream_interval``: tokens per streamed message after the first (see stream_pacing.py)."""
         self.request = request
         self.max_model_len = max_model_len
         self.timing = timing
@@ -37,13 +40,15 @@ class RequestOutputState:
         self._stop_string_matched = False
         self.spec = SpecStatsTracker()
         self.finish: _Finish | None = None
+        self._pacer = StreamPacer(stream_interval)
 
     def append_tokens(
         self, token_ids: list[int], logprobs: list[generation_pb2.PositionLogprobs], now: float
     ) -> generation_pb2.GenerateResponse | None:
         """Append a step's tokens in order, stopping at the first stop condition (the rest is dropped).
 
-        Returns the message to stream, or None when there is nothing to say yet.
+        Returns the message to stream, or None when there is nothing to say yet (or it is held for the stream
+        interval).
         """
         self.timing.mark_tokens(now)
         accepted: list[int] = []
@@ -56,7 +61,12 @@ class RequestOutputState:
                 break
         if self.finish is not None and not self._stop_string_matched:
             text_parts.append(self._flush())  # the held-back tail is final now
-        return self._message(accepted, logprobs[: len(accepted)], "".join(text_parts))
+        message = self._message(accepted, logprobs[: len(accepted)], "".join(text_parts))
+        return self._pacer.pace(message, final=self.finish is not None)
+
+    def take_unsent(self) -> generation_pb2.GenerateResponse | None:
+        """Output held for the stream interval and not sent yet (to send before an error ends the stream)."""
+        return self._pacer.take_held()
 
     def _consume(self, token_id: int) -> str:
         """Check one token against the stop rules and return the text it makes final."""
@@ -123,4 +133,6 @@ class RequestOutputState:
             request_id=self.request.request_id, finish_reason=FinishReason.FINISH_REASON_ABORT
         )
         self.final_fields(message, now)
-        return message
+        paced = self._pacer.pace(message, final=True)  # with what was held for the stream interval
+        assert paced is not None
+        return paced
