@@ -7,7 +7,8 @@
 #
 # Parts: tests (the GPU tests of `stepahead gpu-check`), triton (one layer's attention time per backend),
 # default | 1.7b | 8b | small (`stepahead bench` on that model shape, sync and async, with the HF peers).
-# Concurrencies per shape as in client/gpu_check.py; override with CONCURRENCY="1 16".
+# Concurrencies per shape as in client/gpu_check.py; override with CONCURRENCY="1 16". EXTRA="--stream-interval 4"
+# (any bench flags) is appended to each bench command.
 set -u
 BUDGET=${1:-560}; shift
 PARTS=${*:-tests default}
@@ -61,7 +62,8 @@ print("\n".join(argv[:i + 1] + os.environ["CONCURRENCY"].split() + argv[j:]))
 PY
         mapfile -t command < "$WORK/command.txt"
       fi
-      part "bench-$p" 600 "${command[@]}" --model "$PWD/$KIT/tok" ;;
+      # shellcheck disable=SC2086  # EXTRA is a list of flags
+      part "bench-$p" 600 "${command[@]}" --model "$PWD/$KIT/tok" ${EXTRA:-} ;;
     *) echo "unknown part $p" ;;
   esac
 done
