@@ -28,9 +28,14 @@ def add_scheduler_arguments(
     group.add_argument("--shutdown-grace-s", type=float, default=30.0,
                        help="on SIGTERM: stop admitting, let running requests finish for this long, then end the "
                             "rest with UNAVAILABLE and exit 0 (default 30)")
-    group.add_argument("--stream-interval", type=int, default=1,
-                       help="tokens per streamed message after a request's first (the last carries what remains); "
-                            "above 1, fewer and larger messages where sending them limits throughput (default 1)")
+    if several_inflight_values:
+        group.add_argument("--stream-interval", type=int, nargs="+", default=[1],
+                           help="compare these stream intervals in one run (default 1)")
+    else:
+        group.add_argument("--stream-interval", type=int, default=1,
+                           help="tokens per streamed message after a request's first (the last carries what "
+                                "remains); above 1, fewer and larger messages where sending them limits throughput "
+                                "(default 1)")
     group.add_argument("--max-queue-wait-s", type=float, default=None,
                        help="a request still waiting to start after this many seconds ends with RESOURCE_EXHAUSTED "
                             "(default: no limit)")

@@ -7,7 +7,7 @@
 #
 # Parts: tests (the GPU tests of `stepahead gpu-check`), triton (one layer's attention time per backend),
 # default | 1.7b | 8b | small (`stepahead bench` on that model shape, sync and async, with the HF peers).
-# Concurrencies per shape as in client/gpu_check.py; override with CONCURRENCY="1 16". EXTRA="--stream-interval 4"
+# Concurrencies per shape as in client/gpu_check.py; override with CONCURRENCY="1 16". EXTRA="--stream-interval 1 4"
 # (any bench flags) is appended to each bench command.
 set -u
 BUDGET=${1:-560}; shift

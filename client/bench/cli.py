@@ -220,16 +220,17 @@ def _load_runs(
     modes = tracing_order(args.tracing_rounds) if args.tracing else [None]
     try:
         endpoint = receiver.start() if receiver else ""
-        configurations = itertools.product(
-            args.max_inflight_steps, args.num_scheduler_steps, group_order(args.executor_groups, round_index))
-        for inflight, num_steps, groups in configurations:
-            flags = scheduler_flags(argparse.Namespace(
-                **{**vars(args), "max_inflight_steps": inflight, "num_scheduler_steps": num_steps}))
+        configurations = itertools.product(args.max_inflight_steps, args.num_scheduler_steps,
+                                           group_order(args.executor_groups, round_index), args.stream_interval)
+        for inflight, num_steps, groups, interval in configurations:
+            flags = scheduler_flags(argparse.Namespace(**{
+                **vars(args), "max_inflight_steps": inflight, "num_scheduler_steps": num_steps,
+                "stream_interval": interval}))
             if "http" in args.api:
                 flags += ["--http-port", "0"]
             for tracing_on, spec_method in itertools.product(modes, spec_variants(args.spec_method)):
                 env = None if tracing_on is None else stack_env(tracing_on, endpoint)
-                suffix = ("" if num_steps == 1 else f" steps={num_steps}") + group_label(
+                suffix = ("" if num_steps == 1 else f" steps={num_steps}") + interval_label(interval) + group_label(
                     groups, args.executor_groups) + ("" if tracing_on is None else mode_label(tracing_on)) + (
                     "" if args.spec_method == "none" else f" spec={spec_method}")
                 draft_model = args.draft_model if spec_method == "draft_model" else None
@@ -243,7 +244,8 @@ def _load_runs(
                         for api in api_order(args.api, round_index):
                             run = _measure(stack, prompts, concurrency, inflight, args, suffix + api_label(api), api)
                             group.append({**run, "api": api, "spec_method": spec_method, "round": round_index,
-                                          "num_scheduler_steps": num_steps, "executor_groups": groups})
+                                          "num_scheduler_steps": num_steps, "executor_groups": groups,
+                                          "stream_interval": interval})
                         # Timed right after the runs, on their contexts (greedy: every API decodes the same):
                         # machine drift between the two stays small.
                         setup = args.forward_setup
@@ -354,11 +356,21 @@ def _ratios(report: dict) -> dict:
             # The regime: how the forward compares with one step's scheduling + RPC + detokenization.
             values.setdefault(f"bare_forward_over_sync_gap[{label}]", []).append(
                 run["bare_forward"]["median_ms"] / gap_ms)
+        interval = run.get("stream_interval", 1)
+        per_message = by_round_label.get((run.get("round", 0), label.replace(interval_label(interval), "")))
+        if interval != 1 and per_message is not None:
+            values.setdefault(f"throughput_over_interval1[{label}]", []).append(
+                run["throughput_tok_s"] / per_message["throughput_tok_s"])
         sync = by_round_label.get((run.get("round", 0), f"c={c} inflight=1"))
         if sync is not None and run is not sync:
             values.setdefault(f"throughput_over_sync[{label}]", []).append(
                 run["throughput_tok_s"] / sync["throughput_tok_s"])
     return {name: statistics.median(samples) for values in per_label.values() for name, samples in values.items()}
+
+
+def interval_label(interval: int) -> str:
+    """A run label's part for --stream-interval (none for the default 1)."""
+    return "" if interval == 1 else f" interval={interval}"
 
 
 def _sync_gap_ms(run: dict) -> float | None:

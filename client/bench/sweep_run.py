@@ -31,7 +31,8 @@ def run_sweep(args: argparse.Namespace, model_dir: str, measure: Callable[..., d
     spec_method = args.spec_method if args.spec_method != "none" else "ngram"
     prompts = load_prompts(args.prompts)
     inflight = args.max_inflight_steps[-1]
-    base = {**vars(args), "max_inflight_steps": inflight, "num_scheduler_steps": args.num_scheduler_steps[0]}
+    base = {**vars(args), "max_inflight_steps": inflight, "num_scheduler_steps": args.num_scheduler_steps[0],
+            "stream_interval": args.stream_interval[0]}
     scheduler_base = scheduler_flags(argparse.Namespace(**{**base, "spec_method": "none"}))
     runs = []
     for round_index, config in sweep_plan(args.sweep_max_k, args.rounds):

@@ -44,3 +44,24 @@ def test_sync_runs_report_the_bare_forward_over_their_idle_gap_per_step():
 def test_rounds_must_be_positive():
     with pytest.raises(ValueError, match="--rounds"):
         run_bench(argparse.Namespace(rounds=0))
+
+
+def test_stream_intervals_are_compared_with_one_message_per_token_of_the_same_round():
+    runs = []
+    for r, (plain, paced) in enumerate([(100.0, 150.0), (80.0, 100.0), (90.0, 171.0)]):
+        runs += [{**run("c=64 inflight=2", r, plain, 5.0, 2.0), "stream_interval": 1},
+                 {**run("c=64 inflight=2 interval=4", r, paced, 4.0, 2.0), "stream_interval": 4}]
+    ratios = _ratios({"hf": [], "runs": runs})
+    assert ratios["throughput_over_interval1[c=64 inflight=2 interval=4]"] == pytest.approx(1.5)  # 1.5, 1.25, 1.9
+    assert not any("over_interval1[c=64 inflight=2]" in name for name in ratios)
+
+
+def test_the_bench_takes_several_stream_intervals_and_passes_each_to_its_scheduler():
+    from client import cli
+    from scheduler_svc.cli_args import scheduler_flags
+
+    args = cli._build_parser().parse_args(["bench", "--stream-interval", "1", "4"])
+    assert args.stream_interval == [1, 4]
+    flags = scheduler_flags(argparse.Namespace(**{**vars(args), "max_inflight_steps": 2, "num_scheduler_steps": 1,
+                                                  "stream_interval": 4}))
+    assert flags[flags.index("--stream-interval") + 1] == "4"
