@@ -44,3 +44,11 @@ def test_without_cuda_it_exits_2_and_says_why(tmp_path, capsys):
     args = cli._build_parser().parse_args(["gpu-check", "--out", str(tmp_path)])
     assert run_gpu_check(args) == 2
     assert "CUDA" in capsys.readouterr().err
+
+
+def test_by_default_every_shape_is_benchmarked(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(gpu_check, "_run_logged", lambda command, log: ran.append(log.name) or 0)
+    assert gpu_check.run_gpu_check(cli._build_parser().parse_args(["gpu-check", "--out", str(tmp_path)])) == 0
+    assert ran == ["gpu-tests.log", "bench-default.log", "bench-small.log", "bench-1.7b.log", "bench-8b.log"]
