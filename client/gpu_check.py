@@ -1,9 +1,10 @@
 """`stepahead gpu-check --out DIR`: what a GPU machine must show, in one command, with raw logs kept.
 
 1. The GPU tests (skipped elsewhere): every captured step shape replays to eager's tokens (target, and the
-   runner with a draft model's graphs too), the Triton attention kernels match the torch reference on mixed
-   batches, fp32 greedy through the stack on CUDA equals HF transformers (sync and async, with and without
-   speculation; the real default model where it is converted, and random weights of its shape).
+   runner with the drafters' graphs too: draft model, EAGLE-style head), the Triton attention kernels match
+   the torch reference on mixed batches, fp32 greedy through the stack on CUDA equals HF transformers (sync
+   and async, with and without speculation; the real default model where it is converted, and random weights
+   of its shape).
 2. The benchmark on CUDA for each model shape asked for: bf16, MT-Bench first turns, fixed-length
    outputs, with HF eager and HF static-cache compiled generate and our bare forward (eager and
    graph-replayed) measured in the same run.

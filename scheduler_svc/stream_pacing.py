@@ -27,7 +27,6 @@ class StreamPacer:
             raise ValueError(f"stream_interval: must be >= 1, got {interval}")
         self.interval = interval
         self._held: generation_pb2.GenerateResponse | None = None
-        self._sent_any = False
 
     def pace(self, message: generation_pb2.GenerateResponse | None, final: bool = False
              ) -> generation_pb2.GenerateResponse | None:
@@ -37,8 +36,8 @@ class StreamPacer:
         if self._held is not None:
             merge_delta(self._held, message)
             message, self._held = self._held, None
-        if final or not self._sent_any or len(message.token_ids) >= self.interval or self.interval == 1:
-            self._sent_any = True
+        first = message.prompt_tokens > 0  # set on a request's first message only, never held
+        if final or first or len(message.token_ids) >= self.interval or self.interval == 1:
             return message
         self._held = message
         return None

@@ -33,6 +33,8 @@ part() {  # part NAME SECONDS COMMAND...: COMMAND with a limit (at most what is 
 }
 
 KIT=.gpu-kit
+# The kit's on-device.sh without its model writing (the bench makes its own weightless shapes; the random-weight
+# HF test writes its own checkpoint): installs the wheels and the checkout, puts MT-Bench in the cache.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $KIT/whl/*.whl
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 STEPAHEAD_TOKENIZER_DIR=$PWD/$KIT/tok
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . > /dev/null
@@ -53,15 +55,8 @@ for p in $PARTS; do
       mapfile -t command < <(python3 -c "
 from pathlib import Path; from client.gpu_check import _bench_command
 print('\n'.join(_bench_command('$p', 128, Path('$WORK'))))")
-      if [ -n "${CONCURRENCY:-}" ]; then  # replace the shape's concurrencies
-        python3 - "${command[@]}" > "$WORK/command.txt" <<'PY'
-import os, sys
-argv = sys.argv[1:]; i = argv.index("--concurrency"); j = i + 1
-while j < len(argv) and not argv[j].startswith("--"): j += 1
-print("\n".join(argv[:i + 1] + os.environ["CONCURRENCY"].split() + argv[j:]))
-PY
-        mapfile -t command < "$WORK/command.txt"
-      fi
+      # A second --concurrency replaces the shape's (argparse keeps the last).
+      [ -n "${CONCURRENCY:-}" ] && command+=(--concurrency $CONCURRENCY)
       # shellcheck disable=SC2086  # EXTRA is a list of flags
       part "bench-$p" 600 "${command[@]}" --model "$PWD/$KIT/tok" ${EXTRA:-} ;;
     *) echo "unknown part $p" ;;

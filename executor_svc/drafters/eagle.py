@@ -27,8 +27,6 @@ from executor_svc.drafters.eagle_step_model import EagleStepModel
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
-from executor_svc.models.layers import linear
-from executor_svc.row_argmax import row_argmax
 
 
 class EagleDrafter:
@@ -43,10 +41,7 @@ class EagleDrafter:
         ``source_dir``: where the head was loaded from."""
         self.head = head
         self.source_dir = source_dir
-        self.embed = target.embed_weight
-        self.lm_rows = target.lm_head_weight.index_select(0, head.draft_vocab).contiguous()
-        """[N, hidden]: the target's LM head rows of the draft vocabulary."""
-        self.rope_cos, self.rope_sin = target.rope_cos, target.rope_sin
+        self.step_model = EagleStepModel(head, target)
         self.kv_cache = kv_cache
         self.block_size = block_size
         self.device = device
@@ -54,8 +49,8 @@ class EagleDrafter:
         """Per request, target features not consumed yet: (first position, rows [n, hidden])."""
         self._computed: dict[str, int] = {}
         """Per request, the entries 0..n-1 whose head K/V is valid."""
-        self.step_graphs: tuple[EagleStepModel, StepGraphs] | None = None
-        """The captured draft steps (``capture_step_graphs``); None: every step eager."""
+        self.step_graphs: StepGraphs | None = None
+        """The captured draft steps of ``step_model`` (``capture_step_graphs``); None: every step eager."""
         self.num_replays = 0
         """Draft steps replayed from a captured graph so far."""
 
@@ -119,45 +114,41 @@ class EagleDrafter:
         host = HostBatch(self.block_size)
         for request in batch:
             host.add_sequence([0], len(request.state.token_ids) - 2 + step, request.state.block_ids)
-        shape = self.step_graphs[1].shape_for(host) if self.step_graphs is not None else None
+        shape = self.step_graphs.shape_for(host) if self.step_graphs is not None else None
         if self.step_graphs is None or shape is None:
             predicted = self._forward(host, features, previous)
             return self._draft_ids(predicted), predicted
-        step_model, graphs = self.step_graphs
         host.unread_rows = list(range(len(batch)))  # every input id is a draft still on the device
 
         def put_inputs(input_ids: torch.Tensor) -> None:
             input_ids[: len(batch)].copy_(previous)
-            step_model.features[: len(batch)].copy_(features)
+            self.step_model.features[: len(batch)].copy_(features)
 
         self.num_replays += 1
-        logits = graphs.run(host, shape, put_inputs)
-        assert graphs.last_hidden is not None  # captured with keep_hidden
+        logits = self.step_graphs.run(host, shape, put_inputs)
+        assert self.step_graphs.last_hidden is not None  # captured with keep_hidden
         # The predicted features are a view of the graphs' buffer: the next step copies them in before replaying.
-        return self.head.draft_vocab.index_select(0, row_argmax(logits)), graphs.last_hidden
+        return self.step_model.draft_ids(logits), self.step_graphs.last_hidden
 
     def _forward(self, host: HostBatch, features: torch.Tensor, token_ids: torch.Tensor | None = None) -> torch.Tensor:
         input_ids, positions, meta = host.to_device(self.device)
         if token_ids is not None:  # drafts still on the device
             input_ids = token_ids
-        cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
-        embeds = self.embed.index_select(0, input_ids)
-        return self.head(features.to(embeds.dtype), embeds, cos, sin, self.kv_cache.layers[0], meta)
+        return self.step_model.predict(features, input_ids, positions, meta, self.kv_cache)
 
     def capture_step_graphs(self, max_num_seqs: int, max_blocks_per_seq: int,
                             make_capture: Callable[[], GraphCapture]) -> None:
         """Capture the one-token draft step for every batch bucket up to ``max_num_seqs`` (the head's attention
         backend must be graph-safe and its KV cache have a scratch block for padded writes)."""
-        step_model = EagleStepModel(self.head, self.embed, self.lm_rows, self.rope_cos, self.rope_sin,
-                                    max_num_seqs)
-        graphs = StepGraphs(step_model, self.kv_cache, max_num_seqs, 1, max_blocks_per_seq, make_capture,
+        self.step_model.reserve_features(max_num_seqs)
+        graphs = StepGraphs(self.step_model, self.kv_cache, max_num_seqs, 1, max_blocks_per_seq, make_capture,
                             keep_hidden=True)
         graphs.capture_all()
-        self.step_graphs = (step_model, graphs)
+        self.step_graphs = graphs
 
     def _draft_ids(self, predicted: torch.Tensor) -> torch.Tensor:
-        """Argmax over the draft vocabulary, as target ids (on the device)."""
-        return self.head.draft_vocab.index_select(0, row_argmax(linear(predicted, self.lm_rows).float()))
+        """Argmax over the draft vocabulary of predicted features, as target ids (on the device)."""
+        return self.step_model.draft_ids(self.step_model.compute_logits(predicted))
 
     def drop(self, request_id: str) -> None:
         self._features.pop(request_id, None)

@@ -199,8 +199,8 @@ def test_the_captured_draft_step_reads_no_host_value_and_compiles_as_one_graph(t
 
     config, model, _ = target
     drafter = graphed_drafter(config, model, random_head(config, 64))
-    assert drafter.step_graphs is not None
-    step_model, graphs = drafter.step_graphs
+    graphs, step_model = drafter.step_graphs, drafter.step_model
+    assert graphs is not None
     host = HostBatch(BLOCK)
     for row in range(2):
         host.add_sequence([0], 5 + row, list(range(8 * row, 8 * row + 8)))

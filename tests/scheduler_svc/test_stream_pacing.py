@@ -46,7 +46,7 @@ def test_merged_deltas_read_as_the_separate_ones():
 
 def test_first_message_at_once_then_at_least_the_interval_then_the_rest():
     pacer = StreamPacer(3)
-    sent = [pacer.pace(delta(str(i), [i]), final=i == 7) for i in range(8)]
+    sent = [pacer.pace(delta(str(i), [i], prompt_tokens=4 if i == 0 else 0), final=i == 7) for i in range(8)]
     assert [None if m is None else list(m.token_ids) for m in sent] == [
         [0], None, None, [1, 2, 3], None, None, [4, 5, 6], [7]]
     assert pacer.take_held() is None

@@ -18,6 +18,7 @@ import pytest
 from hf_reference import assert_matches_reference, generate, load_cases
 
 from client import Client
+from client.bench.model_shapes import TOKENIZER_FILES
 from client.model_resolver import is_complete_model_dir
 
 pytestmark = [pytest.mark.gpu, pytest.mark.stack]
@@ -27,8 +28,6 @@ CONFIGURATIONS = [([], 1), ([], 2), (["--spec-method", "ngram", "--num-spec-toke
                   (["--spec-method", "ngram", "--num-spec-tokens", "3"], 2)]
 RANDOM_INIT_STD = 0.05
 IDS = ["plain-sync", "plain-async", "ngram-sync", "ngram-async"]
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json",
-                   "generation_config.json")
 
 
 def assert_stack_matches(launch_module_stack, model_dir: Path, spec: list[str], inflight: int,
