@@ -73,6 +73,16 @@ def test_requests_survive_a_killed_executor_token_for_token(variant, tiny_model_
         assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == info.num_waiting == 0
 
 
+def wait_for_log_line(process: ServiceProcess, text: str, timeout_s: float) -> bool:
+    """Whether ``text`` appears in the process's log within ``timeout_s`` (its supervisor polls every 0.5 s)."""
+    deadline = time.monotonic() + timeout_s
+    while text not in process.log():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def test_serve_restarts_a_crashed_executor_and_16_requests_complete_token_for_token(tiny_model_dir):
     import psutil
 
@@ -88,9 +98,10 @@ def test_serve_restarts_a_crashed_executor_and_16_requests_complete_token_for_to
 
     try:
         address = serve.start(r"stepahead serving \S+ on (\S+) ", timeout_s=300)
-        undisturbed = asyncio.run(generate_all(address))
-        assert asyncio.run(generate_all(address, kill_executor)) == undisturbed
-        assert "restart 1 of 5" in serve.log() and serve.is_running()
+        # Long enough that the kill lands mid-generation on a loaded machine.
+        undisturbed = asyncio.run(generate_all(address, max_tokens=PAUSED_MAX_TOKENS))
+        assert asyncio.run(generate_all(address, kill_executor, PAUSED_MAX_TOKENS)) == undisturbed
+        assert wait_for_log_line(serve, "restart 1 of 5", timeout_s=30) and serve.is_running()
     finally:
         serve.stop()
 
