@@ -130,7 +130,7 @@ def test_serve_with_restarts_used_up_ends_requests_then_exits_1(tiny_model_dir):
             info = client.model_info()  # the scheduler still answers
             assert info.num_running == info.num_waiting == 0 and info.num_free_kv_blocks == info.num_kv_blocks
         assert serve.process.wait(timeout=30) == 1
-        assert "--executor-max-restarts 0 are used up" in serve.log()
+        assert wait_for_log_line(serve, "--executor-max-restarts 0 are used up", timeout_s=10)
     finally:
         serve.stop()
 
@@ -152,7 +152,7 @@ def test_a_stopped_executor_is_given_up_and_its_requests_resume_or_end_unavailab
         # a loaded machine starts it: with nothing in flight there is no stream to give up.
         undisturbed = asyncio.run(generate_all(stack.address, max_tokens=PAUSED_MAX_TOKENS))
         assert asyncio.run(generate_all(stack.address, lambda: pause(2.5), PAUSED_MAX_TOKENS)) == undisturbed
-        assert "executor unresponsive" in stack.scheduler.log()
+        assert wait_for_log_line(stack.scheduler, "executor unresponsive", timeout_s=10)
         with Client(stack.address, timeout=60) as client:
             stream = client.generate_stream(**requests(PAUSED_MAX_TOKENS)[0])
             next(stream)
