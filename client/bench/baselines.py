@@ -39,9 +39,9 @@ def measure_bare_decode_forward(
     device = torch.device(setup.device)
     backend = build_attention_backend(setup.attention_backend, device)
     model = load_model(model_dir, getattr(torch, setup.dtype_name), device, backend, load_format=setup.load_format)
-    # Prefill shorter contexts so that the timed steps are centred on the requested ones.
-    prefill_lens = [max(1, n - warmup - repeats // 2) for n in context_lens]
-    bench = _BareForward(model, prefill_lens, warmup + repeats + query_len + 1, query_len, graphs)
+    # Prefill shorter contexts so that the timed steps (query_len tokens each) are centred on the requested ones.
+    prefill_lens = [max(1, n - (warmup + repeats // 2) * query_len) for n in context_lens]
+    bench = _BareForward(model, prefill_lens, (warmup + repeats) * query_len + 1, query_len, graphs)
     times = bench.time_steps(warmup + repeats)[warmup:]
     return {"batch_size": len(context_lens), "query_len": query_len, "context_lens": list(context_lens),
             "device": setup.device, "dtype": setup.dtype_name, "graphs": graphs,
