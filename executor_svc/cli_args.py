@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from executor_svc.config import ATTENTION_BACKENDS, LOAD_FORMATS, SPEC_METHODS, SUPPORTED_DTYPES, ExecutorConfig
+from executor_svc.config import (
+    ATTENTION_BACKENDS,
+    EAGLE_METHODS,
+    LOAD_FORMATS,
+    SPEC_METHODS,
+    SUPPORTED_DTYPES,
+    ExecutorConfig,
+)
 
 READBACK_CHOICES = {"auto": None, "on": True, "off": False}
 
@@ -35,8 +42,10 @@ def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = Fa
     group.add_argument("--max-model-len", type=int, default=None, help="longest prompt+output (default: the model's)")
     group.add_argument("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     group.add_argument("--spec-method", default=spec_default, choices=SPEC_METHODS,
-                       help="speculative decoding drafter: auto (the EAGLE-style drafter shipped for the model if "
-                            f"there is one, else none), none, ngram, draft_model or eagle (default {spec_default})")
+                       help="speculative decoding drafter: auto (eagle_ngram with the EAGLE-style drafter shipped "
+                            "for the model if there is one, else none), none, ngram, draft_model, eagle, or "
+                            "eagle_ngram (n-gram lookup drafts where the context has a match, the EAGLE-style "
+                            f"head's elsewhere) (default {spec_default})")
     if dynamic_k:
         group.add_argument("--num-spec-tokens", type=spec_tokens_value, default="dynamic",
                            help="draft tokens per step with a drafter: dynamic (chosen each step from a step "
@@ -51,7 +60,7 @@ def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = Fa
     )
     group.add_argument("--eagle-drafter", default=None,
                        help="directory of an EAGLE-style drafter from `stepahead train-drafter` (--spec-method "
-                            "eagle or auto; default: the one shipped for the model)")
+                            "eagle, eagle_ngram or auto; default: the one shipped for the model)")
     group.add_argument("--ngram-min-n", type=int, default=2, help="shortest n-gram to look up (default 2)")
     group.add_argument("--ngram-max-n", type=int, default=4, help="longest n-gram to look up (default 4)")
     group.add_argument("--attention-backend", default="auto", choices=ATTENTION_BACKENDS,
@@ -134,7 +143,7 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
         flags.append("--enforce-eager")
     for name in ("num_kv_blocks", "max_model_len", "num_threads", "draft_model", "eagle_drafter"):
         value = getattr(args, name, None)
-        if name == "eagle_drafter" and args.spec_method not in ("eagle", "auto"):
+        if name == "eagle_drafter" and args.spec_method not in EAGLE_METHODS:
             continue
         if value is not None:
             flags += ["--" + name.replace("_", "-"), str(value)]

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from stepahead_common.tls import check_pair, check_pem_file
 
 SUPPORTED_DTYPES = ("auto", "float32", "bfloat16", "float16")
-SPEC_METHODS = ("auto", "none", "ngram", "draft_model", "eagle")
+SPEC_METHODS = ("auto", "none", "ngram", "draft_model", "eagle", "eagle_ngram")
+EAGLE_METHODS = ("auto", "eagle", "eagle_ngram")
+"""The methods that load an EAGLE-style head (auto: when one is shipped for the model)."""
 ATTENTION_BACKENDS = ("auto", "torch", "torch_padded", "triton")
 LOAD_FORMATS = ("auto", "dummy")
 
@@ -39,8 +41,9 @@ class ExecutorConfig:
     num_threads: int | None = None
     """torch intra-op threads on CPU; None: torch's default."""
     spec_method: str = "none"
-    """Drafter for speculative decoding: none, ngram, draft_model, eagle, or auto (eagle with the drafter
-    shipped for the model when there is one, else none)."""
+    """Drafter for speculative decoding: none, ngram, draft_model, eagle, eagle_ngram (the head's drafts where
+    an n-gram lookup finds no match, the lookup's where it does), or auto (eagle_ngram with the drafter shipped
+    for the model when there is one, else none)."""
     num_spec_tokens: int = 3
     """K: draft tokens proposed per step when a drafter is on."""
     draft_model_dir: str | None = None
@@ -129,9 +132,9 @@ class ExecutorConfig:
             "is required with spec_method draft_model and only then",
         )
         _require(
-            self.eagle_dir is None or self.spec_method in ("eagle", "auto"),
+            self.eagle_dir is None or self.spec_method in EAGLE_METHODS,
             "eagle_dir",
-            f"is only used with spec_method eagle or auto, got spec_method {self.spec_method!r}",
+            f"is only used with spec_method eagle, eagle_ngram or auto, got spec_method {self.spec_method!r}",
         )
         _require(
             self.attention_backend in ATTENTION_BACKENDS,

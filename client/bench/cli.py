@@ -17,6 +17,7 @@ def add_bench_parser(commands) -> None:
     from client.bench.model_shapes import SHAPES
     from client.bench.prompt_sets import PROMPT_SETS
     from executor_svc.cli_args import add_executor_arguments
+    from executor_svc.config import SPEC_METHODS
     from scheduler_svc.cli_args import add_scheduler_arguments
 
     bench = commands.add_parser("bench", help="benchmark the stack on MT-Bench prompts, with HF baselines")
@@ -43,6 +44,9 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--model-shape", default=None, choices=sorted(SHAPES),
                        help="serve random weights of this shape with the default tokenizer (--load-format dummy)")
     bench.add_argument("--no-hf", action="store_true", help="skip the HF transformers baselines")
+    bench.add_argument("--hf-peers", nargs="+", choices=("eager", "compiled"), default=["eager", "compiled"],
+                       help="which HF baselines to run: eager generate at each concurrency, static-cache compiled "
+                            "generate at batch 1 (CUDA, with concurrency 1) (default both; --no-hf: neither)")
     bench.add_argument("--weight-floor", action="store_true",
                        help="measure the device's copy bandwidth and report each step's weight-read floor (always on "
                             "CUDA): bytes of weights / bandwidth")
@@ -66,6 +70,9 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--executor-groups", type=_positive_int, nargs="+", default=[1],
                        help="run every load configuration with each of these numbers of executor groups behind "
                             "one scheduler and report the throughput ratio to one group (default 1)")
+    bench.add_argument("--also-spec-method", nargs="+", default=[], choices=SPEC_METHODS, metavar="METHOD",
+                       help="more drafters to run beside --spec-method in every round, each on a stack of its own "
+                            "(compares drafters in one run)")
     bench.add_argument("--pin-executors", action="store_true",
                        help="run executor i on CPU i only (taskset), with --num-threads threads each")
     add_scheduler_arguments(bench, several_inflight_values=True, public_api=False)
@@ -149,17 +156,18 @@ def run_bench(args: argparse.Namespace) -> dict:
         if tracing:
             spans = report.get("tracing", {}).get("spans_received", 0)
             report["tracing"] = {**tracing, "spans_received": spans + tracing["spans_received"]}
-        if not args.no_hf:
+        peers = set() if args.no_hf else set(args.hf_peers)
+        if "eager" in peers:
             for concurrency in args.concurrency:
                 chosen = _prompts_for(concurrency, args.num_prompts, prompts, args.prompts_per_client)
                 hf = hf_generate_throughput(model_dir, chosen,
                                             concurrency, args.max_tokens, args.num_threads, setup, args.ignore_eos)
                 report["hf"].append({**hf, "round": round_index})
-                print(f"done: HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s", flush=True)
-            if setup.is_cuda and 1 in args.concurrency:
-                compiled = hf_compiled_generate_throughput(model_dir, prompts[:8], args.max_tokens, setup)
-                report.setdefault("hf_compiled", []).append({**compiled, "round": round_index})
-                print(f"done: HF static-cache compiled, batch 1: {compiled['throughput_tok_s']:.1f} tok/s", flush=True)
+                _done(f"HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s")
+        if "compiled" in peers and setup.is_cuda and 1 in args.concurrency:
+            compiled = hf_compiled_generate_throughput(model_dir, prompts[:8], args.max_tokens, setup)
+            report.setdefault("hf_compiled", []).append({**compiled, "round": round_index})
+            _done(f"HF static-cache compiled, batch 1: {compiled['throughput_tok_s']:.1f} tok/s")
     if setup.is_cuda or args.weight_floor:
         report["weight_floor"] = _weight_floor(model_dir, setup)
     first_runs = _first_run_per_concurrency(report["runs"])
@@ -228,7 +236,8 @@ def _load_runs(
                 "stream_interval": interval}))
             if "http" in args.api:
                 flags += ["--http-port", "0"]
-            for tracing_on, spec_method in itertools.product(modes, spec_variants(args.spec_method)):
+            variants = spec_variants(args.spec_method, args.also_spec_method)
+            for tracing_on, spec_method in itertools.product(modes, variants):
                 env = None if tracing_on is None else stack_env(tracing_on, endpoint)
                 suffix = ("" if num_steps == 1 else f" steps={num_steps}") + interval_label(interval) + group_label(
                     groups, args.executor_groups) + ("" if tracing_on is None else mode_label(tracing_on)) + (
@@ -304,9 +313,14 @@ def _measure(
     summary["executor_step_ms_mean"] = 1000 * summary["executor_busy_s"] / max(summary["steps"], 1)
     summary["executor_forward_ms_mean"] = 1000 * summary["executor_forward_s"] / max(summary["steps"], 1)
     summary["itl_p50_over_executor_step"] = summary["itl_ms_p50"] / summary["executor_step_ms_mean"]
-    print(f"done: {summary['label']}: {summary['throughput_tok_s']:.1f} tok/s, "
-          f"bubble {100 * summary['bubble_fraction']:.1f}%", flush=True)
+    _done(f"{summary['label']}: {summary['throughput_tok_s']:.1f} tok/s, "
+          f"bubble {100 * summary['bubble_fraction']:.1f}%")
     return summary
+
+
+def _done(message: str) -> None:
+    """One finished measurement, with the wall-clock time (a device call's log then shows what each part took)."""
+    print(f"done: {message} [{time.strftime('%H:%M:%S')}]", flush=True)
 
 
 def _grpc_runs(runs: list[dict]) -> list[dict]:

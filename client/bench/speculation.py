@@ -11,9 +11,12 @@ from __future__ import annotations
 import statistics
 
 
-def spec_variants(spec_method: str) -> list[str]:
-    """The drafter settings one bench run compares: without speculation, then with the chosen drafter."""
-    return ["none"] if spec_method == "none" else ["none", spec_method]
+def spec_variants(spec_method: str, also: list[str] | None = None) -> list[str]:
+    """The drafter settings one bench run compares: without speculation, then the chosen drafter and any
+    ``also`` named (--also-spec-method), in that order."""
+    if spec_method == "none":
+        return ["none"]
+    return ["none", spec_method, *[method for method in also or [] if method not in ("none", spec_method)]]
 
 
 def speculation_ratios(runs: list[dict], bare_1: float, bare_verify: float, k: int) -> dict:

@@ -8,12 +8,13 @@ from typing import Any
 import torch
 
 from executor_svc.attention.backend import AttentionBackend
-from executor_svc.config import ExecutorConfig
+from executor_svc.config import EAGLE_METHODS, ExecutorConfig
 from executor_svc.cuda_graphs.step_graphs import GraphCapture, StepGraphs
 from executor_svc.drafters.base import Drafter
 from executor_svc.drafters.draft_model import DraftModelDrafter
 from executor_svc.drafters.eagle import EagleDrafter
 from executor_svc.drafters.eagle_head import load_head
+from executor_svc.drafters.eagle_ngram import EagleNgramDrafter
 from executor_svc.drafters.ngram import NgramDrafter
 from executor_svc.drafters.shipped import shipped_drafter_for
 
@@ -28,14 +29,14 @@ def build_drafter(
     target_model: Any = None,
     tensor_parallel_size: int = 1,
 ) -> Drafter | None:
-    """None without speculation; otherwise the drafter named by config.spec_method (auto: the EAGLE-style
-    drafter shipped for the target when there is one, else none).
+    """None without speculation; otherwise the drafter named by config.spec_method (auto: eagle_ngram with the
+    EAGLE-style head shipped for the target when there is one, else none).
 
     ``make_capture``: record the drafter's one-token decode steps (draft model, EAGLE-style head) as graphs
     (None: eager), over block tables of up to ``max_blocks_per_seq`` blocks. ``target_model``: the loaded
     target (an EAGLE-style drafter shares its embedding and LM head)."""
     method = config.spec_method
-    if method in ("auto", "eagle"):
+    if method in EAGLE_METHODS:
         eagle_dir = _eagle_dir(config, target_model, tensor_parallel_size)
         if eagle_dir is None:
             return None
@@ -43,7 +44,9 @@ def build_drafter(
                                       attention_backend, scratch_block=make_capture is not None)
         if make_capture is not None:
             drafter.capture_step_graphs(config.max_num_seqs, max_blocks_per_seq, make_capture)
-        return drafter
+        if method == "eagle":
+            return drafter
+        return EagleNgramDrafter(drafter, NgramDrafter(config.ngram_min_n, config.ngram_max_n))
     if method == "none":
         return None
     if method == "ngram":
@@ -55,13 +58,13 @@ def _eagle_dir(config: ExecutorConfig, target_model: Any, tensor_parallel_size: 
     """The EAGLE-style drafter to load: --eagle-drafter, else the one shipped for this target; None under
     auto when there is none (or under tensor parallelism, which the drafter does not support)."""
     if tensor_parallel_size > 1:
-        if config.spec_method == "eagle":
-            raise ValueError("spec_method: eagle is not supported with tensor_parallel_size > 1")
+        if config.spec_method != "auto":
+            raise ValueError(f"spec_method: {config.spec_method} is not supported with tensor_parallel_size > 1")
         return None
     if config.eagle_dir is not None:
         return config.eagle_dir
     shipped = shipped_drafter_for(target_model)
-    if shipped is None and config.spec_method == "eagle":
+    if shipped is None and config.spec_method != "auto":
         raise ValueError(f"eagle_dir: no EAGLE-style drafter is shipped for {config.model_dir}; train one with "
                          "`stepahead train-drafter` and pass it with --eagle-drafter DIR")
     return None if shipped is None else str(shipped)

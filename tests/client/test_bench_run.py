@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -64,3 +65,16 @@ def test_bench_compares_the_http_front_with_grpc_in_one_run(tiny_model_dir, tmp_
     ratio = report["ratios"]["throughput_http_over_grpc[c=2 inflight=2]"]
     assert 0 < ratio < 10
     assert not any("api=http" in name for name in report["ratios"] if not name.startswith("throughput_http"))
+
+
+def test_hf_peers_picks_the_baselines(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """--hf-peers compiled skips HF eager generate (the compiled peer runs on CUDA only, so on the CPU neither)."""
+    def not_asked_for(*args, **kwargs):
+        raise AssertionError("HF eager generate ran without being asked for")
+
+    monkeypatch.setattr("client.bench.baselines.hf_generate_throughput", not_asked_for)
+    main(["bench", "--model", str(tiny_model_dir), "--hf-peers", "compiled", "--concurrency", "1", "--num-prompts",
+          "2", "--max-tokens", "4", "--max-inflight-steps", "2", "--num-threads", "1", "--out", str(tmp_path)])
+    report = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
+    assert report["hf"] == [] and "hf_compiled" not in report and len(report["runs"]) == 1
+    assert re.search(r"done: c=1 inflight=2: [\d.]+ tok/s, bubble [\d.]+% \[\d\d:\d\d:\d\d\]", capsys.readouterr().out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.bench.speculation import speculation_ratios
+from client.bench.speculation import spec_variants, speculation_ratios
 
 
 def run(round_index: int, spec_method: str, throughput: float) -> dict:
@@ -32,3 +32,17 @@ def test_measured_speedup_pairs_runs_of_the_same_round_and_takes_the_median():
 def test_a_speculative_run_without_a_twin_is_left_out():
     ratios = speculation_ratios([run(0, "ngram", 60.0)], bare_1=20.0, bare_verify=22.0, k=3)
     assert ratios == {"V(3)": pytest.approx(1.1)}
+
+
+def test_the_drafters_one_run_compares():
+    assert spec_variants("none", ["eagle"]) == ["none"]
+    assert spec_variants("ngram") == ["none", "ngram"]
+    assert spec_variants("eagle_ngram", ["eagle", "none", "eagle_ngram", "ngram"]) == [
+        "none", "eagle_ngram", "eagle", "ngram"]
+
+
+def test_two_drafters_of_one_run_each_get_their_figures():
+    runs = [run(0, "none", 40.0), run(0, "eagle_ngram", 48.0), run(0, "eagle", 36.0)]
+    ratios = speculation_ratios(runs, bare_1=20.0, bare_verify=22.0, k=3)
+    assert ratios["measured_speedup[c=1 inflight=2 spec=eagle_ngram]"] == pytest.approx(1.2)
+    assert ratios["measured_speedup[c=1 inflight=2 spec=eagle]"] == pytest.approx(0.9)

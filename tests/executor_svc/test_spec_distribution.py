@@ -56,8 +56,11 @@ def eagle_dir(checkpoints, tmp_path_factory):
 
 def sample_first_two(target_dir, drafter_dir, k: int, spec_method: str = "draft_model") -> torch.Tensor:
     """Counts of (t1, t2) over NUM_SAMPLES requests: t1 is sampled after the prompt while K drafts
-    are proposed; t2 is the first token the verify step emits."""
+    are proposed; t2 is the first token the verify step emits. eagle_ngram looks up 1-grams, so a t1 that
+    occurs in the prompt gets the lookup's drafts (fewer than K for some) and any other t1 the head's."""
     drafter = {"draft_model_dir": str(drafter_dir)} if spec_method == "draft_model" else {"eagle_dir": str(drafter_dir)}
+    if spec_method == "eagle_ngram":
+        drafter["ngram_min_n"] = 1
     config = ExecutorConfig(model_dir=str(target_dir), spec_method=spec_method, num_spec_tokens=k,
                             num_kv_blocks=ROUND + 4, **drafter)
     runner, _ = build_runner(config)
@@ -77,7 +80,11 @@ def sample_first_two(target_dir, drafter_dir, k: int, spec_method: str = "draft_
         second = runner.execute(verify)
         t1 = torch.tensor([o.token_ids[0] for o in first.outputs])
         t2 = torch.tensor([o.token_ids[0] for o in second.outputs])
-        assert sum(o.num_drafted for o in second.outputs) == k * ROUND
+        drafted = [o.num_drafted for o in second.outputs]
+        if spec_method == "eagle_ngram":  # both sources drafted: the lookup's short drafts and the head's K
+            assert 0 < drafted.count(k) < ROUND and min(drafted) < k
+        else:
+            assert sum(drafted) == k * ROUND
         counts += torch.bincount(t1 * VOCAB + t2, minlength=VOCAB * VOCAB).float()
         runner.execute(executor_pb2.StepRequest(step_id=2, finished_request_ids=ids))
     return counts
@@ -91,8 +98,9 @@ def test_speculative_sampling_matches_target_distribution(checkpoints, k):
     assert chi_square_p_value(counts, exact_joint(target)) > 0.01
 
 
-def test_eagle_speculative_sampling_matches_target_distribution(checkpoints, eagle_dir):
-    counts = sample_first_two(checkpoints[0], eagle_dir, 3, "eagle")
+@pytest.mark.parametrize("spec_method", ["eagle", "eagle_ngram"])
+def test_eagle_speculative_sampling_matches_target_distribution(checkpoints, eagle_dir, spec_method):
+    counts = sample_first_two(checkpoints[0], eagle_dir, 3, spec_method)
     assert counts.sum() == NUM_SAMPLES
     assert chi_square_p_value(counts, exact_joint(checkpoints[0])) > 0.01
 

@@ -57,15 +57,18 @@ PLAIN = ([], [])
 GRID = [
     ("same", 1, PLAIN), ("same", 3, FORCED), ("same", 5, PLAIN), ("same", 5, FORCED),
     ("other", 1, PLAIN), ("other", 3, FORCED), ("other", 5, PLAIN), ("ngram", 3, FORCED),
-    ("eagle", 3, FORCED), ("eagle", 5, PLAIN),
+    ("eagle", 3, FORCED), ("eagle", 5, PLAIN), ("eagle_ngram", 3, FORCED),
 ]
 
 
 def drafter_flags(drafter: str, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir) -> list[str]:
     """--spec-method and its drafter for: ngram, eagle (a trained head with a 200-of-400 draft vocabulary),
-    draft_model or "same"/"other" (the draft model is the target itself / another tiny model)."""
-    if drafter in ("ngram", "eagle"):
-        return ["--spec-method", drafter] + (["--eagle-drafter", str(tiny_eagle_dir)] if drafter == "eagle" else [])
+    eagle_ngram (that head where the lookup finds no match), draft_model or "same"/"other" (the draft model is
+    the target itself / another tiny model)."""
+    if drafter == "ngram":
+        return ["--spec-method", drafter]
+    if drafter in ("eagle", "eagle_ngram"):
+        return ["--spec-method", drafter, "--eagle-drafter", str(tiny_eagle_dir)]
     draft = tiny_model_dir if drafter == "same" else tiny_draft_model_dir
     return ["--spec-method", "draft_model", "--draft-model", str(draft)]
 
@@ -108,7 +111,7 @@ def test_opt_out_request_is_not_speculated(tiny_model_dir, launch_stack):
     assert speculated.spec.mean_acceptance_length > 1
 
 
-@pytest.mark.parametrize("drafter", ["other", "ngram", "eagle"])
+@pytest.mark.parametrize("drafter", ["other", "ngram", "eagle", "eagle_ngram"])
 def test_sync_and_async_verify_identical_drafts(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir,
                                                 launch_stack):
     spec = [*drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir), "--num-spec-tokens", "3"]

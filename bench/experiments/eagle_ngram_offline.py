@@ -1,0 +1,99 @@
+"""Offline acceptance at K=3 of the shipped EAGLE-style head, the n-gram lookup and eagle_ngram (lookup where it
+matches, head elsewhere) on the default model's greedy continuations of MT-Bench first turns (or code prompts).
+
+"every position": the mean accepted drafts over all continuation positions; "walked": tokens per step when
+verifying from the first continuation position on (what the stack measures). "predicted speed-up": walked,
+with a verify of q tokens costing V[q-1] decode steps and c per head draft step (the figures of the earlier
+stack runs), per source K (eagle K / lookup K).
+
+    NUM_PROMPTS=16 python3 bench/experiments/eagle_ngram_offline.py [code]
+"""
+import os, sys, itertools
+import torch
+from transformers import AutoTokenizer
+from client.mtbench import load_mtbench_first_turns
+from executor_svc.attention.selection import build_attention_backend
+from executor_svc.drafter_training.dataset import label_to_draft_map, pack
+from executor_svc.drafter_training.self_distill import SelfDistiller
+from executor_svc.drafter_training.trainer import HeadTrainer, TrainSettings
+from executor_svc.drafter_training.unrolled import unrolled_forward
+from executor_svc.drafters.eagle_head import load_head
+from executor_svc.drafters.ngram import NgramDrafter
+from executor_svc.drafters.shipped import shipped_drafter_for
+from executor_svc.model_loader import load_hf_config, load_model
+from stepahead_common.stdlib_prompts import code_prompts
+
+MODEL = "/root/.cache/stepahead/models/SmolLM2-135M-Instruct"
+torch.set_num_threads(2)
+count = int(os.environ.get("NUM_PROMPTS", "16"))
+code = "code" in sys.argv[1:]
+cfg = load_hf_config(MODEL); dev = torch.device("cpu")
+model = load_model(MODEL, torch.float32, dev, build_attention_backend("torch", dev))
+tok = AutoTokenizer.from_pretrained(MODEL)
+texts = code_prompts(count) if code else load_mtbench_first_turns(count)
+prompts = [list(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                        tokenize=True, return_dict=False)) for p in texts]
+seqs = SelfDistiller(model, dev, [2], 128, 0.7, 4096).generate(prompts, [True] * len(prompts), torch.Generator().manual_seed(0))
+head, _ = load_head(str(shipped_drafter_for(model)), cfg, None, torch.float32, dev)
+trainer = HeadTrainer(head, model, label_to_draft_map(head.draft_vocab, cfg.vocab_size), TrainSettings(), 0)
+K = 3
+rows = []  # (eagle_acc, ngram_acc or None)
+for min_n in (2, 3):
+  ngram = NgramDrafter(min_n, 4)
+  rows = []
+  for seq in seqs:
+    batch = pack([seq])
+    with torch.no_grad():
+        outs = unrolled_forward(head, batch, trainer.embed, trainer.lm_rows, trainer.cos, trainer.sin, K)
+    alive = (batch.remaining >= K) & (batch.labels[outs[0].targets] >= 0)
+    acc = torch.zeros_like(alive, dtype=torch.int64); still = alive.clone()
+    for out in outs:
+        drafts = head.draft_vocab[out.logits.argmax(-1)]
+        still = still & (drafts == batch.labels[out.targets]); acc += still.long()
+    for j in torch.nonzero(alive).flatten().tolist():
+        truth = [int(batch.labels[j + i]) for i in range(1, K + 1)]
+        prefix = seq.token_ids[: j + 2]
+        drafts = ngram.lookup(prefix, K)
+        n_acc = None
+        if drafts:
+            n_acc = 0
+            for d, t in zip(drafts, truth):
+                if d != t: break
+                n_acc += 1
+        rows.append((int(acc[j]), n_acc, j, id(seq)))
+  def walked(choose):
+    steps = tokens = 0; by_seq = {}
+    # rows are per sequence in order; walk each sequence's alive entries
+    for key, group in itertools.groupby(enumerate(rows), key=lambda x: x[1][3]):
+        entries = {r[2]: r for _, r in group}
+        j = min(entries)
+        while j in entries:
+            a = choose(entries[j]); steps += 1; tokens += a + 1; j += a + 1
+    return tokens / steps
+  def speed(eagle_k, ngram_k=3, c=0.06, V={0:1.0,1:1.03,2:1.055,3:1.08}):
+    time_ = tokens = 0.0
+    for key, group in itertools.groupby(enumerate(rows), key=lambda x: x[1][3]):
+        entries = {r[2]: r for _, r in group}
+        j = min(entries)
+        while j in entries:
+            r = entries[j]
+            if r[1] is not None and ngram_k:
+                a = min(r[1], ngram_k); cost = V[ngram_k]
+            elif eagle_k:
+                a = min(r[0], eagle_k); cost = V[eagle_k] + eagle_k * c
+            else:
+                a = 0; cost = 1.0
+            time_ += cost; tokens += a + 1; j += a + 1
+    return tokens / time_
+  print("  same K both:", " ".join(f"K{k} {speed(k, k):.2f}" for k in (1, 2, 3)))
+  print("  predicted speed-up: eagle K3 %.2f K1 %.2f | ngram only K3 %.2f | hybrid K3/K3 %.2f K3/K1 %.2f K3/K2 %.2f" % (
+      speed(3, 0), speed(1, 0), speed(0, 3), speed(3, 3), speed(1, 3), speed(2, 3)))
+  n = len(rows); matched = [r for r in rows if r[1] is not None]
+  eagle = 1 + sum(r[0] for r in rows) / n
+  ng = 1 + sum(r[1] for r in matched) / n
+  hyb = 1 + sum(r[1] if r[1] is not None else r[0] for r in rows) / n
+  best = 1 + sum(max(r[0], r[1] or 0) for r in rows) / n
+  print(f"{'code' if code else 'MT-Bench'} min_n={min_n}: {n} positions; n-gram match {len(matched)/n:.1%}; "
+        f"on matches n-gram acc {sum(r[1] for r in matched)/max(1,len(matched)):.2f} vs EAGLE {sum(r[0] for r in matched)/max(1,len(matched)):.2f}; "
+        f"walked AL eagle {walked(lambda r: r[0]):.3f} ngram {walked(lambda r: r[1] or 0):.3f} hybrid {walked(lambda r: r[1] if r[1] is not None else r[0]):.3f}; "
+        f"AL eagle {eagle:.3f}, ngram {ng:.3f}, hybrid {hyb:.3f}, oracle {best:.3f}", flush=True)
