@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.stack]
 
 @pytest.fixture(scope="module")
 def default_stacks(launch_module_stack, default_model_dir):
-    """The default model as served out of the box (the shipped EAGLE-style drafter on), synchronously
+    """The default model as served out of the box (the shipped EAGLE-style drafter on, as eagle_ngram), synchronously
     (1 step in flight) and one step ahead (2): {inflight: stack}."""
     stacks = {inflight: launch_module_stack(default_model_dir, [], ["--max-inflight-steps", str(inflight)])
               for inflight in (1, 2)}
@@ -50,8 +50,9 @@ def test_one_at_a_time_matches_hf(default_stacks):
 
 
 def test_all_at_once_matches_hf_with_the_same_drafts_sync_and_async(default_stacks):
-    """All 20 prompts at once: HF's output from both stacks, and the shipped drafter (on by default, reduced draft
-    vocabulary) drafted and had accepted exactly the same tokens whether the scheduler ran one step ahead or not."""
+    """All 20 prompts at once: HF's output from both stacks, and the shipped drafter (on by default as eagle_ngram:
+    the head with its reduced draft vocabulary, n-gram lookup where the context repeats) drafted and had accepted
+    exactly the same tokens whether the scheduler ran one step ahead or not."""
     cases = load_cases()
     counts = {}
     for inflight, stack in default_stacks.items():
