@@ -169,23 +169,48 @@ def eagle_dir(model_dir, tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("backend", ["torch_padded", "triton"])
-def test_eagle_draft_steps_replay_and_draft_what_eager_drafts(model_dir, eagle_dir, backend):
+def eagle_of(drafter):
+    """The EAGLE-style drafter itself, or the one eagle_ngram wraps."""
+    return getattr(drafter, "eagle", drafter)
+
+
+def count_lookup_matches(runner) -> list[int]:
+    """A one-element list counting the eagle_ngram lookups that found a match from now on."""
+    matches = [0]
+    lookup = runner.drafter.ngram.lookup
+
+    def counted(tokens, num_tokens):
+        drafts = lookup(tokens, num_tokens)
+        matches[0] += bool(drafts)
+        return drafts
+
+    runner.drafter.ngram.lookup = counted
+    return matches
+
+
+@pytest.mark.parametrize(("backend", "method"), [("torch_padded", "eagle"), ("triton", "eagle"),
+                                                 ("torch_padded", "eagle_ngram")])
+def test_eagle_draft_steps_replay_and_draft_what_eager_drafts(model_dir, eagle_dir, backend, method):
+    """eagle_ngram: some proposals come from the lookup, the rest from the head replaying its graphs after
+    catching up over the lookup-drafted tokens."""
     if backend == "triton":
         pytest.importorskip("triton")
     requests = requests_plain()
     requests["a"].num_spec = 3
     requests["b"].num_spec = 1  # the draft batch shrinks after the first draft
+    requests["a"].prompt = [5, 9, 11, 5, 9]  # ends in a repeat: its first drafts are the lookup's (11, 5, 9)
     steps = plan_steps(requests, BATCHES)
-    spec = {"spec_method": "eagle", "eagle_dir": str(eagle_dir), "num_spec_tokens": 3}
+    spec = {"spec_method": method, "eagle_dir": str(eagle_dir), "num_spec_tokens": 3}
     eager = eager_runner(model_dir, **spec)
     eager_drafts = recorded_proposals(eager)
     expected = [tokens_and_logprobs(eager.execute(step)) for step in steps]
     runner = graphed_runner(model_dir, backend, **spec)
     drafts = recorded_proposals(runner)
+    matches = count_lookup_matches(runner) if method == "eagle_ngram" else [1]
     assert_same_outputs(run_ahead(runner, steps, 0), expected)
     assert drafts == eager_drafts and any(len(d) == 3 for proposal in drafts for d in proposal)
-    assert runner.drafter.num_replays > 0 and eager.drafter.num_replays == 0
+    assert eagle_of(runner.drafter).num_replays > 0 and eagle_of(eager.drafter).num_replays == 0
+    assert matches[0] > 0
 
 
 def test_the_triton_backend_replays_run_ahead_steps_to_the_eager_tokens(model_dir):
@@ -199,7 +224,8 @@ def test_the_triton_backend_replays_run_ahead_steps_to_the_eager_tokens(model_di
 
 
 CUDA_SPECS = {"plain": {}, "draft_model": {"spec_method": "draft_model", "num_spec_tokens": 3},
-              "eagle": {"spec_method": "eagle", "num_spec_tokens": 3}}
+              "eagle": {"spec_method": "eagle", "num_spec_tokens": 3},
+              "eagle_ngram": {"spec_method": "eagle_ngram", "num_spec_tokens": 3}}
 
 
 @pytest.mark.gpu
@@ -211,7 +237,7 @@ def test_cuda_graphs_replay_to_the_tokens_of_eager_cuda_steps(model_dir, draft_d
     requests = requests_plain()
     if spec_name == "draft_model":
         spec["draft_model_dir"] = str(draft_dir)
-    if spec_name == "eagle":
+    if spec_name.startswith("eagle"):
         spec["eagle_dir"] = str(eagle_dir)
     if spec:
         requests["a"].num_spec = 3
@@ -227,4 +253,4 @@ def test_cuda_graphs_replay_to_the_tokens_of_eager_cuda_steps(model_dir, draft_d
     assert drafts == eager_drafts
     assert runner.forward.num_replays > 0
     if spec:
-        assert runner.drafter.num_replays > 0
+        assert eagle_of(runner.drafter).num_replays > 0
