@@ -29,8 +29,7 @@ class EagleNgramDrafter:
         self.eagle.observe(request_id, first_position, hidden_rows)
 
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
-        proposals = [self.ngram.lookup(request.state.token_ids, request.num_tokens) if request.num_tokens else []
-                     for request in batch]
+        proposals = self.ngram.propose(batch)
         unmatched = [index for index, drafts in enumerate(proposals) if not drafts and batch[index].num_tokens]
         if unmatched:
             for index, drafts in zip(unmatched, self.eagle.propose([batch[index] for index in unmatched])):
@@ -39,6 +38,8 @@ class EagleNgramDrafter:
 
     def drop(self, request_id: str) -> None:
         self.eagle.drop(request_id)
+        self.ngram.drop(request_id)
 
     def reset(self) -> None:
         self.eagle.reset()
+        self.ngram.reset()

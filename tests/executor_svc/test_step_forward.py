@@ -177,14 +177,14 @@ def eagle_of(drafter):
 def count_lookup_matches(runner) -> list[int]:
     """A one-element list counting the eagle_ngram lookups that found a match from now on."""
     matches = [0]
-    lookup = runner.drafter.ngram.lookup
+    propose = runner.drafter.ngram.propose
 
-    def counted(tokens, num_tokens):
-        drafts = lookup(tokens, num_tokens)
-        matches[0] += bool(drafts)
-        return drafts
+    def counted(batch):
+        proposals = propose(batch)
+        matches[0] += sum(bool(drafts) for drafts in proposals)
+        return proposals
 
-    runner.drafter.ngram.lookup = counted
+    runner.drafter.ngram.propose = counted
     return matches
 
 
