@@ -34,7 +34,7 @@ class NgramDrafter:
         """Per request, its tokens so far as 4-byte words (extended at each proposal)."""
 
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
-        proposals = []
+        proposals: list[list[int]] = []
         for request in batch:
             if request.num_tokens <= 0:
                 proposals.append([])
