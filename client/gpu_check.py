@@ -26,7 +26,10 @@ GPU_TESTS = (
     "tests/executor_svc/test_triton_attention.py",
     "tests/stack/test_cuda_vs_hf.py",
 )
-SHAPE_CONCURRENCY = {"default": ["1", "16", "64"], "small": ["1", "16"], "1.7b": ["1", "16", "64"], "8b": ["1", "64"]}
+SHAPE_CONCURRENCY = {"default": ["1", "16", "64"], "small": ["1", "16"], "1.7b": ["1", "64"], "8b": ["1", "64"]}
+SHAPE_HF_PEERS = {"default": ["eager", "compiled"], "small": ["eager", "compiled"], "1.7b": ["compiled"], "8b": []}
+"""What each shape's acceptance compares with: 1.7B only HF compiled at c=1 (HF eager at batch 64 takes minutes
+there), 8B none (its figures and the weight-read floor)."""
 
 
 def add_gpu_check_parser(commands: argparse._SubParsersAction) -> None:
@@ -69,6 +72,8 @@ def _bench_command(shape: str, max_tokens: int, out: Path) -> list[str]:
                "--max-tokens", str(max_tokens), "--ignore-eos", "--max-inflight-steps", "1", "2",
                "--concurrency", *SHAPE_CONCURRENCY[shape], "--out", str(out / f"bench-{shape}"),
                "--num-threads", "4", "--kv-cache-memory-gb", "8"]
+    peers = SHAPE_HF_PEERS[shape]
+    command += ["--hf-peers", *peers] if peers else ["--no-hf"]
     if shape == "small":
         return [*command, "--small-model"]
     return [*command, "--model-shape", shape]

@@ -6,8 +6,9 @@
 #   run(command="bash bench/gpu/measure.sh 560 tests default", carry=[".gpu-kit"], timeout_s=580)
 #
 # Parts: tests (the GPU tests of `stepahead gpu-check`), triton (one layer's attention time per backend),
-# default | 1.7b | 8b | small (`stepahead bench` on that model shape, sync and async, with the HF peers).
-# Concurrencies per shape as in client/gpu_check.py; override with CONCURRENCY="1 16". EXTRA="--stream-interval 1 4"
+# default | 1.7b | 8b | small (`stepahead bench` on that model shape, sync and async, with the HF peers its
+# acceptance asks for). Concurrencies and peers per shape as in client/gpu_check.py; override the concurrencies with
+# CONCURRENCY="1 16". EXTRA="--stream-interval 1 4"
 # (any bench flags) is appended to each bench command.
 set -u
 BUDGET=${1:-560}; shift
@@ -55,12 +56,6 @@ for p in $PARTS; do
       mapfile -t command < <(python3 -c "
 from pathlib import Path; from client.gpu_check import _bench_command
 print('\n'.join(_bench_command('$p', 128, Path('$WORK'))))")
-      # What the issue asks of each shape, no more: 1.7B at c=1 against HF compiled (HF eager at batch 64 alone
-      # takes minutes) and c=64; 8B our figures and the weight-read floor only.
-      case $p in
-        1.7b) command+=(--concurrency 1 64 --hf-peers compiled) ;;
-        8b) command+=(--no-hf) ;;
-      esac
       # A second --concurrency replaces the shape's (argparse keeps the last).
       [ -n "${CONCURRENCY:-}" ] && command+=(--concurrency $CONCURRENCY)
       # shellcheck disable=SC2086  # EXTRA is a list of flags

@@ -230,13 +230,13 @@ def _load_runs(
         endpoint = receiver.start() if receiver else ""
         configurations = itertools.product(args.max_inflight_steps, args.num_scheduler_steps,
                                            group_order(args.executor_groups, round_index), args.stream_interval)
+        variants = spec_variants(args.spec_method, args.also_spec_method)
         for inflight, num_steps, groups, interval in configurations:
             flags = scheduler_flags(argparse.Namespace(**{
                 **vars(args), "max_inflight_steps": inflight, "num_scheduler_steps": num_steps,
                 "stream_interval": interval}))
             if "http" in args.api:
                 flags += ["--http-port", "0"]
-            variants = spec_variants(args.spec_method, args.also_spec_method)
             for tracing_on, spec_method in itertools.product(modes, variants):
                 env = None if tracing_on is None else stack_env(tracing_on, endpoint)
                 suffix = ("" if num_steps == 1 else f" steps={num_steps}") + interval_label(interval) + group_label(

@@ -30,10 +30,9 @@ class EagleNgramDrafter:
 
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
         proposals = self.ngram.propose(batch)
-        unmatched = [index for index, drafts in enumerate(proposals) if not drafts and batch[index].num_tokens]
-        if unmatched:
-            for index, drafts in zip(unmatched, self.eagle.propose([batch[index] for index in unmatched])):
-                proposals[index] = drafts
+        unmatched = [index for index, drafts in enumerate(proposals) if not drafts]
+        for index, drafts in zip(unmatched, self.eagle.propose([batch[index] for index in unmatched])):
+            proposals[index] = drafts
         return proposals
 
     def drop(self, request_id: str) -> None:

@@ -37,6 +37,8 @@ def test_bench_commands_parse_as_stepahead_bench(shape, tmp_path):
     args = cli._build_parser().parse_args(command[command.index("bench") :])
     assert (args.device, args.dtype, args.max_tokens, args.ignore_eos) == ("cuda", "bfloat16", 128, True)
     assert args.model_shape == (None if shape == "small" else shape) and args.small_model == (shape == "small")
+    peers = {"default": ["eager", "compiled"], "small": ["eager", "compiled"], "1.7b": ["compiled"], "8b": []}[shape]
+    assert (args.no_hf, args.hf_peers) == ((False, peers) if peers else (True, ["eager", "compiled"]))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
