@@ -20,7 +20,9 @@ from client.launcher import ServiceProcess
 pytestmark = pytest.mark.stack
 
 NUM_REQUESTS = 16
-PAUSED_MAX_TOKENS = 160
+MAX_TOKENS = 160
+"""Tokens per request: long enough that a kill or pause started once every request has streamed lands while they
+still run, however loaded the machine (24 tokens could finish first)."""
 VARIANTS = {
     "sync": ([], ["--max-inflight-steps", "1"]),
     "async": ([], ["--max-inflight-steps", "2"]),
@@ -29,12 +31,12 @@ VARIANTS = {
 }
 
 
-def requests(max_tokens: int = 24) -> list[dict]:
+def requests(max_tokens: int = MAX_TOKENS) -> list[dict]:
     return [{"token_ids": [5 + i, 6, 7 + i % 5, 8], "max_tokens": max_tokens, "ignore_eos": True,
              "temperature": 0.0} for i in range(NUM_REQUESTS)]
 
 
-async def generate_all(address: str, on_all_started=None, max_tokens: int = 24) -> list[list[int]]:
+async def generate_all(address: str, on_all_started=None, max_tokens: int = MAX_TOKENS) -> list[list[int]]:
     """Every request's tokens; ``on_all_started`` (blocking, run in a thread) once each has streamed one."""
     outputs: list[list[int]] = [[] for _ in range(NUM_REQUESTS)]
     started = asyncio.Event()
@@ -67,7 +69,7 @@ def test_requests_survive_a_killed_executor_token_for_token(variant, tiny_model_
     undisturbed = asyncio.run(generate_all(stack.address))
     disturbed = asyncio.run(generate_all(stack.address, lambda: kill_and_restart(stack)))
     assert disturbed == undisturbed
-    assert all(len(tokens) == 24 for tokens in disturbed)
+    assert all(len(tokens) == MAX_TOKENS for tokens in disturbed)
     with Client(stack.address) as client:
         info = client.model_info()
         assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == info.num_waiting == 0
@@ -98,9 +100,8 @@ def test_serve_restarts_a_crashed_executor_and_16_requests_complete_token_for_to
 
     try:
         address = serve.start(r"stepahead serving \S+ on (\S+) ", timeout_s=300)
-        # Long enough that the kill lands mid-generation on a loaded machine.
-        undisturbed = asyncio.run(generate_all(address, max_tokens=PAUSED_MAX_TOKENS))
-        assert asyncio.run(generate_all(address, kill_executor, PAUSED_MAX_TOKENS)) == undisturbed
+        undisturbed = asyncio.run(generate_all(address))
+        assert asyncio.run(generate_all(address, kill_executor)) == undisturbed
         assert wait_for_log_line(serve, "restart 1 of 5", timeout_s=30) and serve.is_running()
     finally:
         serve.stop()
@@ -148,13 +149,12 @@ def test_a_stopped_executor_is_given_up_and_its_requests_resume_or_end_unavailab
         os.killpg(pid, signal.SIGCONT)
 
     try:
-        # Long enough that the requests are still running (steps in flight) when the pause begins, however late
-        # a loaded machine starts it: with nothing in flight there is no stream to give up.
-        undisturbed = asyncio.run(generate_all(stack.address, max_tokens=PAUSED_MAX_TOKENS))
-        assert asyncio.run(generate_all(stack.address, lambda: pause(2.5), PAUSED_MAX_TOKENS)) == undisturbed
+        # With nothing in flight when the pause begins there would be no stream to give up (MAX_TOKENS).
+        undisturbed = asyncio.run(generate_all(stack.address))
+        assert asyncio.run(generate_all(stack.address, lambda: pause(2.5))) == undisturbed
         assert wait_for_log_line(stack.scheduler, "executor unresponsive", timeout_s=10)
         with Client(stack.address, timeout=60) as client:
-            stream = client.generate_stream(**requests(PAUSED_MAX_TOKENS)[0])
+            stream = client.generate_stream(**requests()[0])
             next(stream)
             os.killpg(pid, signal.SIGSTOP)
             stopped_at = time.monotonic()
@@ -164,6 +164,6 @@ def test_a_stopped_executor_is_given_up_and_its_requests_resume_or_end_unavailab
             info = client.model_info()  # the scheduler still answers
             assert info.num_running == info.num_waiting == 0 and info.num_free_kv_blocks == info.num_kv_blocks
             os.killpg(pid, signal.SIGCONT)
-            assert list(client.generate(**requests()[1]).token_ids) == undisturbed[1][:24]  # greedy: a prefix
+            assert list(client.generate(**requests()[1]).token_ids) == undisturbed[1]
     finally:
         os.killpg(pid, signal.SIGCONT)
