@@ -435,8 +435,10 @@ def _task_cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-_EXECUTOR_LOST_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, None)
-"""Failures that mean the executor went away (None: the stream ended without a status), not that it refused."""
+_EXECUTOR_LOST_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL, None)
+"""Failures that mean the executor went away (None: the stream ended without a status), not that it refused.
+INTERNAL: gRPC's core reports a peer killed in the middle of a write as "Internal error from Core"; the executor
+never sends INTERNAL itself (it refuses steps with FAILED_PRECONDITION or INVALID_ARGUMENT)."""
 
 
 async def _stream_failure(call: ExecuteCall, error: Exception) -> tuple[grpc.StatusCode | None, str]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+import grpc
 import pytest
 from tiny_tokenizers import build_byte_level
 
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulingConfig
-from scheduler_svc.engine import Engine
+from scheduler_svc.engine import Engine, EngineError
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.tokenizer import Tokenizer
@@ -166,3 +167,65 @@ def test_abort_while_step_in_flight_drops_its_result(tokenizer):
     messages, scheduler = asyncio.run(scenario())
     assert messages[-1].finish_reason == generation_pb2.FINISH_REASON_ABORT
     assert scheduler.block_manager.num_free_blocks == 64
+
+
+class FailingOnceStub(FakeExecutorStub):
+    """The first Execute stream fails on its third read with ``code``; later streams run normally and Describe
+    always answers (the executor came back, or never left)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__()
+        self.code, self.details = code, details
+        self.streams = 0
+
+    def Execute(self):
+        self.streams += 1
+        call = FakeExecutorCall(self.log, self.eos_after)
+        if self.streams == 1:
+            read, reads = call.read, [0]
+
+            async def failing_read():
+                reads[0] += 1
+                if reads[0] == 3:
+                    raise grpc.aio.AioRpcError(self.code, grpc.aio.Metadata(), grpc.aio.Metadata(), self.details)
+                return await read()
+
+            call.read = failing_read
+        return call
+
+    async def Describe(self, request, timeout=None):
+        return executor_pb2.ExecutorDescription()
+
+
+async def run_with_failing_stream(tokenizer, stub) -> generation_pb2.GenerateResponse | EngineError:
+    """One 8-token request through an engine on ``stub``; its last stream item."""
+    scheduler = Scheduler(SchedulingConfig(max_num_batched_tokens=64), KVBlockManager(64, 16), max_model_len=1024)
+    engine = Engine(scheduler, tokenizer, stub, max_model_len=1024, max_inflight_steps=2, recovery_timeout_s=30)
+    engine.start()
+    queue = engine.add_request(make_request("a", 8, ignore_eos=True))
+    tokens = []
+    while True:
+        item = await asyncio.wait_for(queue.get(), 10)
+        if isinstance(item, EngineError):
+            break
+        tokens.extend(item.token_ids)
+        if item.finish_reason:
+            break
+    await engine.stop()
+    return item, tokens
+
+
+def test_a_stream_torn_down_as_internal_is_an_executor_loss_and_the_request_recovers(tokenizer):
+    """gRPC's core reports an executor killed mid-write as INTERNAL ("Internal error from Core"), which the executor
+    itself never sends: the request is recomputed on the new stream and completes with the same tokens."""
+    stub = FailingOnceStub(grpc.StatusCode.INTERNAL, "Internal error from Core")
+    last, tokens = asyncio.run(run_with_failing_stream(tokenizer, stub))
+    assert last.finish_reason == generation_pb2.FINISH_REASON_LENGTH and stub.streams == 2
+    assert tokens == [10 + i for i in range(8)]
+
+
+def test_a_refused_step_fails_the_request_instead_of_recovering(tokenizer):
+    stub = FailingOnceStub(grpc.StatusCode.FAILED_PRECONDITION, "block_ids: too few")
+    last, _ = asyncio.run(run_with_failing_stream(tokenizer, stub))
+    assert isinstance(last, EngineError) and last.code == grpc.StatusCode.UNAVAILABLE
+    assert "FAILED_PRECONDITION" in last.message and "block_ids: too few" in last.message
