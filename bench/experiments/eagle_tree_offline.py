@@ -1,0 +1,96 @@
+"""Offline estimate of static draft trees for the shipped EAGLE-style head (EAGLE-2 style verification of several
+candidates per depth), on the default model's greedy continuations of MT-Bench first turns (or code prompts).
+
+A tree with branching (k1, k2, k3) keeps the head's top-k_d tokens as children of every depth-(d-1) node. Only the
+branch that follows the target's own tokens can be accepted, and the head's step-d logits on that branch are exactly
+the teacher-forced unrolled step d (its inputs: the step-(d-1) predicted feature and the true token), so depth d is
+accepted when the target's token is among those logits' top k_d (and every shallower depth was). Positions where
+the n-gram lookup matches draft its chain of 3 as eagle_ngram does today. Reports the walked acceptance length
+(tokens per verify step) and the node count (verify rows = nodes + 1).
+
+    NUM_PROMPTS=16 python3 bench/experiments/eagle_tree_offline.py [code]
+"""
+import os, sys
+import torch
+from transformers import AutoTokenizer
+from client.mtbench import load_mtbench_first_turns
+from executor_svc.attention.selection import build_attention_backend
+from executor_svc.drafter_training.dataset import label_to_draft_map, pack
+from executor_svc.drafter_training.self_distill import SelfDistiller
+from executor_svc.drafter_training.trainer import HeadTrainer, TrainSettings
+from executor_svc.drafter_training.unrolled import unrolled_forward
+from executor_svc.drafters.eagle_head import load_head
+from executor_svc.drafters.ngram import NgramDrafter
+from executor_svc.drafters.shipped import shipped_drafter_for
+from executor_svc.model_loader import load_hf_config, load_model
+from stepahead_common.stdlib_prompts import code_prompts
+
+MODEL = "/root/.cache/stepahead/models/SmolLM2-135M-Instruct"
+torch.set_num_threads(2)
+count = int(os.environ.get("NUM_PROMPTS", "16"))
+code = "code" in sys.argv[1:]
+cfg = load_hf_config(MODEL); dev = torch.device("cpu")
+model = load_model(MODEL, torch.float32, dev, build_attention_backend("torch", dev))
+tok = AutoTokenizer.from_pretrained(MODEL)
+texts = code_prompts(count) if code else load_mtbench_first_turns(count)
+prompts = [list(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                        tokenize=True, return_dict=False)) for p in texts]
+seqs = SelfDistiller(model, dev, [2], 128, 0.7, 4096).generate(prompts, [True] * len(prompts), torch.Generator().manual_seed(0))
+head, _ = load_head(str(shipped_drafter_for(model)), cfg, None, torch.float32, dev)
+trainer = HeadTrainer(head, model, label_to_draft_map(head.draft_vocab, cfg.vocab_size), TrainSettings(), 0)
+DEPTH, MAX_RANK = 3, 8
+ngram = NgramDrafter(2, 4)
+walks = []  # per sequence: {j: (rank of the truth at each depth (MAX_RANK if beyond), lookup accepted or None)}
+for seq in seqs:
+    batch = pack([seq])
+    with torch.no_grad():
+        outs = unrolled_forward(head, batch, trainer.embed, trainer.lm_rows, trainer.cos, trainer.sin, DEPTH)
+    alive = (batch.remaining >= DEPTH) & (batch.labels[outs[0].targets] >= 0)
+    ranks = []
+    for out in outs:
+        top = head.draft_vocab[out.logits.topk(MAX_RANK, dim=-1).indices]  # [n, MAX_RANK] target ids
+        hit = top == batch.labels[out.targets].unsqueeze(1)
+        ranks.append(torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], MAX_RANK, dtype=torch.int64)))
+    entries = {}
+    for j in torch.nonzero(alive).flatten().tolist():
+        truth = [int(batch.labels[j + i]) for i in range(1, DEPTH + 1)]
+        drafts = ngram.lookup(seq.token_ids[: j + 2], DEPTH)
+        n_acc = None
+        if drafts:
+            n_acc = 0
+            for d, t in zip(drafts, truth):
+                if d != t: break
+                n_acc += 1
+        entries[j] = (tuple(int(r[j]) for r in ranks), n_acc)
+    walks.append(entries)
+
+def walked(branching, use_lookup=True):
+    tokens = steps = 0
+    for entries in walks:
+        j = min(entries)
+        while j in entries:
+            ranks, n_acc = entries[j]
+            if use_lookup and n_acc is not None:
+                a = n_acc
+            else:
+                a = 0
+                for rank, k in zip(ranks, branching):
+                    if rank >= k: break
+                    a += 1
+            tokens += a + 1; steps += 1; j += a + 1
+    return tokens / steps
+
+def nodes(branching):
+    total, width = 0, 1
+    for k in branching:
+        width *= k; total += width
+    return total
+
+print(f"{'code' if code else 'MT-Bench'}, {count} prompts, {sum(len(w) for w in walks)} positions")
+for branching in [(1, 1, 1), (2, 1, 1), (3, 1, 1), (4, 1, 1), (2, 2, 1), (3, 2, 1), (4, 2, 1), (3, 2, 2), (4, 2, 2),
+                  (8, 1, 1), (8, 2, 1), (4, 4, 2), (8, 4, 2)]:
+    print(f"  tree {branching}: {nodes(branching):3d} nodes  walked AL head only {walked(branching, False):.3f}"
+          f"  with lookup chains {walked(branching):.3f}")
+unmatched = [ranks[0] for w in walks for ranks, n_acc in w.values() if n_acc is None]
+print(f"  first-draft coverage on the {len(unmatched)} positions without a lookup match: " + ", ".join(
+    f"top-{k} {sum(r < k for r in unmatched) / len(unmatched):.3f}" for k in (1, 2, 3, 4, 8)))
