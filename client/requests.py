@@ -15,7 +15,8 @@ class GenerateOptions(TypedDict, total=False):
     """Optional keyword parameters of a generation; omitted or None: the server default.
 
     Sampling: temperature (0 = greedy), top_p, top_k (-1 = off), min_p, repetition_penalty,
-    presence_penalty, frequency_penalty, seed, logprobs (number of top alternatives to return).
+    presence_penalty, frequency_penalty, seed, logprobs (number of top alternatives to return), logit_bias
+    (a mapping of token id to a bias in [-100, 100] added to its logit).
     Stopping: max_tokens, min_tokens, stop (a string or several), stop_token_ids, ignore_eos,
     include_stop_str_in_output. Request: request_id ("" = server-assigned), model ("" = the
     served one), skip_special_tokens, disable_speculation (opt out of speculative decoding).
@@ -32,6 +33,7 @@ class GenerateOptions(TypedDict, total=False):
     frequency_penalty: float | None
     seed: int | None
     logprobs: int | None
+    logit_bias: Mapping[int, float] | None
     max_tokens: int | None
     min_tokens: int | None
     stop: str | Sequence[str] | None
@@ -111,7 +113,23 @@ def build_sampling_params(options: Mapping[str, Any]) -> sampling_pb2.SamplingPa
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{name}: must be a finite number, got {value}")
         _set_field(params, name, value)
+    if options.get("logit_bias") is not None:
+        _set_logit_bias(params, options["logit_bias"])
     return params
+
+
+def _set_logit_bias(params: sampling_pb2.SamplingParams, bias: Any) -> None:
+    if not isinstance(bias, Mapping):
+        raise ValueError(f"logit_bias: must be a mapping of token id to bias, got {bias!r}")
+    for token_id, value in bias.items():
+        if isinstance(token_id, bool) or not isinstance(token_id, int):
+            raise ValueError(f"logit_bias: keys must be integer token ids, got {token_id!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"logit_bias[{token_id}]: must be a finite number, got {value!r}")
+        try:
+            params.logit_bias[token_id] = value
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"logit_bias: {token_id!r} is not a valid token id ({error})") from None
 
 
 def build_stopping_params(options: Mapping[str, Any]) -> sampling_pb2.StoppingParams:

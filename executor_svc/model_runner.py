@@ -104,6 +104,10 @@ class ModelRunner:
             num_computed_tokens=new.num_computed_tokens,
             stop=StopRule.from_proto(new.stop) if new.HasField("stop") else None,
         )
+        outside = [token for token, _ in state.params.logit_bias if token >= self.vocab_size]
+        if outside:
+            raise StepError(f"new_requests: {new.request_id!r} sampling.logit_bias token id {outside[0]} is outside "
+                            f"the vocabulary [0, {self.vocab_size})")
         self.requests[new.request_id] = state
         self.last_tokens.assign(new.request_id)
         return ScheduledWork(state, new.num_scheduled_tokens, 0, new.num_spec_tokens)

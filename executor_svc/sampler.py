@@ -3,8 +3,8 @@
 Order of operations for a batch of logits [N, V]:
 1. logprobs (when asked for) are log_softmax of the RAW logits, before penalties and
    temperature, as vLLM returns by default;
-2. penalties (repetition, presence, frequency; see ``executor_svc.penalties``), also on
-   greedy rows;
+2. the request's logit bias (``executor_svc.logit_bias``), then penalties (repetition,
+   presence, frequency; see ``executor_svc.penalties``), both also on greedy rows;
 3. greedy rows (temperature 0) take the argmax of the penalised logits;
 4. sampling rows divide by their temperature, drop tokens below min_p times the top
    token's probability, keep their top_k tokens, then the smallest set whose
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from executor_svc.logit_bias import apply_logit_bias
 from executor_svc.penalties import apply_penalties
 from executor_svc.row_argmax import row_argmax
 from executor_svc.sampling_metadata import (
@@ -122,7 +123,10 @@ class Sampler:
         return DeviceSamplerOutput(token_ids=token_ids, logprobs=logprobs)
 
     def processed_logits(self, logits: Tensor, meta: SamplingMetadata) -> Tensor:
-        """The logits after penalties (a new tensor when penalties apply; the input is never modified)."""
+        """The logits after the logit bias and penalties (a new tensor when either applies; the input is never
+        modified)."""
+        if meta.logit_bias is not None:
+            logits = apply_logit_bias(logits, meta.logit_bias)
         if meta.penalties is not None:
             return apply_penalties(logits, meta.penalties)
         return logits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -9,6 +10,7 @@ import torch
 from torch import Tensor
 
 from executor_svc.host_transfer import host_column_to_device, host_list_to_device
+from executor_svc.logit_bias import LogitBiasTensors, bias_pairs, build_logit_bias
 from executor_svc.penalties import PenaltyTensors, build_penalty_tensors
 from stepahead_proto import sampling_pb2
 
@@ -16,6 +18,7 @@ from stepahead_proto import sampling_pb2
 # sharpens the distribution into an argmax while risking overflow.
 GREEDY_TEMPERATURE = 1e-5
 MAX_LOGPROBS = 20
+MAX_ABS_LOGIT_BIAS = 100.0
 # top_p of rows that do not use nucleus filtering: above any cumulative probability.
 _TOP_P_DISABLED = 2.0
 _MASK64 = (1 << 64) - 1
@@ -32,7 +35,8 @@ class RowSamplingParams:
     """Resolved sampling parameters of one request (defaults already applied).
 
     temperature 0 means greedy; top_k -1 and top_p 1.0 disable those filters; logprobs None
-    returns no logprobs, n >= 0 the sampled token's logprob plus the top n alternatives.
+    returns no logprobs, n >= 0 the sampled token's logprob plus the top n alternatives; logit_bias: (token id,
+    bias) pairs sorted by id, added to the logits before penalties.
     """
 
     temperature: float = 1.0
@@ -44,6 +48,7 @@ class RowSamplingParams:
     frequency_penalty: float = 0.0
     seed: int | None = None
     logprobs: int | None = None
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         _check(self.temperature >= 0.0, "temperature", "must be >= 0", self.temperature)
@@ -61,6 +66,10 @@ class RowSamplingParams:
         if self.logprobs is not None:
             _check(0 <= self.logprobs <= MAX_LOGPROBS, "logprobs",
                    f"must be in [0, {MAX_LOGPROBS}]", self.logprobs)
+        for token, bias in self.logit_bias:
+            _check(token >= 0, f"logit_bias[{token}]", "token id must be >= 0", token)
+            _check(math.isfinite(bias) and abs(bias) <= MAX_ABS_LOGIT_BIAS, f"logit_bias[{token}]",
+                   f"must be a number in [-{MAX_ABS_LOGIT_BIAS:g}, {MAX_ABS_LOGIT_BIAS:g}]", bias)
 
     @classmethod
     def from_proto(cls, p: sampling_pb2.SamplingParams) -> RowSamplingParams:
@@ -75,6 +84,7 @@ class RowSamplingParams:
             frequency_penalty=p.frequency_penalty,
             seed=p.seed if p.HasField("seed") else None,
             logprobs=p.logprobs if p.HasField("logprobs") else None,
+            logit_bias=bias_pairs(dict(p.logit_bias)),
         )
 
     @property
@@ -132,6 +142,7 @@ class SamplingMetadata:
     sampling: RandomSampling | None
     penalties: PenaltyTensors | None
     logprobs: LogprobRequest | None
+    logit_bias: LogitBiasTensors | None = None
 
     @property
     def all_greedy(self) -> bool:
@@ -166,6 +177,7 @@ class SamplingMetadata:
             penalties=build_penalty_tensors(
                 params, prompt_token_ids, output_token_ids, vocab_size, device),
             logprobs=_logprob_request(params, device),
+            logit_bias=build_logit_bias(params, vocab_size, device),
         )
 
 

@@ -14,6 +14,8 @@ MAX_LOGPROBS = 20
 MAX_STOP_STRINGS = 64
 MAX_STOP_STRING_CHARS = 1024
 MAX_STOP_TOKEN_IDS = 1024
+MAX_LOGIT_BIAS_ENTRIES = 1024
+MAX_ABS_LOGIT_BIAS = 100.0
 MAX_REQUEST_ID_CHARS = 256
 MAX_PROMPT_CHARS_PER_TOKEN = 64
 """A text or chat prompt longer than this many characters per token of max_model_len is refused before it is
@@ -60,7 +62,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         f"{len(prompt_ids)} tokens leave no room to generate within the model's limit of "
         f"{limits.max_model_len} tokens",
     )
-    _check_sampling(pb.sampling)
+    _check_sampling(pb.sampling, limits.vocab_size)
     stop_params = _stop_params(pb, len(prompt_ids), limits)
     return Request(
         request_id=pb.request_id or uuid.uuid4().hex,
@@ -118,7 +120,7 @@ def _check_prompt_size(pb: generation_pb2.GenerateRequest, kind: str | None, max
            f"{chars} characters cannot fit the model's limit of {max_model_len} tokens (at most {limit} characters)")
 
 
-def _check_sampling(p: sampling_pb2.SamplingParams) -> None:
+def _check_sampling(p: sampling_pb2.SamplingParams, vocab_size: int) -> None:
     def finite(name: str) -> None:
         _check(math.isfinite(getattr(p, name)), f"sampling.{name}", "must be a finite number")
 
@@ -142,6 +144,18 @@ def _check_sampling(p: sampling_pb2.SamplingParams) -> None:
             "sampling.logprobs",
             f"must be in [0, {MAX_LOGPROBS}], got {p.logprobs}",
         )
+    _check_logit_bias(p, vocab_size)
+
+
+def _check_logit_bias(p: sampling_pb2.SamplingParams, vocab_size: int) -> None:
+    count = len(p.logit_bias)
+    _check(count <= MAX_LOGIT_BIAS_ENTRIES, "sampling.logit_bias",
+           f"{count} entries; at most {MAX_LOGIT_BIAS_ENTRIES}")
+    for token_id, bias in sorted(p.logit_bias.items()):
+        field = f"sampling.logit_bias[{token_id}]"
+        _check(0 <= token_id < vocab_size, field, f"token id {token_id} is outside the vocabulary [0, {vocab_size})")
+        _check(math.isfinite(bias) and abs(bias) <= MAX_ABS_LOGIT_BIAS, field,
+               f"the bias of token {token_id} must be in [-{MAX_ABS_LOGIT_BIAS:g}, {MAX_ABS_LOGIT_BIAS:g}], got {bias}")
 
 
 def _stop_params(pb: generation_pb2.GenerateRequest, prompt_len: int, limits: ModelLimits) -> StopParams:

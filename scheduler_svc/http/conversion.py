@@ -2,8 +2,8 @@
 
 Every range and prompt check is the gRPC API's own (validation.build_request): this module only
 maps names (``max_completion_tokens`` -> ``stopping.max_tokens``, ``messages`` -> ``chat``) and
-refuses what only exists over HTTP (``n``, ``top_logprobs`` without ``logprobs``, unsupported
-OpenAI parameters). ``n`` samples of one prompt are ``n`` engine requests; with a ``seed``,
+refuses what only exists over HTTP (``n``, ``top_logprobs`` without ``logprobs``, ``logit_bias`` keys that are
+not token ids, unsupported OpenAI parameters). ``n`` samples of one prompt are ``n`` engine requests; with a ``seed``,
 sample ``i`` uses ``seed + i``, so each sample is reproducible on its own.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -32,6 +33,7 @@ MAX_CHOICES = 128
 ROLE_ALIASES = {"developer": "system"}
 _SEED_RANGE = (-(2**63), 2**64)
 _INDEX = re.compile(r"\[\d+\]$")
+_INT32_LIMIT = 2**31
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ def _param_name(field: str, plan: GenerationPlan) -> str:
     if section == "sampling":
         if rest == "logprobs":
             return "top_logprobs" if plan.endpoint == "chat" else "logprobs"
-        return rest
+        return _INDEX.sub("", rest)
     if section == "stopping":
         if rest == "max_tokens":
             return plan.max_tokens_param
@@ -139,8 +141,6 @@ def _plan(
     max_tokens: int | None,
     max_param: str,
 ) -> GenerationPlan:
-    if body.logit_bias:
-        raise invalid("logit_bias", "is not supported")
     if not 1 <= body.n <= MAX_CHOICES:
         raise invalid("n", f"must be in [1, {MAX_CHOICES}], got {body.n}")
     if len(prompts) * body.n > MAX_CHOICES:
@@ -177,7 +177,21 @@ def _sampling(body: SamplingFields, sample: int, logprobs: int | None) -> sampli
         params.seed = (body.seed + sample) % 2**64
     if logprobs is not None:
         params.logprobs = logprobs
+    for token_id, bias in _logit_bias(body.logit_bias).items():
+        params.logit_bias[token_id] = bias
     return params
+
+
+def _logit_bias(raw: dict[str, Any] | None) -> dict[int, float]:
+    """OpenAI's logit_bias (token ids as JSON object keys) as ints; ranges are the gRPC API's checks."""
+    bias: dict[int, float] = {}
+    for key, value in (raw or {}).items():
+        if not re.fullmatch(r"\d+", key) or int(key) >= _INT32_LIMIT:
+            raise invalid("logit_bias", f"keys must be token ids (integers >= 0), got {key!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise invalid("logit_bias", f"the bias of token {key} must be a number, got {value!r}")
+        bias[int(key)] = float(value)
+    return bias
 
 
 def _stopping(body: SamplingFields, max_tokens: int | None) -> sampling_pb2.StoppingParams:

@@ -55,6 +55,7 @@ def test_all_options_reach_their_fields() -> None:
         frequency_penalty=-0.5,
         seed=2**40,
         logprobs=3,
+        logit_bias={5: -100, 9: 2.5},
         max_tokens=7,
         min_tokens=2,
         stop=["a", "b"],
@@ -71,6 +72,7 @@ def test_all_options_reach_their_fields() -> None:
     assert sampling.presence_penalty == pytest.approx(0.5)
     assert sampling.frequency_penalty == pytest.approx(-0.5)
     assert sampling.seed == 2**40 and sampling.logprobs == 3
+    assert dict(sampling.logit_bias) == {5: -100.0, 9: 2.5}
     assert stopping.max_tokens == 7 and stopping.min_tokens == 2
     assert list(stopping.stop) == ["a", "b"] and list(stopping.stop_token_ids) == [5, 6]
     assert stopping.ignore_eos and stopping.include_stop_str_in_output
@@ -78,7 +80,7 @@ def test_all_options_reach_their_fields() -> None:
 
 
 def test_every_declared_option_is_accepted() -> None:
-    values = {"stop": "s", "stop_token_ids": [1], "request_id": "r", "model": "m"}
+    values = {"stop": "s", "stop_token_ids": [1], "request_id": "r", "model": "m", "logit_bias": {1: 1.0}}
     for name in GenerateOptions.__annotations__:
         build_generate_request("x", **{name: values.get(name, 1)})
 
@@ -169,6 +171,11 @@ def test_timeouts() -> None:
     ({"max_tokens": -1 << 40}, "max_tokens"),
     ({"stop": ["ok", 3]}, "stop"),
     ({"stop_token_ids": [1, "x"]}, "stop_token_ids"),
+    ({"logit_bias": [(1, 2.0)]}, "logit_bias"),
+    ({"logit_bias": {"1": 2.0}}, "logit_bias"),
+    ({"logit_bias": {1: float("nan")}}, r"logit_bias\[1\]"),
+    ({"logit_bias": {1: "x"}}, r"logit_bias\[1\]"),
+    ({"logit_bias": {2**40: 1.0}}, "logit_bias"),
 ])
 def test_a_value_the_message_cannot_carry_is_refused_before_sending_naming_the_option(options, field) -> None:
     with pytest.raises(ValueError, match=rf"^{field}: "):

@@ -9,7 +9,9 @@ from step_plans import BATCHES, PENALISED, outputs_of, plan_steps, requests_plai
 from tiny_models import make_tiny_llama
 
 from executor_svc.config import ExecutorConfig
+from executor_svc.model_runner import StepError
 from executor_svc.server import build_runner
+from stepahead_proto import sampling_pb2
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +72,27 @@ def test_a_penalised_request_settles_earlier_steps_first(model_dir):
     joins_d = BATCHES.index(["b", "c", "d"])
     assert unread[joins_d - 1] > 0  # deferred before d arrives...
     assert unread[joins_d + 1] == 0  # ...and every step with d (decoding, penalised) settles first
+
+
+def test_a_biased_request_still_runs_ahead_and_gets_its_bias(model_dir):
+    requests = requests_plain()
+    requests["d"].sampling = sampling_pb2.SamplingParams(temperature=0.0, logit_bias={77: 100.0})
+    steps = plan_steps(requests, BATCHES)
+    expected = run_one_at_a_time(runner_for(model_dir, defer=False), steps)
+    unread: list[int] = []
+    actual = run_ahead(runner_for(model_dir, defer=True), steps, 1, unread)
+    assert actual == expected
+    d_tokens = [token for step in actual for rid, tokens, _, _ in step if rid == "d" for token in tokens]
+    assert d_tokens and set(d_tokens) == {77}
+    joins_d = BATCHES.index(["b", "c", "d"])
+    assert unread[joins_d + 1] > 0  # the bias needs nothing from the host: steps with d still run ahead
+
+
+def test_a_bias_outside_the_vocabulary_is_a_step_error(model_dir):
+    requests = requests_plain()
+    requests["a"].sampling = sampling_pb2.SamplingParams(logit_bias={256: 1.0})
+    with pytest.raises(StepError, match="logit_bias token id 256 is outside the vocabulary"):
+        runner_for(model_dir, defer=False).execute(plan_steps(requests, BATCHES)[0])
 
 
 def test_speculative_requests_settle_and_verify_as_without_deferral(model_dir):

@@ -80,6 +80,9 @@ BAD_REQUESTS = [
     ("model", dict(prompt="hi", model="no-such-model")),
     ("min_tokens", dict(prompt="hi", max_tokens=4, min_tokens=5)),
     ("chat.messages[0].role", dict(messages=[{"role": "robot", "content": "hi"}])),
+    ("sampling.logit_bias[400]", dict(prompt="hi", logit_bias={400: 1.0})),
+    ("sampling.logit_bias[5]", dict(prompt="hi", logit_bias={5: 150.0})),
+    ("sampling.logit_bias", dict(prompt="hi", logit_bias={i: 1.0 for i in range(1025)})),
 ]
 
 
@@ -105,6 +108,23 @@ def test_missing_prompt_and_empty_chat_are_invalid(stack):
                 list(stub.Generate(request))
             assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert field in caught.value.details()
+
+
+def test_logit_bias_bans_and_forces_tokens_and_keeps_seeded_sampling_reproducible(stack):
+    with Client(stack.address) as client:
+        plain = client.generate(token_ids=PROMPT, temperature=0.0, max_tokens=16, ignore_eos=True).token_ids
+        banned = {token: -100.0 for token in set(plain)}
+        avoided = client.generate(token_ids=PROMPT, temperature=0.0, max_tokens=16, ignore_eos=True,
+                                  logit_bias=banned).token_ids
+        assert len(avoided) == 16 and not set(avoided) & set(plain)
+        forced = client.generate(token_ids=PROMPT, temperature=0.0, max_tokens=8, ignore_eos=True,
+                                 logit_bias={42: 100.0})
+        assert list(forced.token_ids) == [42] * 8
+        seeded = dict(token_ids=PROMPT, temperature=1.0, seed=7, max_tokens=24, ignore_eos=True,
+                      logit_bias={token: -100.0 for token in range(0, 400, 2)})
+        first, again = client.generate(**seeded).token_ids, client.generate(**seeded).token_ids
+        assert first == again and len(first) == 24 and all(token % 2 for token in first)
+        wait_until_all_blocks_free(client)
 
 
 def test_client_disconnect_aborts_and_frees_blocks(stack):

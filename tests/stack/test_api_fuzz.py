@@ -43,6 +43,9 @@ def sampling_params(draw) -> sampling_pb2.SamplingParams:
         params.seed = draw(st.one_of(st.integers(0, 10), st.just(2**64 - 1)))
     if draw(st.booleans()):
         params.logprobs = draw(INT32)
+    if draw(st.booleans()):
+        bias = st.one_of(st.floats(-150, 150), st.sampled_from([math.nan, math.inf, -100.0, 100.0]))
+        params.logit_bias.update(draw(st.dictionaries(INT32, bias, max_size=4)))
     return params
 
 

@@ -177,7 +177,27 @@ def test_stop_string_ends_the_text_before_it(stack, model_name):
     assert choice.finish_reason == "stop" and choice.message.content == text[:text.index(stop)]
 
 
+def test_logit_bias_is_the_grpc_bias_on_both_endpoints(stack, model_name):
+    with Client(stack.address) as grpc_client:
+        plain = grpc_client.generate(messages=MESSAGES, temperature=0.0, max_tokens=12, ignore_eos=True)
+        bias = {plain.token_ids[0]: -100.0, plain.token_ids[3]: -100.0, 65: 5.0}
+        expected = grpc_client.generate(messages=MESSAGES, temperature=0.0, max_tokens=12, ignore_eos=True,
+                                        logit_bias=bias)
+        forced = grpc_client.generate(token_ids=[5, 17, 33], temperature=0.0, max_tokens=6, ignore_eos=True,
+                                      logit_bias={65: 100.0})
+    assert expected.text != plain.text and list(forced.token_ids) == [65] * 6
+    with sync_openai(stack) as client:
+        chat = client.chat.completions.create(model=model_name, messages=MESSAGES,
+                                              logit_bias={str(k): v for k, v in bias.items()}, **GREEDY)
+        completion = client.completions.create(model=model_name, prompt=[5, 17, 33], max_tokens=6, temperature=0.0,
+                                               logit_bias={"65": 100}, extra_body={"ignore_eos": True})
+    assert chat.choices[0].message.content == expected.text
+    assert completion.choices[0].text == forced.text
+
+
 BAD = [
+    (dict(logit_bias={"5": 101}), "logit_bias"),
+    (dict(logit_bias={"100000": 1}), "logit_bias"),
     (dict(temperature=-1.0), "temperature"),
     (dict(n=0), "n"),
     (dict(top_logprobs=2), "top_logprobs"),

@@ -111,6 +111,29 @@ def test_opt_out_request_is_not_speculated(tiny_model_dir, launch_stack):
     assert speculated.spec.mean_acceptance_length > 1
 
 
+def test_logit_bias_applies_to_verified_drafts(tiny_model_dir, launch_stack):
+    """The target drafting for itself proposes its unbiased argmax; verification must apply the request's bias, so
+    biased outputs equal those without speculation (greedy and seeded) while some drafts get rejected."""
+    stack = launch_stack(tiny_model_dir, ["--spec-method", "draft_model", "--draft-model", str(tiny_model_dir),
+                                          "--num-spec-tokens", "3"])
+    prompt = make_prompts(1)[0]
+    with Client(stack.address) as client:
+        plain = client.generate(token_ids=prompt, max_tokens=24, temperature=0.0, ignore_eos=True).token_ids
+        bias = {plain[2]: -100.0, plain[9]: -100.0, 17: 2.0}
+        runs = {}
+        for name, sampling in (("greedy", dict(temperature=0.0)), ("seeded", dict(temperature=0.8, seed=11))):
+            for opt_out in (True, False):
+                runs[name, opt_out] = client.generate(token_ids=prompt, max_tokens=24, ignore_eos=True,
+                                                      logit_bias=bias, disable_speculation=opt_out, **sampling)
+    for name in ("greedy", "seeded"):
+        assert runs[name, False].token_ids == runs[name, True].token_ids
+        assert not {plain[2], plain[9]} & set(runs[name, False].token_ids)
+    greedy = runs["greedy", False].spec
+    assert greedy.drafted > 0 and greedy.accepted < greedy.drafted
+    assert runs["greedy", False].token_ids != plain
+    assert_all_blocks_free(stack.address)
+
+
 @pytest.mark.parametrize("drafter", ["other", "ngram", "eagle", "eagle_ngram"])
 def test_sync_and_async_verify_identical_drafts(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir,
                                                 launch_stack):

@@ -22,7 +22,8 @@ def chat(**fields):
 def test_chat_fields_map_onto_the_proto():
     plan = chat(model="m", max_tokens=5, max_completion_tokens=7, temperature=0.0, top_p=0.5, top_k=0, min_p=0.1,
                 presence_penalty=0.5, frequency_penalty=-0.5, repetition_penalty=1.1, stop="END", seed=3,
-                logprobs=True, top_logprobs=4, ignore_eos=True, min_tokens=1, skip_special_tokens=False)
+                logprobs=True, top_logprobs=4, ignore_eos=True, min_tokens=1, skip_special_tokens=False,
+                logit_bias={"12": -100, "7": 2.5})
     (pb,) = plan.requests
     assert [(m.role, m.content) for m in pb.chat.messages] == [("system", "be brief"), ("user", "hi there")]
     assert pb.stopping.max_tokens == 7 and plan.max_tokens_param == "max_completion_tokens"
@@ -30,6 +31,7 @@ def test_chat_fields_map_onto_the_proto():
     s = pb.sampling
     assert (s.temperature, s.top_p, s.top_k, s.seed, s.logprobs) == (0.0, 0.5, -1, 3, 4)
     assert s.repetition_penalty == pytest.approx(1.1) and s.min_p == pytest.approx(0.1)
+    assert dict(s.logit_bias) == {12: -100.0, 7: 2.5}
     assert pb.HasField("skip_special_tokens") and not pb.skip_special_tokens
     assert plan.logprobs == 4 and plan.endpoint == "chat" and plan.model == "m"
 
@@ -59,6 +61,8 @@ def test_token_prompts():
     ("sampling.temperature", "chat", "temperature"),
     ("sampling.logprobs", "chat", "top_logprobs"),
     ("sampling.logprobs", "completion", "logprobs"),
+    ("sampling.logit_bias[7]", "chat", "logit_bias"),
+    ("sampling.logit_bias", "completion", "logit_bias"),
     ("stopping.max_tokens", "chat", "max_completion_tokens"),
     ("stopping.stop[2]", "chat", "stop"),
     ("stopping.stop_token_ids[1]", "completion", "stop_token_ids[1]"),
