@@ -229,13 +229,16 @@ class EngineStats(_AsDict):
     scheduler_invocations: int = 0
     step_requests: int = 0
     scheduler_cpu_s: float = 0.0
+    prefix_cache_queried_tokens: int = 0
+    prefix_cache_hit_tokens: int = 0
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.EngineStats) -> EngineStats:
         """Build from an EngineStats message."""
         return cls(msg.steps, msg.executor_busy_s, msg.executor_bubble_s, msg.num_preemptions,
                    msg.spec_drafted, msg.spec_accepted, msg.executor_draft_s, msg.executor_forward_s,
-                   msg.scheduler_invocations, msg.step_requests, msg.scheduler_cpu_s)
+                   msg.scheduler_invocations, msg.step_requests, msg.scheduler_cpu_s,
+                   msg.prefix_cache_queried_tokens, msg.prefix_cache_hit_tokens)
 
 
 @dataclass(frozen=True)

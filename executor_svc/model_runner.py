@@ -110,6 +110,8 @@ class ModelRunner:
                             f"the vocabulary [0, {self.vocab_size})")
         self.requests[new.request_id] = state
         self.last_tokens.assign(new.request_id)
+        if new.num_computed_tokens and self.drafter is not None:
+            self.drafter.adopt_cached_prefix(new.request_id, new.num_computed_tokens)
         return ScheduledWork(state, new.num_scheduled_tokens, 0, new.num_spec_tokens)
 
     def _update_cached(self, cached: executor_pb2.CachedRequestData) -> ScheduledWork | None:

@@ -139,6 +139,8 @@ class Engine:
             num_waiting=self.scheduler.num_waiting,
             num_preemptions=self.scheduler.num_preemptions,
             blocks_wanted=self.scheduler.blocks_wanted(),
+            num_prefix_queried_tokens=self.scheduler.num_prefix_queried_tokens,
+            num_prefix_hit_tokens=self.scheduler.num_prefix_hit_tokens,
         )
 
     @property
@@ -219,6 +221,8 @@ class Engine:
 
     async def _run_forever(self) -> None:
         while True:
+            # A new stream may reach a new executor process: KV written before it cannot be read back.
+            self.scheduler.reset_prefix_cache()
             call = self._call = self.executor.Execute()
             self._abandon_reason = None
             try:
@@ -380,6 +384,8 @@ class Engine:
         self.metrics.observe_step(busy_s, bubble_s)
         self._group_steps.inc()
         self.stats.num_preemptions = self.scheduler.num_preemptions
+        self.stats.prefix_cache_queried_tokens = self.scheduler.num_prefix_queried_tokens
+        self.stats.prefix_cache_hit_tokens = self.scheduler.num_prefix_hit_tokens
 
     def _deliver(
         self, request_id: str, token_ids: list[int], logprobs: list[generation_pb2.PositionLogprobs], now: float

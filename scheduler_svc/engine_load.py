@@ -17,6 +17,10 @@ class EngineLoad:
     num_preemptions: int
     blocks_wanted: int
     """Blocks the waiting requests need for their known tokens (queued load free blocks do not show yet)."""
+    num_prefix_queried_tokens: int = 0
+    """Tokens of started requests that looked for a cached prefix (prefix caching on)."""
+    num_prefix_hit_tokens: int = 0
+    """Of those, tokens whose KV was found cached."""
 
     @property
     def free_share(self) -> float:

@@ -62,6 +62,15 @@ class _EngineStateCollector(Collector):
         preemptions = CounterMetricFamily(f"{PREFIX}_preemptions", "Requests preempted (recomputed later) so far.")
         preemptions.add_metric([], load.num_preemptions)
         yield preemptions
+        for name, documentation, value in (
+            ("prefix_cache_queried_tokens", "Prompt tokens looked up in the prefix cache as requests started.",
+             load.num_prefix_queried_tokens),
+            ("prefix_cache_hit_tokens", "Of those, tokens whose KV blocks were found cached (not computed again).",
+             load.num_prefix_hit_tokens),
+        ):
+            family = CounterMetricFamily(f"{PREFIX}_{name}", documentation)
+            family.add_metric([], value)
+            yield family
         yield from _group_series(self.engine.group_loads())
 
     def describe(self) -> Iterator[Metric]:

@@ -13,6 +13,7 @@ from collections import deque
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulingConfig
 from scheduler_svc.dynamic_k import FixedK, KPolicy
+from scheduler_svc.prefix_hashes import extend_block_hashes
 from scheduler_svc.request import Request, RequestStatus
 from scheduler_svc.scheduler_output import (
     ScheduledCachedRequest,
@@ -60,6 +61,14 @@ class Scheduler:
         self.num_preemptions = 0
         self.num_schedule_calls = 0
         """Scheduler invocations so far (empty ones included)."""
+        self._block_hashes: dict[str, list[bytes]] = {}
+        """Per request (prefix caching), the hashes of its full blocks of known tokens computed so far."""
+        self._num_registered: dict[str, int] = {}
+        """Per request, how many of its first blocks were registered with the block manager."""
+        self.num_prefix_queried_tokens = 0
+        """Tokens of the requests that looked for a cached prefix when they started (prefix caching)."""
+        self.num_prefix_hit_tokens = 0
+        """Of those, tokens found cached: their KV was not computed again."""
 
     # ---- queue -----------------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -85,6 +94,8 @@ class Scheduler:
             self.waiting.remove(request)
         request.status = RequestStatus.FINISHED
         self.block_manager.free(request_id)
+        self._block_hashes.pop(request_id, None)
+        self._num_registered.pop(request_id, None)
         if request.sent_to_executor:
             self._finished_since_last_step.append(request_id)
         return True
@@ -96,6 +107,8 @@ class Scheduler:
         self.waiting.clear()
         for request in moved:
             del self.requests[request.request_id]
+            self._block_hashes.pop(request.request_id, None)
+            self._num_registered.pop(request.request_id, None)
         return moved
 
     def adopt_waiting(self, request: Request) -> None:
@@ -145,6 +158,8 @@ class Scheduler:
         self._schedule_waiting(output, budget)
         if self.config.num_scheduler_steps > 1 and _is_pure_decode(output):
             self._extend_to_multi_step(output)
+        if self.block_manager.enable_prefix_caching:
+            self._register_computed_blocks(output)
         output.finished_request_ids = self._finished_since_last_step
         self._finished_since_last_step = []
         if not output.is_empty:
@@ -211,19 +226,58 @@ class Scheduler:
     def _schedule_waiting(self, output: SchedulerOutput, budget: int) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             request = self.waiting[0]
+            cached = self._cached_prefix(request)
+            request.num_computed_tokens = len(cached) * self.block_manager.block_size
             num_new = self._num_tokens_to_schedule(request, budget)
-            if num_new == 0:
-                break
             _, num_spec = self._spec_plan(request, num_new, budget)
             total = self._tokens_to_cover(request, num_new, 0, num_spec)
-            if not self.block_manager.can_allocate(request.request_id, total):
+            if num_new == 0 or not self.block_manager.can_allocate_after_cached(cached, total):
+                request.num_computed_tokens = 0
                 break
             self.waiting.popleft()
+            if self.block_manager.enable_prefix_caching:
+                self.num_prefix_queried_tokens += request.num_tokens
+                self.num_prefix_hit_tokens += request.num_computed_tokens
+            self.block_manager.take_cached(request.request_id, cached)
             self.block_manager.allocate(request.request_id, total)
             request.status = RequestStatus.RUNNING
             self.running.append(request)
             self._record(output, request, num_new, [], 0, num_spec)
             budget -= num_new
+
+    # ---- prefix caching --------------------------------------------------------------------
+    def _cached_prefix(self, request: Request) -> list[int]:
+        """Registered blocks holding the request's first full blocks of known tokens (prefix caching), leaving at
+        least its last token to compute (its logits give the next one)."""
+        if not self.block_manager.enable_prefix_caching:
+            return []
+        usable = (request.num_tokens - 1) // self.block_manager.block_size
+        return self.block_manager.cached_prefix(self._hashes(request)[:usable])
+
+    def _hashes(self, request: Request) -> list[bytes]:
+        hashes = self._block_hashes.setdefault(request.request_id, [])
+        if (len(hashes) + 1) * self.block_manager.block_size <= request.num_tokens:
+            extend_block_hashes(hashes, request.all_token_ids, self.block_manager.block_size)
+        return hashes
+
+    def _register_computed_blocks(self, output: SchedulerOutput) -> None:
+        """Register the full blocks of known tokens whose KV this or an earlier step writes. Done once the step is
+        planned, so only later steps read them: the executor runs steps in order."""
+        scheduled = [new.request for new in output.new_requests] + [
+            self.requests[cached.request_id] for cached in output.cached_requests]
+        for request in scheduled:
+            written = min(request.num_computed_tokens, request.num_tokens) // self.block_manager.block_size
+            done = self._num_registered.get(request.request_id, 0)
+            if written > done:
+                hashes = self._hashes(request)[:written]
+                self.block_manager.register(request.request_id, hashes, start=done)
+                self._num_registered[request.request_id] = written
+
+    def reset_prefix_cache(self) -> None:
+        """The executor's KV cache is gone or unknown (it was lost, or a new Execute stream starts): nothing
+        registered can be taken back."""
+        self.block_manager.reset_prefix_cache()
+        self._num_registered.clear()
 
     def _record(
         self,
@@ -314,12 +368,14 @@ class Scheduler:
         for request in reversed(running):
             self._preempt(request, counted=False)
         self._finished_since_last_step.clear()  # a new executor holds none of them
+        self.reset_prefix_cache()
         return len(running)
 
     def _preempt(self, request: Request, counted: bool = True) -> None:
         """Free a running request's blocks; it will be recomputed from its prompt and outputs."""
         self.running.remove(request)
         self.block_manager.free(request.request_id)
+        self._num_registered.pop(request.request_id, None)
         if request.sent_to_executor:
             self._finished_since_last_step.append(request.request_id)
         request.status = RequestStatus.WAITING

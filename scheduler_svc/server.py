@@ -65,7 +65,8 @@ async def build_engines(
     engines = []
     for index, connection in enumerate(connections):
         description = connection.description
-        block_manager = KVBlockManager(description.num_kv_blocks, description.block_size)
+        block_manager = KVBlockManager(description.num_kv_blocks, description.block_size,
+                                       config.scheduling.enable_prefix_caching)
         num_spec_tokens, k_policy = await speculation_policy(config, connection.stub, description, tokenizer)
         scheduler = Scheduler(config.scheduling, block_manager, limits.max_model_len, num_spec_tokens, k_policy,
                               first_step_id=index << STEP_ID_GROUP_SHIFT)

@@ -36,6 +36,11 @@ class Drafter(Protocol):
         """Drafts following each request's current tokens, at most num_tokens each."""
         ...
 
+    def adopt_cached_prefix(self, request_id: str, num_cached_tokens: int) -> None:
+        """A new request starts past a cached prefix (prefix caching): the KV of its first ``num_cached_tokens``
+        tokens, the drafter's own included, sits in shared blocks written for an earlier request."""
+        ...
+
     def drop(self, request_id: str) -> None:
         """Forget a finished or preempted request."""
         ...

@@ -90,6 +90,9 @@ class DraftModelDrafter:
     def observe(self, request_id: str, first_position: int, hidden_rows) -> None:
         pass
 
+    def adopt_cached_prefix(self, request_id: str, num_cached_tokens: int) -> None:
+        pass  # it catches up from position 0: its KV of the prefix is written again, with the same values
+
     def drop(self, request_id: str) -> None:
         self._computed.pop(request_id, None)
 

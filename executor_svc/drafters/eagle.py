@@ -66,6 +66,11 @@ class EagleDrafter:
         pieces.append((first_position, hidden_rows))
         self._computed[request_id] = min(self._computed.get(request_id, 0), first_position)
 
+    def adopt_cached_prefix(self, request_id: str, num_cached_tokens: int) -> None:
+        """The head's entries of the prefix sit in the shared blocks (written when the request that computed them
+        caught up: a draft may be worse where it had not, never wrong), and the target feeds no features there."""
+        self._computed[request_id] = num_cached_tokens
+
     @torch.inference_mode()
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
         catching_up = [(request, rows) for request in batch if request.num_tokens > 0

@@ -35,6 +35,9 @@ class EagleNgramDrafter:
             proposals[index] = drafts
         return proposals
 
+    def adopt_cached_prefix(self, request_id: str, num_cached_tokens: int) -> None:
+        self.eagle.adopt_cached_prefix(request_id, num_cached_tokens)
+
     def drop(self, request_id: str) -> None:
         self.eagle.drop(request_id)
         self.ngram.drop(request_id)

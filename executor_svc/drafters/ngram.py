@@ -70,6 +70,9 @@ class NgramDrafter:
     def observe(self, request_id: str, first_position: int, hidden_rows) -> None:
         pass
 
+    def adopt_cached_prefix(self, request_id: str, num_cached_tokens: int) -> None:
+        pass  # the lookup reads tokens only
+
     def drop(self, request_id: str) -> None:
         self._encoded.pop(request_id, None)
 

@@ -213,3 +213,18 @@ def test_the_captured_draft_step_reads_no_host_value_and_compiles_as_one_graph(t
     compiled = torch.compile(lambda: graphs._forward(shape), fullgraph=True, dynamic=False)
     with torch.inference_mode():
         torch.testing.assert_close(compiled(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_a_request_past_a_cached_prefix_drafts_from_the_head_entries_already_in_its_blocks(target):
+    """Prefix caching: the entries of positions 0-1 were written for another request with the same prefix; the
+    new request's head starts past them (after adopt_cached_prefix) and drafts as the first one does."""
+    config, model, _ = target
+    drafter = make_drafter(config, model, random_head(config, 64))
+    tokens = [5, 9, 17, 3, 22, 9]
+    features = target_features(model, tokens)
+    drafter.observe("first", 0, features[:5])
+    first = drafter.propose([DraftRequest(request_state("first", tokens, list(range(4))), K)])
+    drafter.adopt_cached_prefix("second", 2)
+    drafter.observe("second", 2, features[2:5])
+    second = drafter.propose([DraftRequest(request_state("second", tokens, list(range(4))), K)])
+    assert second == first and first != [[]]

@@ -172,3 +172,110 @@ def test_random_operations_keep_invariants(seed):
         manager.free(rid)
     assert manager.num_free_blocks == manager.num_total_blocks
     assert exhausted > 0, "the random sequence never hit exhaustion; the test would not cover it"
+
+
+# ---- prefix caching --------------------------------------------------------------------------
+H = [bytes([i]) * 32 for i in range(8)]
+
+
+def cached_manager(num_blocks: int = 6) -> KVBlockManager:
+    return KVBlockManager(num_blocks, block_size=4, enable_prefix_caching=True)
+
+
+def test_registered_blocks_are_found_and_taken_back_with_their_references():
+    manager = cached_manager()
+    manager.allocate("a", 10)  # blocks 0, 1, 2
+    manager.register("a", H[:2])
+    assert manager.cached_prefix(H[:3]) == [0, 1] and manager.cached_prefix([H[2], H[1]]) == []
+    manager.take_cached("b", [0, 1])
+    manager.allocate("b", 9)
+    assert manager.block_ids("b") == [0, 1, 3] and [manager.ref_count(b) for b in (0, 1, 2, 3)] == [2, 2, 1, 1]
+    check_invariants(manager, {"a", "b"})
+
+
+def test_a_freed_registered_block_keeps_its_content_until_handed_out_least_recently_freed_first():
+    manager = cached_manager(num_blocks=4)
+    manager.allocate("a", 8)  # 0, 1
+    manager.register("a", H[:2])
+    manager.free("a")
+    assert manager.num_free_blocks == 4 and manager.cached_prefix(H[:2]) == [0, 1]
+    manager.allocate("b", 8)  # the never-registered blocks 2, 3 go first
+    assert manager.block_ids("b") == [2, 3] and manager.cached_prefix(H[:2]) == [0, 1]
+    manager.allocate("b", 12)  # then a's last block (freed first): the prefix keeps its first block
+    assert manager.block_ids("b") == [2, 3, 1] and manager.cached_prefix(H[:2]) == [0]
+    assert manager.num_evicted_blocks == 1 and manager.num_cached_blocks == 1
+
+
+def test_taking_a_free_cached_block_removes_it_from_the_free_list():
+    manager = cached_manager(num_blocks=3)
+    manager.allocate("a", 4)
+    manager.register("a", H[:1])
+    manager.free("a")
+    assert manager.can_allocate_after_cached([0], 12) and not manager.can_allocate_after_cached([0], 13)
+    manager.take_cached("b", [0])
+    assert manager.num_free_blocks == 2 and manager.ref_count(0) == 1
+    manager.allocate("b", 12)
+    assert manager.block_ids("b") == [0, 1, 2] and manager.num_free_blocks == 0
+    check_invariants(manager, {"b"})
+
+
+def test_first_writer_keeps_a_hash_and_a_block_keeps_its_first_hash():
+    manager = cached_manager()
+    manager.allocate("a", 4)
+    manager.allocate("b", 4)
+    manager.register("a", H[:1])
+    manager.register("b", H[:1])  # the same content computed twice: the first block stays the cached one
+    manager.register("a", [H[5]])  # block 0 is registered already
+    assert manager.cached_prefix(H[:1]) == [0] and manager.cached_prefix([H[5]]) == []
+
+
+def test_register_from_start_skips_the_blocks_before_it():
+    manager = cached_manager()
+    manager.allocate("a", 12)
+    manager.register("a", H[:3], start=1)
+    assert manager.cached_prefix(H[:3]) == [] and manager.num_cached_blocks == 2
+
+
+def test_reset_and_disabled_caching_find_nothing():
+    manager = cached_manager()
+    manager.allocate("a", 8)
+    manager.register("a", H[:2])
+    manager.reset_prefix_cache()
+    assert manager.cached_prefix(H[:2]) == [] and manager.num_cached_blocks == 0
+    off = KVBlockManager(4, 4)
+    off.allocate("a", 8)
+    off.register("a", H[:2])
+    assert off.cached_prefix(H[:2]) == [] and off.num_cached_blocks == 0
+
+
+def test_taking_cached_blocks_into_a_table_that_holds_blocks_is_refused():
+    manager = cached_manager()
+    manager.allocate("a", 4)
+    with pytest.raises(ValueError, match="already holds blocks"):
+        manager.take_cached("a", [1])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_operations_with_prefix_caching_keep_invariants(seed):
+    rng = random.Random(seed)
+    manager = KVBlockManager(num_blocks=rng.randint(2, 16), block_size=2, enable_prefix_caching=True)
+    for _ in range(400):
+        rid = f"r{rng.randrange(6)}"
+        op = rng.choice(["allocate", "free", "register", "take"])
+        num_tokens = rng.randrange(0, 12)
+        if op == "allocate" and manager.can_allocate(rid, num_tokens):
+            manager.allocate(rid, num_tokens)
+        elif op == "free":
+            manager.free(rid)
+        elif op == "register":
+            manager.register(rid, H[: len(manager.block_ids(rid))])
+        elif op == "take" and not manager.block_ids(rid):
+            cached = manager.cached_prefix(H[: rng.randrange(0, 4)])
+            if manager.can_allocate_after_cached(cached, 2 * len(cached)):
+                manager.take_cached(rid, cached)
+        check_invariants(manager, {f"r{i}" for i in range(6)})
+        hashes = manager._block_of_hash
+        assert all(manager._hash_of_block[block] == h for h, block in hashes.items())
+    for i in range(6):
+        manager.free(f"r{i}")
+    assert manager.num_free_blocks == manager.num_total_blocks

@@ -143,3 +143,90 @@ def test_waiting_request_finished_before_scheduling_is_not_reported():
     scheduler.add_request(make_request("a", prompt_len=4))
     scheduler.finish_request("a")
     assert scheduler.schedule().is_empty
+
+
+# ---- prefix caching --------------------------------------------------------------------------
+def caching_scheduler(num_blocks: int = 64, budget: int = 512) -> Scheduler:
+    config = SchedulingConfig(max_num_batched_tokens=budget, enable_prefix_caching=True)
+    return Scheduler(config, KVBlockManager(num_blocks, 16, enable_prefix_caching=True), max_model_len=4096)
+
+
+def test_a_later_request_with_the_same_prefix_starts_after_its_cached_blocks():
+    scheduler = caching_scheduler()
+    scheduler.add_request(make_request("a", prompt_len=40))
+    complete_step(scheduler, scheduler.schedule())
+    b = make_request("b", prompt_len=40)
+    b.prompt_token_ids[35] = 999  # differs in block 2 only
+    scheduler.add_request(b)
+    (new,) = scheduler.schedule().new_requests
+    a_blocks = scheduler.block_manager.block_ids("a")
+    assert new.num_computed_tokens == 32 and new.num_scheduled_tokens == 8
+    assert new.block_ids[:2] == a_blocks[:2] and new.block_ids[2] not in a_blocks
+    assert (scheduler.num_prefix_queried_tokens, scheduler.num_prefix_hit_tokens) == (80, 32)
+
+
+def test_the_last_prompt_token_is_always_computed():
+    scheduler = caching_scheduler()
+    scheduler.add_request(make_request("a", prompt_len=32))
+    complete_step(scheduler, scheduler.schedule())
+    scheduler.add_request(make_request("b", prompt_len=32))
+    (new,) = scheduler.schedule().new_requests
+    assert (new.num_computed_tokens, new.num_scheduled_tokens) == (16, 16)
+
+
+def test_blocks_are_cached_only_for_steps_planned_after_the_one_that_writes_them():
+    scheduler = caching_scheduler()
+    scheduler.add_request(make_request("a", prompt_len=40))
+    scheduler.add_request(make_request("b", prompt_len=40))
+    output = scheduler.schedule()  # both new in one step: b cannot read what a writes in it
+    assert [n.num_computed_tokens for n in output.new_requests] == [0, 0]
+    scheduler.add_request(make_request("c", prompt_len=40))
+    (new,) = scheduler.schedule().new_requests  # a's step is planned and sent: c may read it
+    assert new.num_computed_tokens == 32
+
+
+def test_output_blocks_are_cached_once_their_tokens_are_known():
+    scheduler = caching_scheduler()
+    scheduler.add_request(make_request("a", prompt_len=14, max_tokens=8))
+    for token in range(5):
+        complete_step(scheduler, scheduler.schedule(), token=100 + token)
+    a = scheduler.requests["a"]
+    follow_up = make_request("b", prompt_len=30)
+    follow_up.prompt_token_ids = a.all_token_ids[:16] + list(range(50, 64))
+    scheduler.add_request(follow_up)
+    (new,) = scheduler.schedule().new_requests
+    assert new.num_computed_tokens == 16  # the block of 14 prompt + 2 output tokens
+
+
+def test_a_preempted_request_resumes_from_its_cached_blocks():
+    scheduler = caching_scheduler(num_blocks=4)
+    scheduler.add_request(make_request("a", prompt_len=32, max_tokens=40))
+    b = make_request("b", prompt_len=32, max_tokens=40)
+    b.prompt_token_ids = list(range(101, 133))
+    scheduler.add_request(b)
+    complete_step(scheduler, scheduler.schedule())  # 2 blocks each, all 4 used
+    output = scheduler.schedule()  # a needs a third block: b is preempted, and its last block goes to a
+    assert b.num_preemptions == 1
+    complete_step(scheduler, output)
+    scheduler.finish_request("a")
+    resumed = [n for n in scheduler.schedule().new_requests if n.request.request_id == "b"]
+    assert resumed and resumed[0].num_computed_tokens == 16 and resumed[0].num_scheduled_tokens == 17
+
+
+def test_a_lost_executor_forgets_every_cached_block():
+    scheduler = caching_scheduler()
+    scheduler.add_request(make_request("a", prompt_len=40))
+    complete_step(scheduler, scheduler.schedule())
+    scheduler.requeue_all_running()
+    assert scheduler.block_manager.num_cached_blocks == 0
+    (new,) = scheduler.schedule().new_requests
+    assert new.num_computed_tokens == 0 and new.num_scheduled_tokens == 41  # the prompt and its output token
+
+
+def test_without_prefix_caching_nothing_is_looked_up():
+    scheduler = make_scheduler()
+    for request_id in ("a", "b"):
+        scheduler.add_request(make_request(request_id, prompt_len=40))
+        (new,) = scheduler.schedule().new_requests
+        assert new.num_computed_tokens == 0
+    assert (scheduler.num_prefix_queried_tokens, scheduler.num_prefix_hit_tokens) == (0, 0)

@@ -1,0 +1,22 @@
+"""Content hashes of full KV blocks for prefix caching: block i's hash covers every token of blocks 0..i.
+
+A chained SHA-256 (the previous block's digest, then this block's token ids as 4-byte little-endian words), so
+two requests share a cached block only when every token before and in it is the same; a crafted prompt cannot
+collide with another user's prefix as it could with Python's ``hash``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Sequence
+
+
+def extend_block_hashes(hashes: list[bytes], token_ids: Sequence[int], block_size: int) -> list[bytes]:
+    """Append to ``hashes`` (the digests of the first len(hashes) blocks of ``token_ids``) those of every further
+    full block of ``token_ids``; returns ``hashes``."""
+    for start in range(len(hashes) * block_size, len(token_ids) - block_size + 1, block_size):
+        digest = hashlib.sha256(hashes[-1] if hashes else b"")
+        digest.update(array("i", token_ids[start : start + block_size]).tobytes())
+        hashes.append(digest.digest())
+    return hashes

@@ -1,0 +1,91 @@
+"""Prefix caching through the stack (--enable-prefix-caching): requests whose prompts start with blocks computed
+before take those KV blocks back, and every output stays token for token what it is without the cache, with
+chunked prefill, preemption and eviction, speculation of every kind, and one step ahead or not."""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from test_speculative_decoding import assert_all_blocks_free, drafter_flags
+
+from client import Client
+
+pytestmark = pytest.mark.stack
+
+MAX_TOKENS = 24
+BLOCK = 16
+
+
+def make_prompts() -> list[list[int]]:
+    """Prompts sharing a 40-token system part, then their own; one repeated exactly, one ending on a block edge
+    that another extends, and a second turn that continues a first (filled in with its output by the test)."""
+    rng = random.Random(5)
+    shared = [rng.randrange(3, 400) for _ in range(40)]
+    own = [[rng.randrange(3, 400) for _ in range(rng.choice([5, 20, 37]))] for _ in range(6)]
+    prompts = [shared + tail for tail in own]
+    prompts.append(list(prompts[1]))
+    prompts.append(shared[:2 * BLOCK])
+    prompts.append(shared[:2 * BLOCK] + own[0][:3])
+    return prompts
+
+
+def run(address: str, prompts: list[list[int]], concurrent: bool) -> list[list[int]]:
+    def one(prompt: list[int]) -> list[int]:
+        with Client(address) as client:
+            return list(client.generate(token_ids=prompt, max_tokens=MAX_TOKENS, temperature=0.0,
+                                        ignore_eos=True).token_ids)
+
+    if not concurrent:
+        return [one(prompt) for prompt in prompts]
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        return list(pool.map(one, prompts))
+
+
+def run_workload(address: str) -> list[list[int]]:
+    """One by one (each later prompt finds the earlier ones' blocks), a second turn, then all at once."""
+    prompts = make_prompts()
+    first = run(address, prompts, concurrent=False)
+    second_turn = prompts[0] + first[0] + [7, 8, 9]
+    return first + run(address, [second_turn], concurrent=False) + run(address, prompts, concurrent=True)
+
+
+def hit_tokens(address: str) -> tuple[int, int]:
+    with Client(address) as client:
+        stats = client.model_info().stats
+    return stats.prefix_cache_queried_tokens, stats.prefix_cache_hit_tokens
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model_dir, launch_module_stack):
+    stack = launch_module_stack.with_scheduler(tiny_model_dir)
+    outputs = run_workload(stack.address)
+    assert hit_tokens(stack.address) == (0, 0)  # off by default
+    return outputs
+
+
+CASES = {
+    "plain": ([], []),
+    "sync": ([], ["--max-inflight-steps", "1"]),
+    "chunked-preempting": (["--num-kv-blocks", "20"], ["--max-num-batched-tokens", "32"]),
+    "multi-step": ([], ["--num-scheduler-steps", "4"]),
+    "ngram": (["--num-spec-tokens", "3", "ngram"], []),
+    "draft-model": (["--num-spec-tokens", "3", "same"], ["--max-num-batched-tokens", "32"]),
+    "eagle": (["--num-spec-tokens", "3", "eagle"], []),
+    "eagle-ngram-preempting": (["--num-kv-blocks", "20", "--num-spec-tokens", "3", "eagle_ngram"], []),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_cached_prefixes_give_the_same_tokens(case, reference, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir,
+                                              launch_stack):
+    executor_flags, scheduler_flags = CASES[case]
+    if "--num-spec-tokens" in executor_flags:
+        *executor_flags, drafter = executor_flags
+        executor_flags += drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir)
+    stack = launch_stack(tiny_model_dir, executor_flags, [*scheduler_flags, "--enable-prefix-caching"])
+    assert run_workload(stack.address) == reference
+    queried, hits = hit_tokens(stack.address)
+    assert hits >= 2 * BLOCK * 8 and hits % BLOCK == 0 and hits < queried
+    assert_all_blocks_free(stack.address)
