@@ -127,6 +127,8 @@ class KVBlockManager:
 
     def take_cached(self, request_id: str, block_ids: Sequence[int]) -> None:
         """Start the request's (empty) table with these registered blocks, each referenced once more."""
+        if not block_ids:
+            return
         if self._tables.get(request_id):
             raise ValueError(f"request {request_id!r} already holds blocks; cached blocks only start a table")
         for block_id in block_ids:

@@ -32,7 +32,8 @@ class FakeEngine:
     def load(self) -> EngineLoad:
         blocks = self.scheduler.block_manager
         return EngineLoad(blocks.num_total_blocks, blocks.num_free_blocks, self.scheduler.num_running,
-                          self.scheduler.num_waiting, self.scheduler.num_preemptions, blocks_wanted=0)
+                          self.scheduler.num_waiting, self.scheduler.num_preemptions, blocks_wanted=0,
+                          num_prefix_queried_tokens=40, num_prefix_hit_tokens=32)
 
     def group_loads(self) -> list[tuple[str, EngineLoad]]:
         return [("executor-a:1", self.load())]
@@ -64,6 +65,8 @@ def test_engine_state_is_read_at_scrape_time():
     assert value(metrics, "stepahead_scheduler_kv_blocks_free") == 6
     assert value(metrics, "stepahead_scheduler_kv_blocks_total") == 10
     assert value(metrics, "stepahead_scheduler_preemptions_total") == 5
+    assert value(metrics, "stepahead_scheduler_prefix_cache_queried_tokens_total") == 40
+    assert value(metrics, "stepahead_scheduler_prefix_cache_hit_tokens_total") == 32
     assert value(metrics, "stepahead_scheduler_group_kv_blocks_free", group="executor-a:1") == 6
     assert value(metrics, "stepahead_scheduler_group_requests_running", group="executor-a:1") == 3
     engine.scheduler.block_manager.free("r")
