@@ -64,6 +64,8 @@ class Usage(_AsDict):
     prompt_tokens: int
     completion_tokens: int
     num_preemptions: int
+    cached_prompt_tokens: int = 0
+    """Prompt tokens found in the server's prefix cache (not computed for this request)."""
 
     @property
     def total_tokens(self) -> int:
@@ -73,7 +75,7 @@ class Usage(_AsDict):
     @classmethod
     def from_proto(cls, msg: generation_pb2.Usage) -> Usage:
         """Build from a Usage message."""
-        return cls(msg.prompt_tokens, msg.completion_tokens, msg.num_preemptions)
+        return cls(msg.prompt_tokens, msg.completion_tokens, msg.num_preemptions, msg.cached_prompt_tokens)
 
 
 @dataclass(frozen=True)

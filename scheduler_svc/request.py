@@ -57,6 +57,8 @@ class Request:
     """Drafts the executor will hold for this request after the last scheduled sampling step."""
     num_unresolved_drafts: int = 0
     """Drafts in steps still in flight: the executor may be that many tokens ahead of num_computed_tokens."""
+    num_cached_prompt_tokens: int = 0
+    """Prompt tokens found in the prefix cache when the request first started."""
 
     @property
     def num_tokens(self) -> int:

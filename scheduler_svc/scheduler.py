@@ -238,6 +238,8 @@ class Scheduler:
             if self.block_manager.enable_prefix_caching:
                 self.num_prefix_queried_tokens += request.num_tokens
                 self.num_prefix_hit_tokens += request.num_computed_tokens
+                if not request.num_preemptions:
+                    request.num_cached_prompt_tokens = request.num_computed_tokens
             self.block_manager.take_cached(request.request_id, cached)
             self.block_manager.allocate(request.request_id, total)
             request.status = RequestStatus.RUNNING

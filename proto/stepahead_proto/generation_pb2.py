@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from stepahead_proto import sampling_pb2 as stepahead__proto_dot_sampling__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n stepahead_proto/generation.proto\x12\x0cstepahead.v1\x1a\x1estepahead_proto/sampling.proto\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"9\n\nChatPrompt\x12+\n\x08messages\x18\x01 \x03(\x0b\x32\x19.stepahead.v1.ChatMessage\"\x1d\n\x0eTokenIdsPrompt\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xe2\x02\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0e\n\x04text\x18\x03 \x01(\tH\x00\x12(\n\x04\x63hat\x18\x04 \x01(\x0b\x32\x18.stepahead.v1.ChatPromptH\x00\x12\x31\n\ttoken_ids\x18\x05 \x01(\x0b\x32\x1c.stepahead.v1.TokenIdsPromptH\x00\x12.\n\x08sampling\x18\x06 \x01(\x0b\x32\x1c.stepahead.v1.SamplingParams\x12.\n\x08stopping\x18\x07 \x01(\x0b\x32\x1c.stepahead.v1.StoppingParams\x12 \n\x13skip_special_tokens\x18\x08 \x01(\x08H\x01\x88\x01\x01\x12\x1b\n\x13\x64isable_speculation\x18\t \x01(\x08\x42\x08\n\x06promptB\x16\n\x14_skip_special_tokens\"1\n\x0cTokenLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\"h\n\x10PositionLogprobs\x12+\n\x07sampled\x18\x01 \x01(\x0b\x32\x1a.stepahead.v1.TokenLogprob\x12\'\n\x03top\x18\x02 \x03(\x0b\x32\x1a.stepahead.v1.TokenLogprob\"R\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x17\n\x0fnum_preemptions\x18\x03 \x01(\x05\"s\n\x07Timings\x12\x0f\n\x07queue_s\x18\x01 \x01(\x01\x12\x0e\n\x06ttft_s\x18\x02 \x01(\x01\x12\x12\n\nitl_mean_s\x18\x03 \x01(\x01\x12\x11\n\titl_p50_s\x18\x04 \x01(\x01\x12\x11\n\titl_max_s\x18\x05 \x01(\x01\x12\r\n\x05\x65\x32\x65_s\x18\x06 \x01(\x01\"\xcb\x02\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x11\n\ttoken_ids\x18\x03 \x03(\x05\x12\x30\n\x08logprobs\x18\x04 \x03(\x0b\x32\x1e.stepahead.v1.PositionLogprobs\x12\x31\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x1a.stepahead.v1.FinishReason\x12\x13\n\x0bstop_reason\x18\x06 \x01(\t\x12\"\n\x05usage\x18\x07 \x01(\x0b\x32\x13.stepahead.v1.Usage\x12&\n\x07timings\x18\x08 \x01(\x0b\x32\x15.stepahead.v1.Timings\x12\x15\n\rprompt_tokens\x18\t \x01(\x05\x12%\n\x04spec\x18\n \x01(\x0b\x32\x17.stepahead.v1.SpecStats\"\xc4\x01\n\tSpecStats\x12\x0f\n\x07\x64rafted\x18\x01 \x01(\x05\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x05\x12\x1d\n\x15\x61\x63\x63\x65pted_per_position\x18\x03 \x03(\x05\x12\x1e\n\x16mean_acceptance_length\x18\x04 \x01(\x01\x12\x14\n\x0cverify_steps\x18\x05 \x01(\x05\x12\x13\n\x0bsteps_per_k\x18\x06 \x03(\x05\x12\x0e\n\x06mean_k\x18\x07 \x01(\x01\x12\x1a\n\x12tried_per_position\x18\x08 \x03(\x05\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\" \n\rAbortResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x01(\x08\"\x15\n\x13GetModelInfoRequest\"\xf7\x01\n\tModelInfo\x12\r\n\x05model\x18\x01 \x01(\t\x12\x15\n\rmax_model_len\x18\x02 \x01(\x05\x12\x12\n\nvocab_size\x18\x03 \x01(\x05\x12\x15\n\reos_token_ids\x18\x04 \x03(\x05\x12\x12\n\nblock_size\x18\x05 \x01(\x05\x12\x15\n\rnum_kv_blocks\x18\x06 \x01(\x05\x12\x1a\n\x12num_free_kv_blocks\x18\x07 \x01(\x05\x12\x13\n\x0bnum_running\x18\x08 \x01(\x05\x12\x13\n\x0bnum_waiting\x18\t \x01(\x05\x12(\n\x05stats\x18\n \x01(\x0b\x32\x19.stepahead.v1.EngineStats\"\xe1\x02\n\x0b\x45ngineStats\x12\r\n\x05steps\x18\x01 \x01(\x04\x12\x17\n\x0f\x65xecutor_busy_s\x18\x02 \x01(\x01\x12\x19\n\x11\x65xecutor_bubble_s\x18\x03 \x01(\x01\x12\x17\n\x0fnum_preemptions\x18\x04 \x01(\x04\x12\x14\n\x0cspec_drafted\x18\x05 \x01(\x04\x12\x15\n\rspec_accepted\x18\x06 \x01(\x04\x12\x18\n\x10\x65xecutor_draft_s\x18\x07 \x01(\x01\x12\x1a\n\x12\x65xecutor_forward_s\x18\x08 \x01(\x01\x12\x1d\n\x15scheduler_invocations\x18\t \x01(\x04\x12\x15\n\rstep_requests\x18\n \x01(\x04\x12\x17\n\x0fscheduler_cpu_s\x18\x0b \x01(\x01\x12#\n\x1bprefix_cache_queried_tokens\x18\x0c \x01(\x04\x12\x1f\n\x17prefix_cache_hit_tokens\x18\r \x01(\x04*x\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x32\xe7\x01\n\nGeneration\x12K\n\x08Generate\x12\x1d.stepahead.v1.GenerateRequest\x1a\x1e.stepahead.v1.GenerateResponse0\x01\x12@\n\x05\x41\x62ort\x12\x1a.stepahead.v1.AbortRequest\x1a\x1b.stepahead.v1.AbortResponse\x12J\n\x0cGetModelInfo\x12!.stepahead.v1.GetModelInfoRequest\x1a\x17.stepahead.v1.ModelInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n stepahead_proto/generation.proto\x12\x0cstepahead.v1\x1a\x1estepahead_proto/sampling.proto\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"9\n\nChatPrompt\x12+\n\x08messages\x18\x01 \x03(\x0b\x32\x19.stepahead.v1.ChatMessage\"\x1d\n\x0eTokenIdsPrompt\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xe2\x02\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0e\n\x04text\x18\x03 \x01(\tH\x00\x12(\n\x04\x63hat\x18\x04 \x01(\x0b\x32\x18.stepahead.v1.ChatPromptH\x00\x12\x31\n\ttoken_ids\x18\x05 \x01(\x0b\x32\x1c.stepahead.v1.TokenIdsPromptH\x00\x12.\n\x08sampling\x18\x06 \x01(\x0b\x32\x1c.stepahead.v1.SamplingParams\x12.\n\x08stopping\x18\x07 \x01(\x0b\x32\x1c.stepahead.v1.StoppingParams\x12 \n\x13skip_special_tokens\x18\x08 \x01(\x08H\x01\x88\x01\x01\x12\x1b\n\x13\x64isable_speculation\x18\t \x01(\x08\x42\x08\n\x06promptB\x16\n\x14_skip_special_tokens\"1\n\x0cTokenLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\"h\n\x10PositionLogprobs\x12+\n\x07sampled\x18\x01 \x01(\x0b\x32\x1a.stepahead.v1.TokenLogprob\x12\'\n\x03top\x18\x02 \x03(\x0b\x32\x1a.stepahead.v1.TokenLogprob\"p\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x17\n\x0fnum_preemptions\x18\x03 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x04 \x01(\x05\"s\n\x07Timings\x12\x0f\n\x07queue_s\x18\x01 \x01(\x01\x12\x0e\n\x06ttft_s\x18\x02 \x01(\x01\x12\x12\n\nitl_mean_s\x18\x03 \x01(\x01\x12\x11\n\titl_p50_s\x18\x04 \x01(\x01\x12\x11\n\titl_max_s\x18\x05 \x01(\x01\x12\r\n\x05\x65\x32\x65_s\x18\x06 \x01(\x01\"\xcb\x02\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x11\n\ttoken_ids\x18\x03 \x03(\x05\x12\x30\n\x08logprobs\x18\x04 \x03(\x0b\x32\x1e.stepahead.v1.PositionLogprobs\x12\x31\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x1a.stepahead.v1.FinishReason\x12\x13\n\x0bstop_reason\x18\x06 \x01(\t\x12\"\n\x05usage\x18\x07 \x01(\x0b\x32\x13.stepahead.v1.Usage\x12&\n\x07timings\x18\x08 \x01(\x0b\x32\x15.stepahead.v1.Timings\x12\x15\n\rprompt_tokens\x18\t \x01(\x05\x12%\n\x04spec\x18\n \x01(\x0b\x32\x17.stepahead.v1.SpecStats\"\xc4\x01\n\tSpecStats\x12\x0f\n\x07\x64rafted\x18\x01 \x01(\x05\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x05\x12\x1d\n\x15\x61\x63\x63\x65pted_per_position\x18\x03 \x03(\x05\x12\x1e\n\x16mean_acceptance_length\x18\x04 \x01(\x01\x12\x14\n\x0cverify_steps\x18\x05 \x01(\x05\x12\x13\n\x0bsteps_per_k\x18\x06 \x03(\x05\x12\x0e\n\x06mean_k\x18\x07 \x01(\x01\x12\x1a\n\x12tried_per_position\x18\x08 \x03(\x05\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\" \n\rAbortResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x01(\x08\"\x15\n\x13GetModelInfoRequest\"\xf7\x01\n\tModelInfo\x12\r\n\x05model\x18\x01 \x01(\t\x12\x15\n\rmax_model_len\x18\x02 \x01(\x05\x12\x12\n\nvocab_size\x18\x03 \x01(\x05\x12\x15\n\reos_token_ids\x18\x04 \x03(\x05\x12\x12\n\nblock_size\x18\x05 \x01(\x05\x12\x15\n\rnum_kv_blocks\x18\x06 \x01(\x05\x12\x1a\n\x12num_free_kv_blocks\x18\x07 \x01(\x05\x12\x13\n\x0bnum_running\x18\x08 \x01(\x05\x12\x13\n\x0bnum_waiting\x18\t \x01(\x05\x12(\n\x05stats\x18\n \x01(\x0b\x32\x19.stepahead.v1.EngineStats\"\xe1\x02\n\x0b\x45ngineStats\x12\r\n\x05steps\x18\x01 \x01(\x04\x12\x17\n\x0f\x65xecutor_busy_s\x18\x02 \x01(\x01\x12\x19\n\x11\x65xecutor_bubble_s\x18\x03 \x01(\x01\x12\x17\n\x0fnum_preemptions\x18\x04 \x01(\x04\x12\x14\n\x0cspec_drafted\x18\x05 \x01(\x04\x12\x15\n\rspec_accepted\x18\x06 \x01(\x04\x12\x18\n\x10\x65xecutor_draft_s\x18\x07 \x01(\x01\x12\x1a\n\x12\x65xecutor_forward_s\x18\x08 \x01(\x01\x12\x1d\n\x15scheduler_invocations\x18\t \x01(\x04\x12\x15\n\rstep_requests\x18\n \x01(\x04\x12\x17\n\x0fscheduler_cpu_s\x18\x0b \x01(\x01\x12#\n\x1bprefix_cache_queried_tokens\x18\x0c \x01(\x04\x12\x1f\n\x17prefix_cache_hit_tokens\x18\r \x01(\x04*x\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x32\xe7\x01\n\nGeneration\x12K\n\x08Generate\x12\x1d.stepahead.v1.GenerateRequest\x1a\x1e.stepahead.v1.GenerateResponse0\x01\x12@\n\x05\x41\x62ort\x12\x1a.stepahead.v1.AbortRequest\x1a\x1b.stepahead.v1.AbortResponse\x12J\n\x0cGetModelInfo\x12!.stepahead.v1.GetModelInfoRequest\x1a\x17.stepahead.v1.ModelInfob\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'stepahead_proto.generation_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FINISHREASON']._serialized_start=2165
-  _globals['_FINISHREASON']._serialized_end=2285
+  _globals['_FINISHREASON']._serialized_start=2195
+  _globals['_FINISHREASON']._serialized_end=2315
   _globals['_CHATMESSAGE']._serialized_start=82
   _globals['_CHATMESSAGE']._serialized_end=126
   _globals['_CHATPROMPT']._serialized_start=128
@@ -47,23 +47,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_POSITIONLOGPROBS']._serialized_start=626
   _globals['_POSITIONLOGPROBS']._serialized_end=730
   _globals['_USAGE']._serialized_start=732
-  _globals['_USAGE']._serialized_end=814
-  _globals['_TIMINGS']._serialized_start=816
-  _globals['_TIMINGS']._serialized_end=931
-  _globals['_GENERATERESPONSE']._serialized_start=934
-  _globals['_GENERATERESPONSE']._serialized_end=1265
-  _globals['_SPECSTATS']._serialized_start=1268
-  _globals['_SPECSTATS']._serialized_end=1464
-  _globals['_ABORTREQUEST']._serialized_start=1466
-  _globals['_ABORTREQUEST']._serialized_end=1500
-  _globals['_ABORTRESPONSE']._serialized_start=1502
-  _globals['_ABORTRESPONSE']._serialized_end=1534
-  _globals['_GETMODELINFOREQUEST']._serialized_start=1536
-  _globals['_GETMODELINFOREQUEST']._serialized_end=1557
-  _globals['_MODELINFO']._serialized_start=1560
-  _globals['_MODELINFO']._serialized_end=1807
-  _globals['_ENGINESTATS']._serialized_start=1810
-  _globals['_ENGINESTATS']._serialized_end=2163
-  _globals['_GENERATION']._serialized_start=2288
-  _globals['_GENERATION']._serialized_end=2519
+  _globals['_USAGE']._serialized_end=844
+  _globals['_TIMINGS']._serialized_start=846
+  _globals['_TIMINGS']._serialized_end=961
+  _globals['_GENERATERESPONSE']._serialized_start=964
+  _globals['_GENERATERESPONSE']._serialized_end=1295
+  _globals['_SPECSTATS']._serialized_start=1298
+  _globals['_SPECSTATS']._serialized_end=1494
+  _globals['_ABORTREQUEST']._serialized_start=1496
+  _globals['_ABORTREQUEST']._serialized_end=1530
+  _globals['_ABORTRESPONSE']._serialized_start=1532
+  _globals['_ABORTRESPONSE']._serialized_end=1564
+  _globals['_GETMODELINFOREQUEST']._serialized_start=1566
+  _globals['_GETMODELINFOREQUEST']._serialized_end=1587
+  _globals['_MODELINFO']._serialized_start=1590
+  _globals['_MODELINFO']._serialized_end=1837
+  _globals['_ENGINESTATS']._serialized_start=1840
+  _globals['_ENGINESTATS']._serialized_end=2193
+  _globals['_GENERATION']._serialized_start=2318
+  _globals['_GENERATION']._serialized_end=2549
 # @@protoc_insertion_point(module_scope)

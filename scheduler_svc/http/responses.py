@@ -40,6 +40,7 @@ class ResponseBuilder:
         self.chat = plan.endpoint == "chat"
         self._choices = [_Choice() for _ in plan.requests]
         self._prompt_tokens: dict[int, int] = {}
+        self._cached_tokens: dict[int, int] = {}
         self._head: dict[str, Any] = {
             "id": response_id,
             "object": "chat.completion.chunk" if self.chat else "text_completion",
@@ -55,14 +56,19 @@ class ResponseBuilder:
         if item.finish_reason != generation_pb2.FINISH_REASON_UNSPECIFIED:
             choice.finish_reason = FINISH_REASONS.get(item.finish_reason, "stop")
             choice.completion_tokens = item.usage.completion_tokens
-            self._prompt_tokens[self.plan.prompt_index[index]] = item.usage.prompt_tokens
+            prompt_index = self.plan.prompt_index[index]
+            self._prompt_tokens[prompt_index] = item.usage.prompt_tokens
+            cached = max(self._cached_tokens.get(prompt_index, 0), item.usage.cached_prompt_tokens)
+            self._cached_tokens[prompt_index] = cached
         return choice
 
-    def usage(self) -> dict[str, int]:
-        """OpenAI's usage object over every choice."""
+    def usage(self) -> dict[str, Any]:
+        """OpenAI's usage object over every choice (a prompt sampled n times counts once, with its most cached
+        tokens)."""
         prompt = sum(self._prompt_tokens.values())
         completion = sum(choice.completion_tokens for choice in self._choices)
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": sum(self._cached_tokens.values())}}
 
     # ---- streaming ---------------------------------------------------------------------------
     def role_chunk(self) -> dict[str, Any]:

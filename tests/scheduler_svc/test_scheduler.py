@@ -163,6 +163,7 @@ def test_a_later_request_with_the_same_prefix_starts_after_its_cached_blocks():
     assert new.num_computed_tokens == 32 and new.num_scheduled_tokens == 8
     assert new.block_ids[:2] == a_blocks[:2] and new.block_ids[2] not in a_blocks
     assert (scheduler.num_prefix_queried_tokens, scheduler.num_prefix_hit_tokens) == (80, 32)
+    assert (b.num_cached_prompt_tokens, scheduler.requests["a"].num_cached_prompt_tokens) == (32, 0)
 
 
 def test_the_last_prompt_token_is_always_computed():
@@ -211,6 +212,7 @@ def test_a_preempted_request_resumes_from_its_cached_blocks():
     scheduler.finish_request("a")
     resumed = [n for n in scheduler.schedule().new_requests if n.request.request_id == "b"]
     assert resumed and resumed[0].num_computed_tokens == 16 and resumed[0].num_scheduled_tokens == 17
+    assert b.num_cached_prompt_tokens == 0  # what the prompt found when the request first started
 
 
 def test_a_lost_executor_forgets_every_cached_block():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from concurrent.futures import ThreadPoolExecutor
 
+import openai
 import pytest
 from test_speculative_decoding import assert_all_blocks_free, drafter_flags
 
@@ -89,3 +90,18 @@ def test_cached_prefixes_give_the_same_tokens(case, reference, tiny_model_dir, t
     queried, hits = hit_tokens(stack.address)
     assert hits >= 2 * BLOCK * 8 and hits % BLOCK == 0 and hits < queried
     assert_all_blocks_free(stack.address)
+
+
+def test_usage_reports_the_cached_prompt_tokens_over_grpc_and_http(tiny_model_dir, launch_stack):
+    stack = launch_stack(tiny_model_dir, [], ["--enable-prefix-caching", "--http-port", "0"])
+    prompt = make_prompts()[0]
+    with Client(stack.address) as client:
+        first, second = (client.generate(token_ids=prompt, max_tokens=4, temperature=0.0) for _ in range(2))
+    assert first.usage.cached_prompt_tokens == 0
+    assert second.usage.cached_prompt_tokens == (len(prompt) - 1) // BLOCK * BLOCK > 0
+    assert second.token_ids == first.token_ids
+    messages = [{"role": "user", "content": "tell me " * 30}]
+    with openai.OpenAI(base_url=f"{stack.http_url}/v1", api_key="unused", max_retries=0) as http:
+        usages = [http.chat.completions.create(model="", messages=messages, max_tokens=3).usage for _ in range(2)]
+    assert usages[0].prompt_tokens_details.cached_tokens == 0
+    assert usages[1].prompt_tokens_details.cached_tokens == (usages[1].prompt_tokens - 1) // BLOCK * BLOCK > 0

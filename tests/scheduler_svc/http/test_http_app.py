@@ -59,7 +59,7 @@ def test_chat_completion_shape_and_usage(tokenizer):
         assert choice["message"] == {"role": "assistant", "content": tokenizer.decode(list(range(10, 15)))}
         prompt_tokens = len(tokenizer.apply_chat_template(MESSAGES))
         assert body["usage"] == {"prompt_tokens": prompt_tokens, "completion_tokens": 5,
-                                 "total_tokens": prompt_tokens + 5}
+                                 "total_tokens": prompt_tokens + 5, "prompt_tokens_details": {"cached_tokens": 0}}
 
     serve(tokenizer, test)
 
@@ -107,7 +107,7 @@ def test_n_choices_get_consecutive_seeds_and_usage_counts_the_prompt_once(tokeni
         assert texts == [tokenizer.decode([50 + i, 51 + i, 52 + i]) for i in range(3)]
         prompt_tokens = len(tokenizer.encode("hi"))
         assert body["usage"] == {"prompt_tokens": prompt_tokens, "completion_tokens": 9,
-                                 "total_tokens": prompt_tokens + 9}
+                                 "total_tokens": prompt_tokens + 9, "prompt_tokens_details": {"cached_tokens": 0}}
         served.executor.seeds.clear()
         await client.post(COMPLETIONS, json={"prompt": "hi", "max_tokens": 2, "n": 2})
         assert list(served.executor.seeds.values()) == [None, None]
