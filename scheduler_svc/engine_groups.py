@@ -18,11 +18,16 @@ import grpc
 from scheduler_svc.engine import Engine, StreamItem
 from scheduler_svc.engine_load import EngineLoad
 from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.prefix_hashes import extend_block_hashes
 from scheduler_svc.request import Request
 from scheduler_svc.scheduler import DuplicateRequestError
 from stepahead_proto import generation_pb2
 
 logger = logging.getLogger(__name__)
+
+CACHE_BALANCE_SHARE = 0.25
+"""With prefix caching, a request goes to the group holding most of its prefix unless that group's free share of
+KV blocks is this much below the freest group's (then load wins: the cache would only move the queue)."""
 
 
 class EngineGroups:
@@ -44,15 +49,32 @@ class EngineGroups:
         """Queue a validated request on the group with the most free capacity (see Engine.add_request)."""
         if any(engine.has_request(request.request_id) for engine in self.engines):
             raise DuplicateRequestError(f"request_id: {request.request_id!r} is already running")
-        return self.place().add_request(request, queue)
+        return self.place(request).add_request(request, queue)
 
-    def place(self) -> Engine:
+    def place(self, request: Request | None = None) -> Engine:
         """The group a new request goes to: among those whose executor answers (all, if none does), the largest
-        free share of KV blocks after the queued work, then the fewest unfinished requests, then the first."""
+        free share of KV blocks after the queued work, then the fewest unfinished requests, then the first. With
+        prefix caching, the group holding the most of the request's prefix first, among the groups whose free
+        share is within CACHE_BALANCE_SHARE of the largest."""
         if len(self.engines) == 1:
             return self.engines[0]
         candidates = [engine for engine in self.engines if not engine.recovering] or self.engines
+        if request is not None and self.engines[0].scheduler.block_manager.enable_prefix_caching:
+            return self._place_by_prefix(request, candidates)
         return min(candidates, key=_placement_rank)  # min keeps the first of equals: ties go to the first group
+
+    def _place_by_prefix(self, request: Request, candidates: list[Engine]) -> Engine:
+        shares = {engine.name: engine.load().free_share for engine in candidates}
+        floor = max(shares.values()) - CACHE_BALANCE_SHARE
+        balanced = [engine for engine in candidates if shares[engine.name] >= floor]
+        size = self.block_size
+        hashes = extend_block_hashes([], request.all_token_ids, size)[: (request.num_tokens - 1) // size]
+
+        def rank(engine: Engine) -> tuple[int, float, int]:
+            cached = len(engine.scheduler.block_manager.cached_prefix(hashes))
+            return (-cached, *_placement_rank(engine))
+
+        return min(balanced, key=rank)
 
     def abort(self, request_id: str) -> bool:
         """Abort the request in whichever group holds it."""
@@ -108,7 +130,7 @@ class EngineGroups:
             return  # nowhere to go: they wait for this group's executor to come back
         moved = lost.detach_waiting()
         for item in moved:
-            self.place().adopt(item)
+            self.place(item.request).adopt(item)
         if moved:
             logger.warning("executor group %s lost: %d requests moved to the other groups", lost.name, len(moved))
             self.metrics.requests_moved.inc(len(moved))

@@ -129,3 +129,45 @@ def test_two_groups_run_their_requests_to_the_end_with_disjoint_step_ids(tokeniz
     assert all(step_ids) and max(step_ids[0]) < min(step_ids[1]) == 1 << STEP_ID_GROUP_SHIFT
     assert groups.stats.steps == sum(engine.stats.steps for engine in groups.engines) > 0
     assert groups.load().num_free_kv_blocks == 32 and groups.num_unfinished == 0
+
+
+def make_caching_groups(tokenizer, num_blocks: list[int]) -> EngineGroups:
+    metrics = SchedulerMetrics()
+    engines = []
+    for index, blocks in enumerate(num_blocks):
+        config = SchedulingConfig(max_num_batched_tokens=256, enable_prefix_caching=True)
+        scheduler = Scheduler(config, KVBlockManager(blocks, 16, enable_prefix_caching=True), max_model_len=1024,
+                              first_step_id=index << STEP_ID_GROUP_SHIFT)
+        engines.append(Engine(scheduler, tokenizer, FakeExecutorStub(), 1024, 2, metrics, name=f"group-{index}"))
+    return EngineGroups(engines, metrics)
+
+
+def with_prompt(request_id: str, tokens: list[int]):
+    request = make_request(request_id, len(tokens))
+    request.prompt_token_ids = list(tokens)
+    return request
+
+
+def test_with_prefix_caching_a_request_goes_to_the_group_holding_its_prefix(tokenizer):
+    groups = make_caching_groups(tokenizer, [64, 64])
+    shared = list(range(100, 148))  # three blocks
+    groups.add_request(with_prompt("first", shared + [1, 2]))
+    groups.engines[0].scheduler.schedule()  # its step is planned: its blocks are cached on group-0
+    for index in range(3):
+        groups.add_request(with_prompt(f"same-{index}", shared + [3 + index]))
+        groups.add_request(make_request(f"other-{index}", 4))
+    waiting = placed_on(groups)
+    # The same prefix follows its blocks while group-0 stays within a quarter of group-1's free share; the others
+    # go by load.
+    assert waiting["group-0"] == ["same-0", "same-1", "same-2"]
+    assert waiting["group-1"] == ["other-0", "other-1", "other-2"]
+
+
+def test_with_prefix_caching_load_wins_over_a_cached_prefix_on_a_busy_group(tokenizer):
+    groups = make_caching_groups(tokenizer, [16, 16])
+    shared = list(range(100, 148))
+    groups.add_request(with_prompt("first", shared + [1, 2]))
+    groups.engines[0].scheduler.schedule()
+    groups.engines[0].add_request(make_request("busy", 16 * 5))  # group-0: 4 + 5 of 16 blocks spoken for
+    groups.add_request(with_prompt("same", shared + [3]))
+    assert placed_on(groups)["group-1"] == ["same"]

@@ -92,6 +92,19 @@ def test_cached_prefixes_give_the_same_tokens(case, reference, tiny_model_dir, t
     assert_all_blocks_free(stack.address)
 
 
+def test_two_executor_groups_send_a_prefix_to_the_group_that_holds_it(reference, tiny_model_dir, launch_stack):
+    """Every prompt of the workload is cached by the time it runs concurrently, so the hits do not depend on timing:
+    two groups routing by prefix find as many as one group (routing by load alone found 576 of these 656)."""
+    hits = {}
+    for groups in (1, 2):
+        stack = launch_stack(tiny_model_dir, ["--num-threads", "1"], ["--enable-prefix-caching"],
+                             executor_groups=groups)
+        assert run_workload(stack.address) == reference
+        hits[groups] = hit_tokens(stack.address)
+        assert_all_blocks_free(stack.address)
+    assert hits[2] == hits[1] and hits[1][1] > 0
+
+
 def test_usage_reports_the_cached_prompt_tokens_over_grpc_and_http(tiny_model_dir, launch_stack):
     stack = launch_stack(tiny_model_dir, [], ["--enable-prefix-caching", "--http-port", "0"])
     prompt = make_prompts()[0]
