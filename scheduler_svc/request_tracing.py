@@ -98,6 +98,7 @@ def record_final_message(span: Span, tracer: Tracer, item: generation_pb2.Genera
             "gen_ai.usage.input_tokens": item.usage.prompt_tokens,
             "gen_ai.usage.output_tokens": item.usage.completion_tokens,
             "stepahead.request.num_preemptions": item.usage.num_preemptions,
+            "stepahead.request.cached_prompt_tokens": item.usage.cached_prompt_tokens,
             "stepahead.request.queue_s": timings.queue_s,
             "stepahead.request.e2e_s": timings.e2e_s,
             "stepahead.request.itl_mean_s": timings.itl_mean_s,

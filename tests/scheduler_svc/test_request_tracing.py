@@ -37,7 +37,7 @@ def final_message(request_id: str) -> generation_pb2.GenerateResponse:
         request_id=request_id,
         token_ids=[9],
         finish_reason=generation_pb2.FINISH_REASON_LENGTH,
-        usage=generation_pb2.Usage(prompt_tokens=5, completion_tokens=3),
+        usage=generation_pb2.Usage(prompt_tokens=5, completion_tokens=3, cached_prompt_tokens=2),
         timings=generation_pb2.Timings(queue_s=0.01, ttft_s=0.05, e2e_s=0.2, itl_mean_s=0.075),
         spec=generation_pb2.SpecStats(drafted=4, accepted=3, accepted_per_position=[2, 1], mean_acceptance_length=2.5),
     )
@@ -107,6 +107,7 @@ def test_request_span_attributes_and_phases(tracer, exporter):
     assert attributes["gen_ai.response.id"] == "r1"
     assert attributes["gen_ai.response.finish_reasons"] == ("length",)
     assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (5, 3)
+    assert attributes["stepahead.request.cached_prompt_tokens"] == 2
     assert attributes["gen_ai.server.time_to_first_token"] == 0.05
     assert attributes["stepahead.spec.acceptance_rate"] == 0.75
     assert attributes["stepahead.spec.accepted_per_position"] == (2, 1)
