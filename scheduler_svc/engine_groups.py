@@ -18,7 +18,7 @@ import grpc
 from scheduler_svc.engine import Engine, StreamItem
 from scheduler_svc.engine_load import EngineLoad
 from scheduler_svc.metrics import SchedulerMetrics
-from scheduler_svc.prefix_hashes import extend_block_hashes
+from scheduler_svc.prefix_hashes import extend_block_hashes, num_cacheable_blocks
 from scheduler_svc.request import Request
 from scheduler_svc.scheduler import DuplicateRequestError
 from stepahead_proto import generation_pb2
@@ -64,17 +64,17 @@ class EngineGroups:
         return min(candidates, key=_placement_rank)  # min keeps the first of equals: ties go to the first group
 
     def _place_by_prefix(self, request: Request, candidates: list[Engine]) -> Engine:
-        shares = {engine.name: engine.load().free_share for engine in candidates}
-        floor = max(shares.values()) - CACHE_BALANCE_SHARE
-        balanced = [engine for engine in candidates if shares[engine.name] >= floor]
+        loads = [(engine, engine.load()) for engine in candidates]
+        floor = max(load.free_share for _, load in loads) - CACHE_BALANCE_SHARE
         size = self.block_size
-        hashes = extend_block_hashes([], request.all_token_ids, size)[: (request.num_tokens - 1) // size]
+        usable = num_cacheable_blocks(request.num_tokens, size)
+        hashes = extend_block_hashes([], request.all_token_ids[: usable * size], size)
 
-        def rank(engine: Engine) -> tuple[int, float, int]:
-            cached = len(engine.scheduler.block_manager.cached_prefix(hashes))
-            return (-cached, *_placement_rank(engine))
+        def rank(entry: tuple[Engine, EngineLoad]) -> tuple[int, float, int]:
+            engine, load = entry
+            return (-len(engine.scheduler.block_manager.cached_prefix(hashes)), *_load_rank(load))
 
-        return min(balanced, key=rank)
+        return min((entry for entry in loads if entry[1].free_share >= floor), key=rank)[0]
 
     def abort(self, request_id: str) -> bool:
         """Abort the request in whichever group holds it."""
@@ -138,7 +138,10 @@ class EngineGroups:
 
 def _placement_rank(engine: Engine) -> tuple[float, int]:
     """Lower is better: the larger free share of KV blocks, then the fewer unfinished requests."""
-    load = engine.load()
+    return _load_rank(engine.load())
+
+
+def _load_rank(load: EngineLoad) -> tuple[float, int]:
     return -load.free_share, load.num_unfinished
 
 

@@ -12,6 +12,12 @@ from array import array
 from collections.abc import Sequence
 
 
+def num_cacheable_blocks(num_tokens: int, block_size: int) -> int:
+    """Full blocks a request with ``num_tokens`` known tokens may take from the cache when it starts: all but its
+    last token's (that token is always computed: its logits give the next one)."""
+    return max(0, num_tokens - 1) // block_size
+
+
 def extend_block_hashes(hashes: list[bytes], token_ids: Sequence[int], block_size: int) -> list[bytes]:
     """Append to ``hashes`` (the digests of the first len(hashes) blocks of ``token_ids``) those of every further
     full block of ``token_ids``; returns ``hashes``."""

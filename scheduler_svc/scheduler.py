@@ -13,7 +13,7 @@ from collections import deque
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulingConfig
 from scheduler_svc.dynamic_k import FixedK, KPolicy
-from scheduler_svc.prefix_hashes import extend_block_hashes
+from scheduler_svc.prefix_hashes import extend_block_hashes, num_cacheable_blocks
 from scheduler_svc.request import Request, RequestStatus
 from scheduler_svc.scheduler_output import (
     ScheduledCachedRequest,
@@ -253,7 +253,7 @@ class Scheduler:
         least its last token to compute (its logits give the next one)."""
         if not self.block_manager.enable_prefix_caching:
             return []
-        usable = (request.num_tokens - 1) // self.block_manager.block_size
+        usable = num_cacheable_blocks(request.num_tokens, self.block_manager.block_size)
         return self.block_manager.cached_prefix(self._hashes(request)[:usable])
 
     def _hashes(self, request: Request) -> list[bytes]:

@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_svc.prefix_hashes import extend_block_hashes
+from scheduler_svc.prefix_hashes import extend_block_hashes, num_cacheable_blocks
 
 
 def test_only_full_blocks_are_hashed_and_equal_prefixes_hash_equal():
@@ -29,3 +29,7 @@ def test_extending_piece_by_piece_equals_hashing_at_once(tokens, block_size, cut
     for cut in sorted(cuts):
         extend_block_hashes(hashes, tokens[:cut], block_size)
     assert extend_block_hashes(hashes, tokens, block_size) == extend_block_hashes([], tokens, block_size)
+
+
+def test_every_full_block_but_the_last_tokens_may_come_from_the_cache():
+    assert [num_cacheable_blocks(n, 16) for n in (0, 1, 16, 17, 32, 33)] == [0, 0, 0, 1, 1, 2]
