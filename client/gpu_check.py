@@ -24,6 +24,7 @@ GPU_TESTS = (
     "tests/executor_svc/cuda_graphs/test_cuda_replay.py",
     "tests/executor_svc/test_step_forward.py::test_cuda_graphs_replay_to_the_tokens_of_eager_cuda_steps",
     "tests/executor_svc/test_triton_attention.py",
+    "tests/executor_svc/test_host_transfer.py",
     "tests/stack/test_cuda_vs_hf.py",
 )
 SHAPE_CONCURRENCY = {"default": ["1", "16", "64"], "small": ["1", "16"], "1.7b": ["1", "64"], "8b": ["1", "64"]}
