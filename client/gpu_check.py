@@ -25,6 +25,8 @@ GPU_TESTS = (
     "tests/executor_svc/test_step_forward.py::test_cuda_graphs_replay_to_the_tokens_of_eager_cuda_steps",
     "tests/executor_svc/test_triton_attention.py",
     "tests/executor_svc/test_host_transfer.py",
+    "tests/executor_svc/test_kernel_warmup.py",
+    "tests/executor_svc/test_dummy_weights.py",
     "tests/stack/test_cuda_vs_hf.py",
 )
 SHAPE_CONCURRENCY = {"default": ["1", "16", "64"], "small": ["1", "16"], "1.7b": ["1", "64"], "8b": ["1", "64"]}

@@ -15,6 +15,7 @@ import torch
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from executor_svc.attention.kernel_warmup import warm_up_attention_kernels
 from executor_svc.attention.selection import build_attention_backend, is_graph_safe
 from executor_svc.compute_loop import ComputeLoop
 from executor_svc.config import ExecutorConfig
@@ -99,6 +100,12 @@ def build_runner(
     )
     # A verify step reads up to K positions past the request's length.
     max_blocks_per_seq = -(-(max_model_len + 1 + config.num_spec_tokens) // config.block_size)
+    if not tp.enabled:  # every rank would have to run the same warm-up forwards in step: TP steps compile in use
+        started = time.monotonic()
+        forwards = warm_up_attention_kernels(model, kv_cache, backend, device)
+        if forwards:
+            logger.info("compiled the eager attention kernels in %d forwards, %.1f s", forwards,
+                        time.monotonic() - started)
     draft_backend = build_attention_backend(config.attention_backend, device)
     drafter = build_drafter(config, hf_config, num_blocks, draft_backend, make_capture, max_blocks_per_seq,
                             target_model=model, tensor_parallel_size=tp.world_size)

@@ -82,10 +82,10 @@ class TritonAttentionBackend:
     def _num_splits(self, q: torch.Tensor, kv_layer: torch.Tensor, meta: AttentionMetadata) -> int:
         if self.num_splits is not None:
             return self.num_splits
-        from executor_svc.attention.triton_kernels import choose_num_splits, num_query_tiles
+        from executor_svc.attention.triton_kernels import choose_num_splits, eager_num_splits, num_query_tiles
 
         num_kv_heads = kv_layer.shape[3]
-        return choose_num_splits(
+        chosen = choose_num_splits(
             meta.num_seqs,
             num_kv_heads,
             meta.block_tables.shape[1],
@@ -93,6 +93,7 @@ class TritonAttentionBackend:
             block_size=kv_layer.shape[2],
             num_query_tiles=num_query_tiles(q.shape[1] // num_kv_heads, meta.max_query_len),
         )
+        return chosen if meta.is_static else eager_num_splits(chosen)
 
 
 def _num_sms(device: torch.device) -> int:

@@ -22,6 +22,8 @@ import triton.language as tl
 MAX_HEAD_DIM = 128
 MAX_SPLITS = 16
 """Upper bound of ``choose_num_splits``; a caller may ask for more."""
+SPLIT_VARIANTS = (1, 2, 4, 8, 16)
+"""Every number of splits an eager step uses (``eager_num_splits``): the powers of two up to MAX_SPLITS."""
 MIN_TOKENS_PER_SPLIT = 128
 """About two KV tiles: shorter splits would spend more on their partial write and combine than they save."""
 _ROWS_PER_TILE = 64
@@ -142,7 +144,7 @@ def _tile_rows(
     return tokens, heads, positions, valid, kv_end
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_tokens", "block_tables_stride"])
 def _attention_kernel(
     q_ptr,
     kv_ptr,
@@ -244,7 +246,7 @@ def _attention_kernel(
         tl.store(part_acc_ptr + part_rows[:, None] * HEAD_DIM + dims[None, :], acc, mask=q_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_tokens"])
 def _combine_kernel(
     out_ptr,
     part_m_ptr,
@@ -317,11 +319,25 @@ def choose_num_splits(
     return max(1, min(MAX_SPLITS, math.ceil(num_sms / programs), by_length))
 
 
+def eager_num_splits(num_splits: int) -> int:
+    """The power of two at or below ``num_splits`` (capped at MAX_SPLITS): an eager step's shapes change every
+    step, and each distinct value is a kernel to compile, so eager steps use only SPLIT_VARIANTS (warmed up at
+    start). Captured steps keep the exact choice: their kernels compile when the graphs are captured."""
+    return 1 << (min(num_splits, MAX_SPLITS).bit_length() - 1)
+
+
 def _tile_shape(group: int, max_query_len: int) -> tuple[int, int, int]:
     """(GROUP_PAD, BLOCK_Q, BLOCK_M): a tile holds BLOCK_Q queries of the group's GROUP_PAD heads."""
     group_pad = _next_power_of_2(group)
     block_q = min(_next_power_of_2(max(1, max_query_len)), max(1, _ROWS_PER_TILE // group_pad))
     return group_pad, block_q, max(_MIN_DOT, group_pad * block_q)
+
+
+def query_tile_variants(group: int) -> tuple[int, ...]:
+    """One ``max_query_len`` per query-tile shape a GQA group of ``group`` heads can compile to (BLOCK_Q is
+    the next power of two of the longest query, up to a cap): warming these compiles every shape."""
+    cap = _tile_shape(group, 1 << 30)[1]
+    return tuple(1 << i for i in range(cap.bit_length()))
 
 
 def num_query_tiles(group: int, max_query_len: int) -> int:

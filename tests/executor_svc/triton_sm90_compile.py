@@ -65,9 +65,19 @@ def compile_attention(dtype: str, head_dim: int, group: int, max_query_len: int,
         compile_kernel(triton_kernels._combine_kernel, {"out_ptr": dtype, **partials, **metadata}, shared)
 
 
+def check_step_ints_are_not_specialised() -> None:
+    """Ints that change from step to step are not specialised on (by default Triton compiles a variant for a
+    value of 1 and for multiples of 16): the eager warm-up's kernels then serve every step."""
+    for fn, names in ((triton_kernels._attention_kernel, {"num_tokens", "block_tables_stride"}),
+                      (triton_kernels._combine_kernel, {"num_tokens"})):
+        unspecialised = {param.name for param in fn.params if param.do_not_specialize}  # type: ignore[attr-defined]
+        assert names <= unspecialised, f"{fn}: {sorted(names - unspecialised)} specialised"
+
+
 def main() -> None:
     """A bf16 decode with splits (and its combine), a bf16 prefill with a padded head_dim (fp32's ieee dots
     compile too, but several times slower: left out to keep the test short)."""
+    check_step_ints_are_not_specialised()
     compile_write("bf16", 3, 64)
     compile_attention("bf16", head_dim=64, group=3, max_query_len=1, num_splits=4)
     compile_attention("bf16", head_dim=80, group=8, max_query_len=512, num_splits=1)
