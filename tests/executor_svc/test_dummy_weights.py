@@ -21,7 +21,7 @@ def test_norms_are_one_biases_zero_and_the_rest_normal():
     init_dummy_weights(model)
     assert bool((model.norm.weight == 1).all())
     assert bool((model.proj.bias == 0).all())
-    for weight in (model.proj.weight, model.head.weight):
+    for weight in (model.proj.weight.detach(), model.head.weight.detach()):
         assert abs(float(weight.mean())) < 5 * INIT_STD / weight.numel() ** 0.5
         assert float(weight.std()) == pytest.approx(INIT_STD, rel=0.03)
 

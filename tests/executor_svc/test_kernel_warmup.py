@@ -50,7 +50,8 @@ def meta_for(num_seqs: int, is_static: bool) -> AttentionMetadata:
 
 
 def test_captured_steps_keep_the_exact_number_of_splits_and_eager_steps_round_it(monkeypatch):
-    monkeypatch.setattr("executor_svc.attention.triton_backend._num_sms", lambda device: 132)
+    # The globals the method reads (another test re-imports triton_backend, so patching by module path can miss).
+    monkeypatch.setitem(TritonAttentionBackend._num_splits.__globals__, "_num_sms", lambda device: 132)
     backend = TritonAttentionBackend()
     q, kv_layer = torch.zeros(16, 4, 8), torch.zeros(64, 2, BLOCK_SIZE, 2, 8)
     # 16 sequences x 2 KV heads = 32 programs: ceil(132 / 32) = 5 splits fill the SMs, 4 for an eager step.
