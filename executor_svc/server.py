@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
+from typing import cast
 
 import grpc
 import torch
@@ -20,6 +21,7 @@ from executor_svc.attention.selection import build_attention_backend, is_graph_s
 from executor_svc.compute_loop import ComputeLoop
 from executor_svc.config import ExecutorConfig
 from executor_svc.cuda_graphs.step_graphs import GraphCapture, StepGraphs, cuda_graph_factory
+from executor_svc.drafters.draft_model import DraftModelDrafter
 from executor_svc.drafters.factory import build_drafter
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.metrics import ExecutorMetrics
@@ -100,15 +102,10 @@ def build_runner(
     )
     # A verify step reads up to K positions past the request's length.
     max_blocks_per_seq = -(-(max_model_len + 1 + config.num_spec_tokens) // config.block_size)
-    if not tp.enabled:  # every rank would have to run the same warm-up forwards in step: TP steps compile in use
-        started = time.monotonic()
-        forwards = warm_up_attention_kernels(model, kv_cache, backend, device)
-        if forwards:
-            logger.info("compiled the eager attention kernels in %d forwards, %.1f s", forwards,
-                        time.monotonic() - started)
     draft_backend = build_attention_backend(config.attention_backend, device)
     drafter = build_drafter(config, hf_config, num_blocks, draft_backend, make_capture, max_blocks_per_seq,
                             target_model=model, tensor_parallel_size=tp.world_size)
+    _warm_up_eager_kernels(model, kv_cache, backend, drafter, draft_backend, device, tp)
     max_query_len = 1 + config.num_spec_tokens if drafter is not None else 1
     graphs = None
     if make_capture is not None:
@@ -135,6 +132,20 @@ def build_runner(
         model_fingerprint=model_fingerprint(config, getattr(drafter, "source_dir", None)),
     )
     return runner, description
+
+
+def _warm_up_eager_kernels(model: torch.nn.Module, kv_cache: PagedKVCache, backend: object, drafter: object,
+                           draft_backend: object, device: torch.device, tp: TensorParallel) -> None:
+    """Compile the attention kernels eager steps can launch, for the target and a draft model (an EAGLE head has
+    the target's attention shape, so the target's kernels serve it). Not for a tensor-parallel target: every rank
+    would have to run the same forwards in step, so its eager steps compile in use."""
+    started = time.monotonic()
+    forwards = 0 if tp.enabled else warm_up_attention_kernels(model, kv_cache, backend, device)
+    if isinstance(drafter, DraftModelDrafter):  # replicated on every rank: no collectives in its forwards
+        draft_model = cast(torch.nn.Module, drafter.model)  # a model the loader built, typed by its call protocol
+        forwards += warm_up_attention_kernels(draft_model, drafter.kv_cache, draft_backend, device)
+    if forwards:
+        logger.info("compiled the eager attention kernels in %d forwards, %.1f s", forwards, time.monotonic() - started)
 
 
 def serve(config: ExecutorConfig) -> None:

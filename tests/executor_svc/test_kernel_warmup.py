@@ -142,3 +142,23 @@ def test_after_warm_up_eager_steps_of_any_shape_compile_nothing(tiny_model_dir):
         model(*batch.to_device(device), cache)
     torch.cuda.synchronize()
     assert [compiled_kernels(fn) for fn in kernels] == before
+
+
+@pytest.mark.parametrize(("spec", "warmed"), [({}, 1), ({"spec_method": "draft_model", "num_spec_tokens": 2}, 2),
+                                              ({"spec_method": "ngram", "num_spec_tokens": 2}, 1)],
+                         ids=["plain", "draft_model", "ngram"])
+def test_build_runner_warms_the_target_and_a_draft_model(monkeypatch, tiny_model_dir, tmp_path, spec, warmed):
+    from executor_svc import server
+    from executor_svc.config import ExecutorConfig
+
+    calls = []
+    monkeypatch.setattr(server, "warm_up_attention_kernels",
+                        lambda model, cache, backend, device: calls.append((model, cache)) or 0)
+    if spec.get("spec_method") == "draft_model":
+        spec = {**spec, "draft_model_dir": str(make_tiny_llama(tmp_path / "draft", seed=5, vocab_size=128))}
+    runner = server.build_runner(ExecutorConfig(model_dir=str(tiny_model_dir), num_kv_blocks=8,
+                                                attention_backend="torch", **spec))[0]
+    assert len(calls) == warmed
+    assert calls[0] == (runner.model, runner.kv_cache)
+    if warmed == 2:
+        assert calls[1] == (runner.drafter.model, runner.drafter.kv_cache)
