@@ -93,7 +93,7 @@ class TritonAttentionBackend:
             block_size=kv_layer.shape[2],
             num_query_tiles=num_query_tiles(q.shape[1] // num_kv_heads, meta.max_query_len),
         )
-        return chosen if meta.is_static else eager_num_splits(chosen)
+        return chosen if meta.is_static else eager_num_splits(chosen, meta.max_query_len)
 
 
 def _num_sms(device: torch.device) -> int:

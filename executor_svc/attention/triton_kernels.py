@@ -23,7 +23,7 @@ MAX_HEAD_DIM = 128
 MAX_SPLITS = 16
 """Upper bound of ``choose_num_splits``; a caller may ask for more."""
 SPLIT_VARIANTS = (1, 2, 4, 8, 16)
-"""Every number of splits an eager step uses (``eager_num_splits``): the powers of two up to MAX_SPLITS."""
+"""Every number of splits an eager decode step uses (``eager_num_splits``): the powers of two up to MAX_SPLITS."""
 MIN_TOKENS_PER_SPLIT = 128
 """About two KV tiles: shorter splits would spend more on their partial write and combine than they save."""
 _ROWS_PER_TILE = 64
@@ -319,11 +319,21 @@ def choose_num_splits(
     return max(1, min(MAX_SPLITS, math.ceil(num_sms / programs), by_length))
 
 
-def eager_num_splits(num_splits: int) -> int:
-    """The power of two at or below ``num_splits`` (capped at MAX_SPLITS): an eager step's shapes change every
-    step, and each distinct value is a kernel to compile, so eager steps use only SPLIT_VARIANTS (warmed up at
-    start). Captured steps keep the exact choice: their kernels compile when the graphs are captured."""
+def eager_num_splits(num_splits: int, max_query_len: int) -> int:
+    """The splits an eager step uses: an eager step's shapes change every step and each distinct value is a kernel
+    to compile, so a decode-only step takes the power of two at or below ``num_splits`` (SPLIT_VARIANTS) and a
+    step with longer queries 1 (its query tiles already give the programs; splits pay for few long decodes).
+    Captured steps keep the exact choice: their kernels compile when the graphs are captured."""
+    if max_query_len > 1:
+        return 1
     return 1 << (min(num_splits, MAX_SPLITS).bit_length() - 1)
+
+
+def eager_variants(group: int) -> tuple[tuple[int, int], ...]:
+    """(max_query_len, num_splits) pairs that compile every kernel an eager step of a GQA group of ``group``
+    heads can launch: each query-tile shape with 1 split, and one-token queries with every split."""
+    return tuple((query_len, 1) for query_len in query_tile_variants(group)) + tuple(
+        (1, splits) for splits in SPLIT_VARIANTS if splits > 1)
 
 
 def _tile_shape(group: int, max_query_len: int) -> tuple[int, int, int]:

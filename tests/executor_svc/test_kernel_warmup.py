@@ -37,14 +37,18 @@ def test_the_query_tile_variants_cover_every_query_length(group):
     assert len(warmed) == len(triton_kernels.query_tile_variants(group))  # one forward per tile shape
 
 
-def test_eager_steps_use_only_the_warmed_numbers_of_splits():
-    chosen = {triton_kernels.eager_num_splits(n) for n in range(1, 200)}
-    assert chosen == set(triton_kernels.SPLIT_VARIANTS)
-    assert [triton_kernels.eager_num_splits(n) for n in (1, 2, 3, 5, 8, 15, 16, 44)] == [1, 2, 2, 4, 8, 8, 16, 16]
+@pytest.mark.parametrize("group", [1, 3, 8])
+def test_every_kernel_an_eager_step_can_launch_is_a_warmed_variant(group):
+    launchable = {kernel_variant(group, query_len, triton_kernels.eager_num_splits(splits, query_len))
+                  for query_len in range(1, 600) for splits in range(1, 40)}
+    warmed = [kernel_variant(group, query_len, splits) for query_len, splits in triton_kernels.eager_variants(group)]
+    assert launchable == set(warmed) and len(warmed) == len(set(warmed))  # each variant warmed once
+    assert [triton_kernels.eager_num_splits(n, 1) for n in (1, 2, 3, 5, 8, 15, 16, 44)] == [1, 2, 2, 4, 8, 8, 16, 16]
+    assert triton_kernels.eager_num_splits(16, 2) == 1
 
 
-def meta_for(num_seqs: int, is_static: bool) -> AttentionMetadata:
-    meta = AttentionMetadata.build([1] * num_seqs, [1000] * num_seqs, [list(range(64))] * num_seqs, BLOCK_SIZE,
+def meta_for(num_seqs: int, is_static: bool, query_len: int = 1) -> AttentionMetadata:
+    meta = AttentionMetadata.build([query_len] * num_seqs, [1000] * num_seqs, [list(range(64))] * num_seqs, BLOCK_SIZE,
                                    torch.device("cpu"))
     return meta if not is_static else AttentionMetadata(**{**meta.__dict__, "is_static": True})
 
@@ -57,6 +61,7 @@ def test_captured_steps_keep_the_exact_number_of_splits_and_eager_steps_round_it
     # 16 sequences x 2 KV heads = 32 programs: ceil(132 / 32) = 5 splits fill the SMs, 4 for an eager step.
     assert backend._num_splits(q, kv_layer, meta_for(16, is_static=True)) == 5
     assert backend._num_splits(q, kv_layer, meta_for(16, is_static=False)) == 4
+    assert backend._num_splits(q, kv_layer, meta_for(16, is_static=False, query_len=2)) == 1
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +92,10 @@ def test_warm_up_launches_every_eager_variant_once_per_forward(monkeypatch, tiny
     group = config.num_attention_heads // config.num_key_value_heads
     launched = launched_variants(monkeypatch, group)
     forwards = warm_up_attention_kernels(model, cache, backend, torch.device("cpu"))
-    splits = triton_kernels.SPLIT_VARIANTS if num_splits is None else (num_splits,)
-    expected = {kernel_variant(group, n, s) for n in triton_kernels.query_tile_variants(group) for s in splits}
+    if num_splits is None:
+        expected = {kernel_variant(group, n, s) for n, s in triton_kernels.eager_variants(group)}
+    else:
+        expected = {kernel_variant(group, n, num_splits) for n in triton_kernels.query_tile_variants(group)}
     assert launched == expected and forwards == len(expected)
     assert backend.num_splits == num_splits  # the backend's own choice is back
 
