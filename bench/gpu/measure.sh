@@ -5,7 +5,8 @@
 #
 #   run(command="bash bench/gpu/measure.sh 560 tests default", carry=[".gpu-kit"], timeout_s=580)
 #
-# Parts: tests (the GPU tests of `stepahead gpu-check`), triton (one layer's attention time per backend),
+# Parts: tests (the GPU tests of `stepahead gpu-check`; 175 s on 2026-11-26 before executors compiled their eager
+# attention kernels at start, so more on a fresh machine now), triton (one layer's attention time per backend),
 # default | 1.7b | 8b | small (`stepahead bench` on that model shape, sync and async, with the HF peers its
 # acceptance asks for). Concurrencies and peers per shape as in client/gpu_check.py; override the concurrencies with
 # CONCURRENCY="1 16". EXTRA="--stream-interval 1 4"
@@ -47,7 +48,7 @@ for p in $PARTS; do
   case $p in
     tests)
       mapfile -t tests < <(python3 -c "from client.gpu_check import GPU_TESTS; print('\n'.join(GPU_TESTS))")
-      part gpu-tests 300 python3 -m pytest -q -p no:cacheprovider -rs --durations=20 "${tests[@]}" \
+      part gpu-tests 420 python3 -m pytest -q -p no:cacheprovider -rs --durations=20 "${tests[@]}" \
         --junitxml="$WORK/gpu-tests.xml" ;;
     triton)
       part triton-layer-time 40 python3 bench/experiments/triton_attention_gpu_check.py --batches 1,16,64 \
