@@ -214,9 +214,10 @@ def _load_runs(
     Returns the runs and, with --tracing, what the in-process OTLP receiver saw.
     """
     from client.bench.baselines import measure_bare_decode_forward_in_subprocess
-    from client.bench.groups_compare import executor_cpus, group_label, group_order
+    from client.bench.groups_compare import executor_cpus, group_label
     from client.bench.http_compare import api_label, api_order
     from client.bench.otlp_receiver import OtlpReceiver
+    from client.bench.rounds import round_order
     from client.bench.speculation import spec_variants
     from client.bench.tracing_compare import mode_label, stack_env, step_trace_rate, tracing_order
     from client.stack import LocalStack
@@ -228,8 +229,11 @@ def _load_runs(
     modes = tracing_order(args.tracing_rounds) if args.tracing else [None]
     try:
         endpoint = receiver.start() if receiver else ""
-        configurations = itertools.product(args.max_inflight_steps, args.num_scheduler_steps,
-                                           group_order(args.executor_groups, round_index), args.stream_interval)
+        # Reversed in odd rounds, so the first configuration (sync, in the usual order) is not always the one to pay
+        # a round's start-up costs.
+        grid = itertools.product(args.max_inflight_steps, args.num_scheduler_steps, args.executor_groups,
+                                 args.stream_interval)
+        configurations = round_order(list(grid), round_index)
         variants = spec_variants(args.spec_method, args.also_spec_method)
         for inflight, num_steps, groups, interval in configurations:
             flags = scheduler_flags(argparse.Namespace(**{

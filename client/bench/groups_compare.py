@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import statistics
 
+from client.bench.rounds import round_order
+
 
 def group_order(counts: list[int], round_index: int) -> list[int]:
     """The group counts of one round, in the order they run: as given in even rounds, reversed in odd ones."""
-    unique = list(dict.fromkeys(counts))
-    return unique if round_index % 2 == 0 else unique[::-1]
+    return round_order(counts, round_index)
 
 
 def group_label(groups: int, counts: list[int]) -> str:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import statistics
 
+from client.bench.rounds import round_order
+
 API_CHOICES = ("grpc", "http")
 
 
 def api_order(apis: list[str], round_index: int) -> list[str]:
     """The APIs of one round, in the order they run: as given in even rounds, reversed in odd ones."""
-    unique = list(dict.fromkeys(apis))
-    return unique if round_index % 2 == 0 else unique[::-1]
+    return round_order(apis, round_index)
 
 
 def api_label(api: str) -> str:

@@ -78,3 +78,13 @@ def test_hf_peers_picks_the_baselines(tiny_model_dir, tmp_path, monkeypatch, cap
     report = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
     assert report["hf"] == [] and "hf_compiled" not in report and len(report["runs"]) == 1
     assert re.search(r"done: c=1 inflight=2: [\d.]+ tok/s, bubble [\d.]+% \[\d\d:\d\d:\d\d\]", capsys.readouterr().out)
+
+
+def test_odd_rounds_run_the_configurations_in_reverse(tiny_model_dir, tmp_path):
+    main(["bench", "--model", str(tiny_model_dir), "--no-hf", "--concurrency", "1", "--num-prompts", "2",
+          "--max-tokens", "4", "--max-inflight-steps", "1", "2", "--num-threads", "1", "--rounds", "2",
+          "--out", str(tmp_path)])
+    report = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
+    assert [(run["label"], run["round"]) for run in report["runs"]] == [
+        ("c=1 inflight=1", 0), ("c=1 inflight=2", 0), ("c=1 inflight=2", 1), ("c=1 inflight=1", 1)]
+    assert "throughput_over_sync[c=1 inflight=2]" in report["ratios"]  # paired by label within each round
