@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 
 import grpc
 
@@ -82,12 +83,13 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
             self.compute.call(runner.reset)
             threading.Thread(target=self._read_steps, args=(request_iterator, pending), daemon=True).start()
             while (item := pending.get()) is not _END:
-                step, future, settled = item
+                step, future, settled, received_s = item
                 try:
                     result = future.result() if settled else self._result_of(future)
                 except StepError as error:
                     logger.error("bad step %d: %s", step.step_id, error)
                     context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+                result.received_s = received_s
                 yield result
                 self.metrics.observe_step(step, result)  # after the write: off the result's path
         finally:
@@ -113,11 +115,13 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
             runner = self._loaded_runner()
             run = runner.launch if runner.defer_readback else runner.execute
             for step in request_iterator:
+                received_s = time.time()
                 if step.num_steps > 1:  # one job per sub-step, each result written once it is done
                     for sub_step in range(step.num_steps):
-                        pending.put((step, self.compute.submit(runner.execute_sub_step, step, sub_step), True))
+                        job = self.compute.submit(runner.execute_sub_step, step, sub_step)
+                        pending.put((step, job, True, received_s))
                 else:
-                    pending.put((step, self.compute.submit(run, step), False))
+                    pending.put((step, self.compute.submit(run, step), False, received_s))
         except grpc.RpcError:
             pass  # the stream was cancelled
         finally:

@@ -376,12 +376,15 @@ class Engine:
         self.stats.executor_busy_s += busy_s
         self.stats.executor_draft_s += result.draft_s
         self.stats.executor_forward_s += result.forward_s
-        bubble_s = None
+        bubble_s, awaiting_s = None, 0.0
         if self._last_compute_end is not None:
             bubble_s = max(0.0, result.compute_start_s - self._last_compute_end)
             self.stats.executor_bubble_s += bubble_s
+            if result.received_s > 0:  # 0: an executor that does not report it
+                awaiting_s = min(bubble_s, max(0.0, result.received_s - self._last_compute_end))
+                self.stats.executor_bubble_awaiting_step_s += awaiting_s
         self._last_compute_end = result.compute_end_s
-        self.metrics.observe_step(busy_s, bubble_s)
+        self.metrics.observe_step(busy_s, bubble_s, awaiting_s)
         self._group_steps.inc()
         self.stats.num_preemptions = self.scheduler.num_preemptions
         self.stats.prefix_cache_queried_tokens = self.scheduler.num_prefix_queried_tokens

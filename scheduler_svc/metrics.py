@@ -168,6 +168,11 @@ class SchedulerMetrics:
             "Executor idle time between consecutive steps while work was in flight.",
             registry=registry,
         )
+        self.bubble_awaiting_step = Counter(
+            f"{PREFIX}_executor_bubble_awaiting_step_seconds",
+            "Of the executor's idle time between steps, the part before the next StepRequest had reached it.",
+            registry=registry,
+        )
         self.bubble_gap = Histogram(f"{PREFIX}_executor_bubble_gap_seconds",
                                     "Executor idle gap before each step while work was in flight.",
                                     buckets=ITL_BUCKETS, registry=registry)
@@ -201,12 +206,14 @@ class SchedulerMetrics:
         return server.server_port
 
     # ---- observations ------------------------------------------------------------------------
-    def observe_step(self, compute_s: float, bubble_s: float | None) -> None:
-        """One step result: its compute time and the executor's idle gap before it (None after idling)."""
+    def observe_step(self, compute_s: float, bubble_s: float | None, awaiting_step_s: float = 0.0) -> None:
+        """One step result: its compute time, the executor's idle gap before it (None after idling) and the part
+        of that gap before the step had reached the executor."""
         self.steps.inc()
         self.step_time.observe(compute_s)
         if bubble_s is not None:
             self.bubble.inc(bubble_s)
+            self.bubble_awaiting_step.inc(awaiting_step_s)
             self.bubble_gap.observe(bubble_s)
 
     def observe_finished(self, request: Request, timing: RequestTiming, finish_reason: int, now: float) -> None:

@@ -306,6 +306,7 @@ def _measure(
         steps=after.steps - before.steps,
         executor_busy_s=after.executor_busy_s - before.executor_busy_s,
         executor_bubble_s=after.executor_bubble_s - before.executor_bubble_s,
+        executor_bubble_awaiting_step_s=after.executor_bubble_awaiting_step_s - before.executor_bubble_awaiting_step_s,
         executor_draft_s=after.executor_draft_s - before.executor_draft_s,
         executor_forward_s=after.executor_forward_s - before.executor_forward_s,
         step_requests=after.step_requests - before.step_requests,
@@ -314,11 +315,13 @@ def _measure(
     )
     summary.update(per_token_counts(summary))
     summary["bubble_fraction"] = summary["executor_bubble_s"] / result.wall_s
+    summary["bubble_awaiting_step_fraction"] = summary["executor_bubble_awaiting_step_s"] / result.wall_s
     summary["executor_step_ms_mean"] = 1000 * summary["executor_busy_s"] / max(summary["steps"], 1)
     summary["executor_forward_ms_mean"] = 1000 * summary["executor_forward_s"] / max(summary["steps"], 1)
     summary["itl_p50_over_executor_step"] = summary["itl_ms_p50"] / summary["executor_step_ms_mean"]
     _done(f"{summary['label']}: {summary['throughput_tok_s']:.1f} tok/s, "
-          f"bubble {100 * summary['bubble_fraction']:.1f}%")
+          f"bubble {100 * summary['bubble_fraction']:.1f}% ({100 * summary['bubble_awaiting_step_fraction']:.1f}% "
+          "awaiting the step)")
     return summary
 
 

@@ -172,7 +172,7 @@ class RequestStepOutput(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., num_drafted: _Optional[int] = ..., num_accepted: _Optional[int] = ..., num_draft_slots: _Optional[int] = ..., finished: _Optional[bool] = ...) -> None: ...
 
 class StepResult(_message.Message):
-    __slots__ = ("step_id", "outputs", "compute_start_s", "compute_end_s", "forward_s", "sample_s", "draft_s", "num_device_input_ids", "sub_step")
+    __slots__ = ("step_id", "outputs", "compute_start_s", "compute_end_s", "forward_s", "sample_s", "draft_s", "num_device_input_ids", "sub_step", "received_s")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_START_S_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +182,7 @@ class StepResult(_message.Message):
     DRAFT_S_FIELD_NUMBER: _ClassVar[int]
     NUM_DEVICE_INPUT_IDS_FIELD_NUMBER: _ClassVar[int]
     SUB_STEP_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_S_FIELD_NUMBER: _ClassVar[int]
     step_id: int
     outputs: _containers.RepeatedCompositeFieldContainer[RequestStepOutput]
     compute_start_s: float
@@ -191,4 +192,5 @@ class StepResult(_message.Message):
     draft_s: float
     num_device_input_ids: int
     sub_step: int
-    def __init__(self, step_id: _Optional[int] = ..., outputs: _Optional[_Iterable[_Union[RequestStepOutput, _Mapping]]] = ..., compute_start_s: _Optional[float] = ..., compute_end_s: _Optional[float] = ..., forward_s: _Optional[float] = ..., sample_s: _Optional[float] = ..., draft_s: _Optional[float] = ..., num_device_input_ids: _Optional[int] = ..., sub_step: _Optional[int] = ...) -> None: ...
+    received_s: float
+    def __init__(self, step_id: _Optional[int] = ..., outputs: _Optional[_Iterable[_Union[RequestStepOutput, _Mapping]]] = ..., compute_start_s: _Optional[float] = ..., compute_end_s: _Optional[float] = ..., forward_s: _Optional[float] = ..., sample_s: _Optional[float] = ..., draft_s: _Optional[float] = ..., num_device_input_ids: _Optional[int] = ..., sub_step: _Optional[int] = ..., received_s: _Optional[float] = ...) -> None: ...

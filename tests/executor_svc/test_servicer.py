@@ -57,3 +57,6 @@ def test_streamed_results_match_one_step_at_a_time(tmp_path, defer):
     # All steps are queued at once, so a deferring executor launches ahead whenever it can.
     assert (device_inputs > 0) == defer
     assert all(r.compute_end_s >= r.compute_start_s for r in results)
+    # Each result says when its step was read off the stream: in order, and before the step started.
+    received = [r.received_s for r in results]
+    assert received == sorted(received) and all(0 < r.received_s <= r.compute_start_s for r in results)

@@ -229,3 +229,22 @@ def test_a_refused_step_fails_the_request_instead_of_recovering(tokenizer):
     last, _ = asyncio.run(run_with_failing_stream(tokenizer, stub))
     assert isinstance(last, EngineError) and last.code == grpc.StatusCode.UNAVAILABLE
     assert "FAILED_PRECONDITION" in last.message and "block_ids: too few" in last.message
+
+
+def test_the_bubble_is_split_at_the_next_steps_arrival(tokenizer):
+    scheduler = Scheduler(SchedulingConfig(), KVBlockManager(64, 16), max_model_len=1024)
+    engine = Engine(scheduler, tokenizer, FakeExecutorStub(), max_model_len=1024, max_inflight_steps=2,
+                    recovery_timeout_s=30)
+
+    def account(received: float, start: float, end: float) -> tuple[float, float]:
+        engine._account_executor_time(executor_pb2.StepResult(received_s=received, compute_start_s=start,
+                                                               compute_end_s=end))
+        return engine.stats.executor_bubble_s, engine.stats.executor_bubble_awaiting_step_s
+
+    assert account(9.0, 10.0, 10.1) == (0.0, 0.0)  # the first step: no gap before it
+    bubble, awaiting = account(10.13, 10.15, 10.2)  # arrived 30 ms after the previous step ended, started 20 ms later
+    assert bubble == pytest.approx(0.05) and awaiting == pytest.approx(0.03)
+    bubble, awaiting = account(10.15, 10.21, 10.3)  # already there when the previous step ended: the executor's own gap
+    assert bubble == pytest.approx(0.06) and awaiting == pytest.approx(0.03)
+    bubble, awaiting = account(0.0, 10.4, 10.5)  # an executor that does not report arrivals: none counted as awaiting
+    assert bubble == pytest.approx(0.16) and awaiting == pytest.approx(0.03)

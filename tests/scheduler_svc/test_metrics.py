@@ -78,12 +78,13 @@ def test_engine_state_is_read_at_scrape_time():
 def test_steps_time_and_bubble():
     metrics = SchedulerMetrics()
     metrics.observe_step(0.05, None)  # first step after idling: no bubble
-    metrics.observe_step(0.04, 0.01)
+    metrics.observe_step(0.04, 0.01, 0.004)
     metrics.observe_step(0.03, 0.0)
     assert value(metrics, "stepahead_scheduler_steps_total") == 3
     assert value(metrics, "stepahead_scheduler_step_time_seconds_count") == 3
     assert value(metrics, "stepahead_scheduler_step_time_seconds_sum") == pytest.approx(0.12)
     assert value(metrics, "stepahead_scheduler_executor_bubble_seconds_total") == pytest.approx(0.01)
+    assert value(metrics, "stepahead_scheduler_executor_bubble_awaiting_step_seconds_total") == pytest.approx(0.004)
     assert value(metrics, "stepahead_scheduler_executor_bubble_gap_seconds_count") == 2
 
 
