@@ -88,7 +88,8 @@ class Engine:
         self._inflight: deque[SchedulerOutput] = deque()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self.stats = generation_pb2.EngineStats()
+        self._stats = generation_pb2.EngineStats()
+        """Counters the engine accumulates (see ``stats``)."""
         self._last_compute_end: float | None = None
         """When the executor finished the previous step; None after the engine went idle."""
         self._lost_since: float | None = None
@@ -315,7 +316,7 @@ class Engine:
         self._expire_overdue_waiting()
         while len(self._inflight) < self.max_inflight_steps:
             output = self.scheduler.schedule()
-            self.stats.scheduler_invocations += 1
+            self._stats.scheduler_invocations += 1
             self.metrics.scheduler_invocations.inc()
             if output.is_empty:
                 return
@@ -327,7 +328,7 @@ class Engine:
             step = to_step_request(output, self.max_model_len)
             self.tracing.start_step(output, step)
             await call.write(step)
-            self.stats.step_requests += 1
+            self._stats.step_requests += 1
             self.metrics.step_requests.inc()
             self._inflight.append(output)
             if output.num_scheduled_requests == 0:
@@ -362,33 +363,38 @@ class Engine:
 
     def _account_speculation(self, step_spec: SpecStatsTracker) -> None:
         """One step's drafts verified and accepted, into the engine counters and the metrics."""
-        self.stats.spec_drafted += step_spec.drafted
-        self.stats.spec_accepted += step_spec.accepted
+        self._stats.spec_drafted += step_spec.drafted
+        self._stats.spec_accepted += step_spec.accepted
         self.metrics.observe_speculation(
             step_spec.drafted, step_spec.accepted, step_spec.accepted_per_position,
             tried_per_position=step_spec.tried_per_position,
         )
 
+    @property
+    def stats(self) -> generation_pb2.EngineStats:
+        """The engine's counters since start; those the scheduler keeps (preemptions, prefix cache) read now."""
+        self._stats.num_preemptions = self.scheduler.num_preemptions
+        self._stats.prefix_cache_queried_tokens = self.scheduler.num_prefix_queried_tokens
+        self._stats.prefix_cache_hit_tokens = self.scheduler.num_prefix_hit_tokens
+        return self._stats
+
     def _account_executor_time(self, result: executor_pb2.StepResult) -> None:
         """Busy time of this step, and the executor's idle gap since the previous one (the bubble)."""
-        self.stats.steps += 1
+        self._stats.steps += 1
         busy_s = result.compute_end_s - result.compute_start_s
-        self.stats.executor_busy_s += busy_s
-        self.stats.executor_draft_s += result.draft_s
-        self.stats.executor_forward_s += result.forward_s
+        self._stats.executor_busy_s += busy_s
+        self._stats.executor_draft_s += result.draft_s
+        self._stats.executor_forward_s += result.forward_s
         bubble_s, awaiting_s = None, 0.0
         if self._last_compute_end is not None:
             bubble_s = max(0.0, result.compute_start_s - self._last_compute_end)
-            self.stats.executor_bubble_s += bubble_s
+            self._stats.executor_bubble_s += bubble_s
             if result.received_s > 0:  # 0: an executor that does not report it
                 awaiting_s = min(bubble_s, max(0.0, result.received_s - self._last_compute_end))
-                self.stats.executor_bubble_awaiting_step_s += awaiting_s
+                self._stats.executor_bubble_awaiting_step_s += awaiting_s
         self._last_compute_end = result.compute_end_s
         self.metrics.observe_step(busy_s, bubble_s, awaiting_s)
         self._group_steps.inc()
-        self.stats.num_preemptions = self.scheduler.num_preemptions
-        self.stats.prefix_cache_queried_tokens = self.scheduler.num_prefix_queried_tokens
-        self.stats.prefix_cache_hit_tokens = self.scheduler.num_prefix_hit_tokens
 
     def _deliver(
         self, request_id: str, token_ids: list[int], logprobs: list[generation_pb2.PositionLogprobs], now: float

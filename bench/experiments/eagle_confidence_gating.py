@@ -9,9 +9,7 @@ c per head draft step.
     NUM_PROMPTS=16 python3 bench/experiments/eagle_confidence_gating.py [code]
 """
 import torch
-from eagle_offline_setup import load_setup
-from executor_svc.drafter_training.dataset import pack
-from executor_svc.drafter_training.unrolled import unrolled_forward
+from eagle_offline_setup import load_setup, lookup_accepted, unrolled_drafts
 from executor_svc.drafters.ngram import NgramDrafter
 
 code, count, head, trainer, seqs = load_setup()
@@ -19,10 +17,7 @@ K = 3
 ngram = NgramDrafter(2, 4)
 walks = []  # per sequence: {j: (head_acc, lookup_acc or None, p1, p123)}
 for seq in seqs:
-    batch = pack([seq])
-    with torch.no_grad():
-        outs = unrolled_forward(head, batch, trainer.embed, trainer.lm_rows, trainer.cos, trainer.sin, K)
-    alive = (batch.remaining >= K) & (batch.labels[outs[0].targets] >= 0)
+    batch, outs, alive = unrolled_drafts(head, trainer, seq, K)
     acc = torch.zeros_like(alive, dtype=torch.int64); still = alive.clone()
     probs = []
     for out in outs:
@@ -32,16 +27,8 @@ for seq in seqs:
         still = still & (head.draft_vocab[arg] == batch.labels[out.targets]); acc += still.long()
     entries = {}
     for j in torch.nonzero(alive).flatten().tolist():
-        truth = [int(batch.labels[j + i]) for i in range(1, K + 1)]
-        drafts = ngram.lookup(seq.token_ids[: j + 2], K)
-        n_acc = None
-        if drafts:
-            n_acc = 0
-            for d, t in zip(drafts, truth):
-                if d != t: break
-                n_acc += 1
         p1 = float(probs[0][j]); p123 = p1 * float(probs[1][j]) * float(probs[2][j])
-        entries[j] = (int(acc[j]), n_acc, p1, p123)
+        entries[j] = (int(acc[j]), lookup_accepted(ngram, seq, batch, j, K), p1, p123)
     walks.append(entries)
 
 V = {0: 1.0, 1: 1.0, 2: 1.37, 3: 1.35}

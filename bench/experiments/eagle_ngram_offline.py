@@ -10,9 +10,7 @@ stack runs), per source K (eagle K / lookup K).
 """
 import itertools
 import torch
-from eagle_offline_setup import load_setup
-from executor_svc.drafter_training.dataset import pack
-from executor_svc.drafter_training.unrolled import unrolled_forward
+from eagle_offline_setup import load_setup, lookup_accepted, unrolled_drafts
 from executor_svc.drafters.ngram import NgramDrafter
 
 code, count, head, trainer, seqs = load_setup()
@@ -22,27 +20,15 @@ for min_n in (2, 3):
   ngram = NgramDrafter(min_n, 4)
   rows = []
   for seq in seqs:
-    batch = pack([seq])
-    with torch.no_grad():
-        outs = unrolled_forward(head, batch, trainer.embed, trainer.lm_rows, trainer.cos, trainer.sin, K)
-    alive = (batch.remaining >= K) & (batch.labels[outs[0].targets] >= 0)
+    batch, outs, alive = unrolled_drafts(head, trainer, seq, K)
     acc = torch.zeros_like(alive, dtype=torch.int64); still = alive.clone()
     for out in outs:
         drafts = head.draft_vocab[out.logits.argmax(-1)]
         still = still & (drafts == batch.labels[out.targets]); acc += still.long()
     for j in torch.nonzero(alive).flatten().tolist():
-        truth = [int(batch.labels[j + i]) for i in range(1, K + 1)]
-        prefix = seq.token_ids[: j + 2]
-        drafts = ngram.lookup(prefix, K)
-        n_acc = None
-        if drafts:
-            n_acc = 0
-            for d, t in zip(drafts, truth):
-                if d != t: break
-                n_acc += 1
-        rows.append((int(acc[j]), n_acc, j, id(seq)))
+        rows.append((int(acc[j]), lookup_accepted(ngram, seq, batch, j, K), j, id(seq)))
   def walked(choose):
-    steps = tokens = 0; by_seq = {}
+    steps = tokens = 0
     # rows are per sequence in order; walk each sequence's alive entries
     for key, group in itertools.groupby(enumerate(rows), key=lambda x: x[1][3]):
         entries = {r[2]: r for _, r in group}

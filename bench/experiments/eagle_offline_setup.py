@@ -1,6 +1,6 @@
 """What the offline EAGLE experiments share: the default model, the shipped head, and its greedy continuations
 (128 tokens) of the first ``NUM_PROMPTS`` (16) MT-Bench first turns, or of stdlib code prompts with ``code`` on the
-command line."""
+command line; the head's unrolled drafts over one continuation, and how many of n-gram lookup's drafts it accepts."""
 import os
 import sys
 
@@ -9,9 +9,10 @@ from transformers import AutoTokenizer
 
 from client.mtbench import load_mtbench_first_turns
 from executor_svc.attention.selection import build_attention_backend
-from executor_svc.drafter_training.dataset import label_to_draft_map
+from executor_svc.drafter_training.dataset import label_to_draft_map, pack
 from executor_svc.drafter_training.self_distill import SelfDistiller
 from executor_svc.drafter_training.trainer import HeadTrainer, TrainSettings
+from executor_svc.drafter_training.unrolled import unrolled_forward
 from executor_svc.drafters.eagle_head import load_head
 from executor_svc.drafters.shipped import shipped_drafter_for
 from executor_svc.model_loader import load_hf_config, load_model
@@ -20,11 +21,10 @@ from stepahead_common.stdlib_prompts import code_prompts
 MODEL = "/root/.cache/stepahead/models/SmolLM2-135M-Instruct"
 
 
-def load_setup():
-    """(code, count, head, trainer, seqs): trainer carries the embedding, LM rows and RoPE tables the unrolled
-    head reads; seqs the greedy continuations."""
+def load_continuations(default_count=16):
+    """(code, count, cfg, model, seqs): the default model and its continuations of ``NUM_PROMPTS`` prompts."""
     torch.set_num_threads(2)
-    count = int(os.environ.get("NUM_PROMPTS", "16"))
+    count = int(os.environ.get("NUM_PROMPTS", str(default_count)))
     code = "code" in sys.argv[1:]
     cfg = load_hf_config(MODEL)
     dev = torch.device("cpu")
@@ -35,6 +35,38 @@ def load_setup():
                                             tokenize=True, return_dict=False)) for p in texts]
     seqs = SelfDistiller(model, dev, [2], 128, 0.7, 4096).generate(
         prompts, [True] * len(prompts), torch.Generator().manual_seed(0))
-    head, _ = load_head(str(shipped_drafter_for(model)), cfg, None, torch.float32, dev)
+    return code, count, cfg, model, seqs
+
+
+def load_setup():
+    """(code, count, head, trainer, seqs): trainer carries the embedding, LM rows and RoPE tables the unrolled
+    head reads; seqs the greedy continuations."""
+    code, count, cfg, model, seqs = load_continuations()
+    head, _ = load_head(str(shipped_drafter_for(model)), cfg, None, torch.float32, torch.device("cpu"))
     trainer = HeadTrainer(head, model, label_to_draft_map(head.draft_vocab, cfg.vocab_size), TrainSettings(), 0)
     return code, count, head, trainer, seqs
+
+
+def unrolled_drafts(head, trainer, seq, depth):
+    """(batch, outs, alive): the head's ``depth`` unrolled draft steps over one continuation, and the positions
+    whose next ``depth`` tokens are all labelled."""
+    batch = pack([seq])
+    with torch.no_grad():
+        outs = unrolled_forward(head, batch, trainer.embed, trainer.lm_rows, trainer.cos, trainer.sin, depth)
+    alive = (batch.remaining >= depth) & (batch.labels[outs[0].targets] >= 0)
+    return batch, outs, alive
+
+
+def lookup_accepted(ngram, seq, batch, j, depth):
+    """How many of n-gram lookup's drafts at position j the continuation accepts; None when the lookup finds no
+    match there."""
+    truth = [int(batch.labels[j + i]) for i in range(1, depth + 1)]
+    drafts = ngram.lookup(seq.token_ids[: j + 2], depth)
+    if not drafts:
+        return None
+    accepted = 0
+    for draft, token in zip(drafts, truth):
+        if draft != token:
+            break
+        accepted += 1
+    return accepted

@@ -11,9 +11,7 @@ the n-gram lookup matches draft its chain of 3 as eagle_ngram does today. Report
     NUM_PROMPTS=16 python3 bench/experiments/eagle_tree_offline.py [code]
 """
 import torch
-from eagle_offline_setup import load_setup
-from executor_svc.drafter_training.dataset import pack
-from executor_svc.drafter_training.unrolled import unrolled_forward
+from eagle_offline_setup import load_setup, lookup_accepted, unrolled_drafts
 from executor_svc.drafters.ngram import NgramDrafter
 
 code, count, head, trainer, seqs = load_setup()
@@ -21,10 +19,7 @@ DEPTH, MAX_RANK = 3, 8
 ngram = NgramDrafter(2, 4)
 walks = []  # per sequence: {j: (rank of the truth at each depth (MAX_RANK if beyond), lookup accepted or None)}
 for seq in seqs:
-    batch = pack([seq])
-    with torch.no_grad():
-        outs = unrolled_forward(head, batch, trainer.embed, trainer.lm_rows, trainer.cos, trainer.sin, DEPTH)
-    alive = (batch.remaining >= DEPTH) & (batch.labels[outs[0].targets] >= 0)
+    batch, outs, alive = unrolled_drafts(head, trainer, seq, DEPTH)
     ranks = []
     for out in outs:
         top = head.draft_vocab[out.logits.topk(MAX_RANK, dim=-1).indices]  # [n, MAX_RANK] target ids
@@ -32,15 +27,7 @@ for seq in seqs:
         ranks.append(torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], MAX_RANK, dtype=torch.int64)))
     entries = {}
     for j in torch.nonzero(alive).flatten().tolist():
-        truth = [int(batch.labels[j + i]) for i in range(1, DEPTH + 1)]
-        drafts = ngram.lookup(seq.token_ids[: j + 2], DEPTH)
-        n_acc = None
-        if drafts:
-            n_acc = 0
-            for d, t in zip(drafts, truth):
-                if d != t: break
-                n_acc += 1
-        entries[j] = (tuple(int(r[j]) for r in ranks), n_acc)
+        entries[j] = (tuple(int(r[j]) for r in ranks), lookup_accepted(ngram, seq, batch, j, DEPTH))
     walks.append(entries)
 
 def walked(branching, use_lookup=True):

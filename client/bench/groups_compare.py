@@ -13,13 +13,6 @@ from __future__ import annotations
 import os
 import statistics
 
-from client.bench.rounds import round_order
-
-
-def group_order(counts: list[int], round_index: int) -> list[int]:
-    """The group counts of one round, in the order they run: as given in even rounds, reversed in odd ones."""
-    return round_order(counts, round_index)
-
 
 def group_label(groups: int, counts: list[int]) -> str:
     """Suffix of a run's label naming its group count (none when only one group is benchmarked)."""

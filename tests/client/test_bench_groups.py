@@ -6,13 +6,8 @@ import os
 
 import pytest
 
-from client.bench.groups_compare import executor_cpus, group_label, group_order, group_ratios
+from client.bench.groups_compare import executor_cpus, group_label, group_ratios
 from client.stack import LocalStack
-
-
-def test_the_order_alternates_round_by_round():
-    assert group_order([1, 2], 0) == [1, 2] and group_order([1, 2], 1) == [2, 1]
-    assert group_order([1], 3) == [1]
 
 
 def test_labels_name_the_group_count_only_when_several_are_compared():

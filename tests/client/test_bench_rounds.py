@@ -10,3 +10,8 @@ def test_round_order_reverses_every_other_round_without_repeats():
     assert round_order(configurations, 0) == [(1, 1), (2, 1)]
     assert round_order(configurations, 1) == [(2, 1), (1, 1)]
     assert round_order(configurations, 2) == [(1, 1), (2, 1)]
+
+
+def test_executor_group_counts_alternate_round_by_round():
+    assert round_order([1, 2], 0) == [1, 2] and round_order([1, 2], 1) == [2, 1]
+    assert round_order([1], 3) == [1]
