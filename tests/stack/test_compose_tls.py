@@ -71,7 +71,7 @@ def test_the_http_front_speaks_tls_with_the_key(tls_compose_stack, certs):
     url = scheduler.process.find(SCHEDULER_HTTP)
     assert url and url.startswith("https://"), logs(scheduler)
     with httpx.Client(base_url=url, verify=ssl.create_default_context(cafile=str(certs.ca)), timeout=60) as http:
-        body = {"prompt": "hi", "max_tokens": 3}
+        body = {"prompt": "hi", "max_tokens": 3, "ignore_eos": True}
         assert http.post("/v1/completions", json=body).status_code == 401
         reply = http.post("/v1/completions", json=body, headers={"Authorization": f"Bearer {API_KEY}"})
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 3
