@@ -143,7 +143,6 @@ class ModelRunner:
         host = HostBatch(self.block_size)
         sample_rows: list[int] = []
         groups: list[SamplingGroup] = []
-        first_rows: list[int] = []
         for item in work:
             tokens, drafts = self._step_tokens(item)
             start = item.state.num_computed_tokens
@@ -151,7 +150,6 @@ class ModelRunner:
             if len(item.state.block_ids) * self.block_size < end:
                 raise StepError(f"block_ids: {item.state.request_id!r} has too few blocks for {end} tokens")
             first_flat = host.add_sequence(tokens, start, item.state.block_ids)
-            first_rows.append(first_flat)
             if item.state.num_unread_tokens:
                 # Its input is the token the previous step sampled: read it on the device.
                 host.unread_rows.append(first_flat)
@@ -160,7 +158,7 @@ class ModelRunner:
                 groups.append(SamplingGroup(item, drafts))
                 last_real = first_flat + item.num_tokens - 1
                 sample_rows.extend(range(last_real, last_real + len(drafts) + 1))
-        return FlatBatch(host=host, sample_rows=sample_rows, groups=groups, first_rows=first_rows)
+        return FlatBatch(host=host, sample_rows=sample_rows, groups=groups)
 
     def _step_tokens(self, item: ScheduledWork) -> tuple[list[int], list[int]]:
         """The input ids of this step (known tokens, then drafts) and the draft slots (padded).
@@ -228,14 +226,12 @@ class ModelRunner:
         return launched
 
     def _show_drafter_hidden(self, work: list[ScheduledWork], batch: FlatBatch) -> None:
-        """Hand a drafter that reads the target's features each item's hidden rows (copies: a graph's output
-        buffer is rewritten by the next replay, and a slice kept for later would hold the whole step's tensor)."""
+        """Hand a drafter that reads the target's features the hidden rows of this step (it copies what it
+        keeps: a graph's output buffer is rewritten by the next replay)."""
         hidden = self.forward.last_hidden
         if self.drafter is None or not self.drafter.reads_target_hidden or hidden is None:
             return
-        for item, first, rows in zip(work, batch.first_rows, batch.host.query_lens):
-            self.drafter.observe(item.state.request_id, item.state.num_computed_tokens,
-                                 hidden[first : first + rows].clone())
+        self.drafter.observe(batch.host, [item.state.request_id for item in work], hidden)
 
     def _can_defer(self, item: ScheduledWork) -> bool:
         """Whether the item needs nothing from the host copy of earlier steps' tokens."""

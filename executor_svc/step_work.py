@@ -42,8 +42,6 @@ class FlatBatch:
     sample_rows: list[int]
     """Flat rows whose logits are sampled: each sampling group's last real token and its draft slots."""
     groups: list[SamplingGroup]
-    first_rows: list[int] = field(default_factory=list)
-    """Each scheduled item's first flat row (in work order)."""
 
 
 @dataclass

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
+from executor_svc.host_batch import HostBatch
 from executor_svc.request_state import ExecutorRequestState
 
 
@@ -28,8 +30,9 @@ class Drafter(Protocol):
     reads_target_hidden: bool
     """Whether the drafter wants the target's hidden states of every step (``observe``)."""
 
-    def observe(self, request_id: str, first_position: int, hidden_rows: torch.Tensor) -> None:
-        """The target's hidden states of the rows it fed for a request, from first_position on."""
+    def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor) -> None:
+        """The target fed ``host``'s sequences (one per request id, in order); ``hidden`` row i is the target's
+        hidden state of flat row i."""
         ...
 
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:

@@ -87,8 +87,8 @@ class DraftModelDrafter:
         put_previous(input_ids)
         return row_argmax(self.model.compute_logits(self.model(input_ids, positions, meta, self.kv_cache)))
 
-    def observe(self, request_id: str, first_position: int, hidden_rows) -> None:
-        pass
+    def observe(self, host, request_ids, hidden) -> None:
+        pass  # reads no target features
 
     def adopt_cached_prefix(self, request_id: str, num_cached_tokens: int) -> None:
         pass  # it catches up from position 0: its KV of the prefix is written again, with the same values

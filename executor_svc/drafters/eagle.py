@@ -1,13 +1,17 @@
 """Drafting with an EAGLE-style head over the target's own features (see eagle_head.py for the head).
 
-Every target step hands the drafter the hidden states of its rows (``observe``): f_p for the positions the
-step fed. Rows the target later rejects (verified drafts past the accepted ones) are replaced when the next
-step feeds those positions again. When asked for drafts, the head first catches up on the entries it has
-not seen, entry j = (f_j, x_{j+1}) for j up to the request's newest accepted pair; the last one gives the
-first draft. Each further draft feeds the head its own predicted feature and the previous draft.
+Every target step hands the drafter the hidden states of the rows it fed (``observe``): f_p for each fed
+position p, written to a paged feature store at p's KV slot (the target's block ids), so a later feed of a
+position (rows of rejected drafts fed again) overwrites it. When asked for drafts, the head first catches up
+on the entries it has not seen, entry j = (f_j, x_{j+1}) for j up to the request's newest accepted pair; the
+last one gives the first draft. Each further draft feeds the head its own predicted feature and the previous
+draft.
 
 Entry j's K/V sits at position j of a one-layer paged cache addressed by the target's block ids; draft
 entries (positions past the accepted ones) are overwritten by the next catch-up, as for the draft model.
+A request that starts past a cached prefix (prefix caching) finds the prefix's features in the shared
+blocks, written when the target computed them, and catches up from position 0: its head entries do not
+depend on whether, or how far, the request that computed the prefix had drafted.
 Drafts are argmax over the draft vocabulary, mapped back to target ids on the device: the K drafts reach
 the host in one copy at the end. With step graphs (CUDA), every draft step after the first replays a
 captured one-token step (eagle_step_model.py); catch-ups, of any length, run eagerly.
@@ -15,7 +19,7 @@ captured one-token step (eagle_step_model.py); catch-ups, of any length, run eag
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -45,8 +49,11 @@ class EagleDrafter:
         self.kv_cache = kv_cache
         self.block_size = block_size
         self.device = device
-        self._features: dict[str, list[tuple[int, torch.Tensor]]] = {}
-        """Per request, target features not consumed yet: (first position, rows [n, hidden])."""
+        num_slots = (kv_cache.num_blocks + kv_cache.scratch_blocks) * block_size
+        self.feature_store = torch.zeros(num_slots, head.norm_weight.shape[0], dtype=kv_cache.dtype, device=device)
+        """The target's hidden state of every fed position, at that position's KV slot."""
+        self._fed: dict[str, int] = {}
+        """Per request, the positions 0..n-1 whose features are in the store (fed, or in a cached prefix)."""
         self._computed: dict[str, int] = {}
         """Per request, the entries 0..n-1 whose head K/V is valid."""
         self.step_graphs: StepGraphs | None = None
@@ -54,22 +61,22 @@ class EagleDrafter:
         self.num_replays = 0
         """Draft steps replayed from a captured graph so far."""
 
-    def observe(self, request_id: str, first_position: int, hidden_rows: torch.Tensor) -> None:
-        """The target fed positions first_position .. first_position + len(hidden_rows) - 1 of the request;
-        its hidden states there supersede any kept from earlier steps at those positions."""
-        pieces = self._features.setdefault(request_id, [])  # sorted by start, not overlapping
-        while pieces and pieces[-1][0] >= first_position:  # usually none: only rows of rejected drafts go
-            pieces.pop()
-        if pieces and pieces[-1][0] + pieces[-1][1].shape[0] > first_position:
-            start, rows = pieces[-1]
-            pieces[-1] = (start, rows[: first_position - start])
-        pieces.append((first_position, hidden_rows))
-        self._computed[request_id] = min(self._computed.get(request_id, 0), first_position)
+    def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor) -> None:
+        """The target fed ``host``'s sequences, one per request id; ``hidden`` row i is flat row i's hidden
+        state. A feed supersedes whatever an earlier step fed at the same positions (rejected drafts' rows)."""
+        slots = host_list_to_device(host.slot_mapping(), self.device)
+        self.feature_store.index_copy_(0, slots, hidden[: host.num_tokens].to(self.feature_store.dtype))
+        for request_id, query_len, seq_len in zip(request_ids, host.query_lens, host.seq_lens):
+            first = seq_len - query_len
+            if first <= self._fed.get(request_id, 0):  # else a gap: the request never drafts (never wrongly)
+                self._fed[request_id] = seq_len
+            self._computed[request_id] = min(self._computed.get(request_id, 0), first)
 
     def adopt_cached_prefix(self, request_id: str, num_cached_tokens: int) -> None:
-        """The head's entries of the prefix sit in the shared blocks (written when the request that computed them
-        caught up: a draft may be worse where it had not, never wrong), and the target feeds no features there."""
-        self._computed[request_id] = num_cached_tokens
+        """The prefix's features sit in the shared blocks (stored when the target computed them for another
+        request); the head catches up over them, so its entries there are its own."""
+        self._fed[request_id] = num_cached_tokens
+        self._computed[request_id] = 0
 
     @torch.inference_mode()
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
@@ -82,21 +89,14 @@ class EagleDrafter:
 
     def _pending_rows(self, request: DraftRequest) -> torch.Tensor | None:
         """Features f_c .. f_{L-2} of the entries the head has not seen (L: the request's tokens), or None
-        when some are missing (the request then gets no drafts this step)."""
-        request_id = request.state.request_id
-        first, last = self._computed.get(request_id, 0), len(request.state.token_ids) - 2
-        pieces, expected = [], first
-        for start, rows in self._features.get(request_id, []):
-            end = min(start + rows.shape[0], last + 1)
-            if end <= expected:
-                continue
-            if start > expected:
-                return None
-            pieces.append(rows[expected - start : end - start])
-            expected = end
-        if expected != last + 1 or not pieces:
+        when some were never fed (the request then gets no drafts this step)."""
+        state = request.state
+        first, last = self._computed.get(state.request_id, 0), len(state.token_ids) - 2
+        if last < first or self._fed.get(state.request_id, 0) <= last:
             return None
-        return torch.cat(pieces)
+        size = self.block_size
+        slots = [state.block_ids[p // size] * size + p % size for p in range(first, last + 1)]
+        return self.feature_store.index_select(0, host_list_to_device(slots, self.device))
 
     def _catch_up(self, batch: list[tuple[DraftRequest, torch.Tensor]]) -> DraftState:
         """Feed every entry the head has not seen; the first draft and predicted feature of each request."""
@@ -106,7 +106,6 @@ class EagleDrafter:
             first = len(state.token_ids) - 1 - rows.shape[0]
             host.add_sequence(state.token_ids[first + 1 :], first, state.block_ids)
             self._computed[state.request_id] = len(state.token_ids) - 1
-            self._features[state.request_id] = []
         features = torch.cat([rows for _, rows in batch])
         predicted = self._forward(host, features)
         last_rows = host_list_to_device(host.query_lens, self.device).cumsum(0) - 1
@@ -156,9 +155,9 @@ class EagleDrafter:
         return self.step_model.draft_ids(self.step_model.compute_logits(predicted))
 
     def drop(self, request_id: str) -> None:
-        self._features.pop(request_id, None)
+        self._fed.pop(request_id, None)
         self._computed.pop(request_id, None)
 
     def reset(self) -> None:
-        self._features.clear()
+        self._fed.clear()
         self._computed.clear()

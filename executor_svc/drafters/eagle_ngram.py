@@ -8,11 +8,14 @@ every step's target features, so it catches up over the lookup-drafted tokens th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from executor_svc.drafters.base import DraftRequest
 from executor_svc.drafters.eagle import EagleDrafter
 from executor_svc.drafters.ngram import NgramDrafter
+from executor_svc.host_batch import HostBatch
 
 
 class EagleNgramDrafter:
@@ -25,8 +28,8 @@ class EagleNgramDrafter:
         self.eagle = eagle
         self.ngram = ngram
 
-    def observe(self, request_id: str, first_position: int, hidden_rows: torch.Tensor) -> None:
-        self.eagle.observe(request_id, first_position, hidden_rows)
+    def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor) -> None:
+        self.eagle.observe(host, request_ids, hidden)
 
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
         proposals = self.ngram.propose(batch)

@@ -67,8 +67,8 @@ class NgramDrafter:
         encoded += array("I", tokens[known:]).tobytes()
         return encoded
 
-    def observe(self, request_id: str, first_position: int, hidden_rows) -> None:
-        pass
+    def observe(self, host, request_ids, hidden) -> None:
+        pass  # reads no target features
 
     def adopt_cached_prefix(self, request_id: str, num_cached_tokens: int) -> None:
         pass  # the lookup reads tokens only

@@ -57,6 +57,14 @@ def target_features(model, tokens: list[int]) -> torch.Tensor:
         return model(ids, positions, meta, cache)
 
 
+def feed(drafter, request_id: str, first: int, rows: torch.Tensor, blocks: list[int] | None = None) -> None:
+    """As a target step that fed positions first .. first + len(rows) - 1 of the request (in ``blocks``, by
+    default 0-7) would: ``rows`` are the target's hidden states there."""
+    host = HostBatch(BLOCK)
+    host.add_sequence([0] * rows.shape[0], first, list(range(8)) if blocks is None else blocks)
+    drafter.observe(host, [request_id], rows)
+
+
 def make_drafter(config, model, head) -> EagleDrafter:
     cache = PagedKVCache(1, 64, BLOCK, head.layer.attn.num_kv_heads, head.layer.attn.head_dim, torch.float32, "cpu")
     return EagleDrafter(head, model, cache, BLOCK, torch.device("cpu"))
@@ -91,7 +99,7 @@ def test_paged_drafting_equals_the_unrolled_training_forward(target):
     features = target_features(model, tokens)
     drafter = make_drafter(config, model, head)
     state = request_state("a", tokens, list(range(8)))
-    drafter.observe("a", 0, features[: len(tokens)])
+    feed(drafter, "a", 0, features[: len(tokens)])
     drafts = drafter.propose([DraftRequest(state, K)])[0]
     assert drafts == unrolled_drafts(head, model, tokens, features)
     assert len(set(drafts)) > 1 or drafts[0] in head.draft_vocab.tolist()
@@ -106,16 +114,16 @@ def test_catch_up_over_chunks_and_after_rejected_drafts(target):
     features = target_features(model, tokens)
     split = 6
     chunked = make_drafter(config, model, head)
-    chunked.observe("a", 0, features[:split])
-    chunked.observe("a", split, features[split:10])
+    feed(chunked, "a", 0, features[:split])
+    feed(chunked, "a", split, features[split:10])
     first = chunked.propose([DraftRequest(request_state("a", tokens[:11], list(range(8))), K)])[0]
     # The verify step fed positions 10..13 (the bonus token and 3 drafts); say 2 drafts were accepted.
     stale = torch.randn(4, features.shape[1])
-    chunked.observe("a", 10, stale)  # a first verify whose rows were all rejected...
-    chunked.observe("a", 10, features[10:14])  # ...then the step that fed those positions again
+    feed(chunked, "a", 10, stale)  # a first verify whose rows were all rejected...
+    feed(chunked, "a", 10, features[10:14])  # ...then the step that fed those positions again
     second = chunked.propose([DraftRequest(request_state("a", tokens[:13], list(range(8))), K)])[0]
     whole = make_drafter(config, model, head)
-    whole.observe("a", 0, features[:12])
+    feed(whole, "a", 0, features[:12])
     assert whole.propose([DraftRequest(request_state("a", tokens[:13], list(range(8))), K)])[0] == second
     assert first == unrolled_drafts(head, model, tokens[:11], features)
 
@@ -128,9 +136,9 @@ def test_batched_requests_draft_as_they_would_alone(target):
     together = make_drafter(config, model, head)
     alone = {}
     for rid, tokens in prompts.items():
-        together.observe(rid, 0, target_features(model, tokens)[: len(tokens) - 1])
+        feed(together, rid, 0, target_features(model, tokens)[: len(tokens) - 1], blocks[rid])
         single = make_drafter(config, model, head)
-        single.observe(rid, 0, target_features(model, tokens)[: len(tokens) - 1])
+        feed(single, rid, 0, target_features(model, tokens)[: len(tokens) - 1], blocks[rid])
         alone[rid] = single.propose([DraftRequest(request_state(rid, tokens, blocks[rid]), 2 if rid == "c" else K)])
     batch = [DraftRequest(request_state(rid, tokens, blocks[rid]), 2 if rid == "c" else K)
              for rid, tokens in prompts.items()]
@@ -141,7 +149,7 @@ def test_missing_features_give_no_drafts_instead_of_wrong_ones(target):
     config, model, _ = target
     drafter = make_drafter(config, model, random_head(config, 64))
     tokens = [5, 9, 17, 3, 22, 9]
-    drafter.observe("a", 2, target_features(model, tokens)[2:5])  # positions 0 and 1 never seen
+    feed(drafter, "a", 2, target_features(model, tokens)[2:5], list(range(4)))  # positions 0 and 1 never seen
     assert drafter.propose([DraftRequest(request_state("a", tokens, list(range(4))), K)]) == [[]]
 
 
@@ -187,7 +195,7 @@ def test_replayed_draft_steps_draft_what_eager_steps_do(target):
     eager, graphed = make_drafter(config, model, head), graphed_drafter(config, model, head)
     for drafter in (eager, graphed):
         for rid, tokens in prompts.items():
-            drafter.observe(rid, 0, target_features(model, tokens)[: len(tokens) - 1])
+            feed(drafter, rid, 0, target_features(model, tokens)[: len(tokens) - 1], blocks[rid])
     batch = [DraftRequest(request_state(rid, tokens, blocks[rid]), 1 if rid == "c" else K)
              for rid, tokens in prompts.items()]  # c stops after one draft: the replayed batch shrinks
     assert graphed.propose(batch) == eager.propose(batch)
@@ -215,16 +223,35 @@ def test_the_captured_draft_step_reads_no_host_value_and_compiles_as_one_graph(t
         torch.testing.assert_close(compiled(), expected, atol=1e-5, rtol=1e-5)
 
 
-def test_a_request_past_a_cached_prefix_drafts_from_the_head_entries_already_in_its_blocks(target):
-    """Prefix caching: the entries of positions 0-1 were written for another request with the same prefix; the
-    new request's head starts past them (after adopt_cached_prefix) and drafts as the first one does."""
+def test_a_request_past_a_cached_prefix_drafts_as_one_that_computed_it(target):
+    """Prefix caching: positions 0-3 (one block) were computed for another request sharing the block; the new
+    request's target feeds positions 4.. only, yet it drafts what a request that fed every position drafts."""
     config, model, _ = target
-    drafter = make_drafter(config, model, random_head(config, 64))
-    tokens = [5, 9, 17, 3, 22, 9]
+    head = random_head(config, 64)
+    tokens = [5, 9, 17, 3, 22, 9, 30]
     features = target_features(model, tokens)
-    drafter.observe("first", 0, features[:5])
-    first = drafter.propose([DraftRequest(request_state("first", tokens, list(range(4))), K)])
-    drafter.adopt_cached_prefix("second", 2)
-    drafter.observe("second", 2, features[2:5])
-    second = drafter.propose([DraftRequest(request_state("second", tokens, list(range(4))), K)])
+    drafter = make_drafter(config, model, head)
+    feed(drafter, "first", 0, features[:6], [0, 1])
+    first = drafter.propose([DraftRequest(request_state("first", tokens, [0, 1]), K)])
+    drafter.adopt_cached_prefix("second", 4)
+    feed(drafter, "second", 4, features[4:6], [0, 2])
+    second = drafter.propose([DraftRequest(request_state("second", tokens, [0, 2]), K)])
     assert second == first and first != [[]]
+
+
+def test_the_cached_prefix_needs_no_draft_by_the_request_that_computed_it(target):
+    """The request that computed the shared block never drafted (K was 0, or speculation was off for it), so
+    the head never wrote entries there; the new request's drafts are still a fresh drafter's."""
+    config, model, _ = target
+    head = random_head(config, 64, seed=5)
+    tokens = [5, 9, 17, 3, 22, 9, 30, 12, 8]
+    features = target_features(model, tokens)
+    shared = make_drafter(config, model, head)
+    shared.kv_cache.layers[0].normal_(0, 30, generator=torch.Generator().manual_seed(0))  # blocks used before
+    feed(shared, "owner", 0, features[:8], [3, 1, 6])  # observed, never asked for drafts
+    shared.adopt_cached_prefix("reader", 4)
+    feed(shared, "reader", 4, features[4:8], [3, 0, 2])
+    fresh = make_drafter(config, model, head)
+    feed(fresh, "alone", 0, features[:8], [5, 7, 4])
+    expected = fresh.propose([DraftRequest(request_state("alone", tokens, [5, 7, 4]), K)])
+    assert shared.propose([DraftRequest(request_state("reader", tokens, [3, 0, 2]), K)]) == expected != [[]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_eagle_drafter import K, make_drafter, random_head, request_state, target_features
+from test_eagle_drafter import K, feed, make_drafter, random_head, request_state, target_features
 from tiny_models import make_tiny_llama
 
 from executor_svc.attention.torch_backend import TorchAttentionBackend
@@ -30,9 +30,9 @@ def hybrid_and_eagle(config, model, seed: int = 11):
     return EagleNgramDrafter(make_drafter(config, model, head), NgramDrafter(2, 4)), make_drafter(config, model, head)
 
 
-def observe_all(drafter, request_id: str, model, tokens: list[int]) -> None:
+def observe_all(drafter, request_id: str, model, tokens: list[int], blocks: list[int] | None = None) -> None:
     """The target's features of every position but the newest (as the steps that computed them hand them on)."""
-    drafter.observe(request_id, 0, target_features(model, tokens)[: len(tokens) - 1])
+    feed(drafter, request_id, 0, target_features(model, tokens)[: len(tokens) - 1], blocks)
 
 
 def test_a_match_gets_the_lookup_and_no_match_the_head_in_one_batch(target):
@@ -40,7 +40,7 @@ def test_a_match_gets_the_lookup_and_no_match_the_head_in_one_batch(target):
     hybrid, eagle = hybrid_and_eagle(config, model)
     for drafter in (hybrid, eagle):
         observe_all(drafter, "repeating", model, REPEATING)
-        observe_all(drafter, "unique", model, UNIQUE)
+        observe_all(drafter, "unique", model, UNIQUE, list(range(8, 16)))
     batch = [DraftRequest(request_state("repeating", REPEATING, list(range(8))), K),
              DraftRequest(request_state("unique", UNIQUE, list(range(8, 16))), K),
              DraftRequest(request_state("none wanted", UNIQUE, list(range(16, 24))), 0)]
@@ -57,13 +57,13 @@ def test_the_head_catches_up_over_lookup_drafted_tokens(target):
     hybrid, _ = hybrid_and_eagle(config, model, seed=5)
     tokens = [5, 9, 17, 3, 22, 9, 17, 3, 22, 9, 40]
     features = target_features(model, tokens)
-    hybrid.observe("a", 0, features[:6])
+    feed(hybrid, "a", 0, features[:6])
     assert hybrid.propose([DraftRequest(request_state("a", tokens[:7], list(range(8))), K)])[0] == [3, 22, 9]
-    hybrid.observe("a", 6, features[6:10])  # the verify step fed positions 6..9; all 3 drafts were accepted
+    feed(hybrid, "a", 6, features[6:10])  # the verify step fed positions 6..9; all 3 drafts were accepted
     # ... and its bonus token, 40, leaves a context without a match of 2 or more tokens.
     drafts = hybrid.propose([DraftRequest(request_state("a", tokens[:11], list(range(8))), K)])[0]
     _, fresh = hybrid_and_eagle(config, model, seed=5)
-    fresh.observe("a", 0, features[:10])
+    feed(fresh, "a", 0, features[:10])
     assert drafts == fresh.propose([DraftRequest(request_state("a", tokens[:11], list(range(8))), K)])[0]
     assert len(drafts) == K and hybrid.eagle._computed["a"] == 10
 

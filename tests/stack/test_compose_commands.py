@@ -55,8 +55,8 @@ def test_the_compose_scheduler_serves_the_http_api(compose_stack):
     executor, scheduler = compose_stack
     url = scheduler.process.find(SCHEDULER_HTTP)
     assert url, logs(scheduler)
-    request = urllib.request.Request(f"{url}/v1/completions", data=b'{"prompt": "hi", "max_tokens": 3, "ignore_eos": true}',
-                                     headers={"Content-Type": "application/json"})
+    body = b'{"prompt": "hi", "max_tokens": 3, "ignore_eos": true}'
+    request = urllib.request.Request(f"{url}/v1/completions", data=body, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=60) as response:
         assert response.status == 200 and b'"completion_tokens":3' in response.read()
 

@@ -52,7 +52,8 @@ def test_a_full_queue_refuses_with_resource_exhausted_and_http_429(tiny_model_di
         running.cancel()
         queued.cancel()
         assert_idle(client)
-        assert client.generate(token_ids=[5, 6], max_tokens=2, ignore_eos=True).finish_reason == "length"  # serving again
+        again = client.generate(token_ids=[5, 6], max_tokens=2, ignore_eos=True)
+        assert again.finish_reason == "length"  # serving again
 
 
 def test_a_request_that_cannot_start_in_time_ends_with_resource_exhausted(tiny_model_dir, launch_stack):
