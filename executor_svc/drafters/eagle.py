@@ -80,33 +80,34 @@ class EagleDrafter:
 
     @torch.inference_mode()
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
-        catching_up = [(request, rows) for request in batch if request.num_tokens > 0
-                       for rows in [self._pending_rows(request)] if rows is not None]
+        catching_up = [(request, slots) for request in batch if request.num_tokens > 0
+                       for slots in [self._pending_slots(request)] if slots is not None]
         if not catching_up:
             return [[] for _ in batch]
         wanted = [request for request, _ in catching_up]
         return draft_autoregressively(batch, wanted, self._catch_up(catching_up), self._draft_step, self.device)
 
-    def _pending_rows(self, request: DraftRequest) -> torch.Tensor | None:
-        """Features f_c .. f_{L-2} of the entries the head has not seen (L: the request's tokens), or None
-        when some were never fed (the request then gets no drafts this step)."""
+    def _pending_slots(self, request: DraftRequest) -> list[int] | None:
+        """The store's slots of features f_c .. f_{L-2}, those of the entries the head has not seen (L: the
+        request's tokens), or None when some were never fed (the request then gets no drafts this step)."""
         state = request.state
         first, last = self._computed.get(state.request_id, 0), len(state.token_ids) - 2
         if last < first or self._fed.get(state.request_id, 0) <= last:
             return None
         size = self.block_size
-        slots = [state.block_ids[p // size] * size + p % size for p in range(first, last + 1)]
-        return self.feature_store.index_select(0, host_list_to_device(slots, self.device))
+        return [state.block_ids[p // size] * size + p % size for p in range(first, last + 1)]
 
-    def _catch_up(self, batch: list[tuple[DraftRequest, torch.Tensor]]) -> DraftState:
+    def _catch_up(self, batch: list[tuple[DraftRequest, list[int]]]) -> DraftState:
         """Feed every entry the head has not seen; the first draft and predicted feature of each request."""
         host = HostBatch(self.block_size)
-        for request, rows in batch:
+        all_slots: list[int] = []
+        for request, slots in batch:
             state = request.state
-            first = len(state.token_ids) - 1 - rows.shape[0]
+            first = len(state.token_ids) - 1 - len(slots)
             host.add_sequence(state.token_ids[first + 1 :], first, state.block_ids)
             self._computed[state.request_id] = len(state.token_ids) - 1
-        features = torch.cat([rows for _, rows in batch])
+            all_slots += slots
+        features = self.feature_store.index_select(0, host_list_to_device(all_slots, self.device))
         predicted = self._forward(host, features)
         last_rows = host_list_to_device(host.query_lens, self.device).cumsum(0) - 1
         predicted = predicted.index_select(0, last_rows)
