@@ -32,7 +32,7 @@ class SchedulingConfig:
     stream_interval: int = 1
     """Tokens per streamed message after a request's first (the last carries what remains): fewer, larger
     messages when the scheduler's sends are the limit (high concurrency)."""
-    enable_prefix_caching: bool = False
+    enable_prefix_caching: bool = True
     """Reuse the KV blocks of a prefix (whole blocks of the same tokens from the start) computed before."""
 
     def __post_init__(self) -> None:

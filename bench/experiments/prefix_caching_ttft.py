@@ -27,7 +27,7 @@ results: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
 outputs: dict[bool, list] = {}
 for r in range(rounds):
     for cache in ((False, True) if r % 2 == 0 else (True, False)):
-        flags = ["--enable-prefix-caching"] if cache else []
+        flags = ["--enable-prefix-caching"] if cache else ["--no-enable-prefix-caching"]
         with LocalStack(model, ["--num-threads", "2"], flags) as stack:
             result = run_load(stack.address, prompts, concurrency, 32, ignore_eos=True)
             with Client(stack.address) as client:

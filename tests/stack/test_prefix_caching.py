@@ -1,4 +1,4 @@
-"""Prefix caching through the stack (--enable-prefix-caching): requests whose prompts start with blocks computed
+"""Prefix caching through the stack (on by default): requests whose prompts start with blocks computed
 before take those KV blocks back, and every output stays token for token what it is without the cache, with
 chunked prefill, preemption and eviction, speculation of every kind, and one step ahead or not."""
 
@@ -60,9 +60,9 @@ def hit_tokens(address: str) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def reference(tiny_model_dir, launch_module_stack):
-    stack = launch_module_stack.with_scheduler(tiny_model_dir)
+    stack = launch_module_stack.with_scheduler(tiny_model_dir, [], ["--no-enable-prefix-caching"])
     outputs = run_workload(stack.address)
-    assert hit_tokens(stack.address) == (0, 0)  # off by default
+    assert hit_tokens(stack.address) == (0, 0)
     return outputs
 
 
@@ -85,7 +85,7 @@ def test_cached_prefixes_give_the_same_tokens(case, reference, tiny_model_dir, t
     if "--num-spec-tokens" in executor_flags:
         *executor_flags, drafter = executor_flags
         executor_flags += drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir)
-    stack = launch_stack(tiny_model_dir, executor_flags, [*scheduler_flags, "--enable-prefix-caching"])
+    stack = launch_stack(tiny_model_dir, executor_flags, scheduler_flags)  # the cache is on by default
     assert run_workload(stack.address) == reference
     queried, hits = hit_tokens(stack.address)
     assert hits >= 2 * BLOCK * 8 and hits % BLOCK == 0 and hits < queried
