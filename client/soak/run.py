@@ -85,6 +85,7 @@ async def _soak(args: argparse.Namespace, address: str, stack) -> dict[str, Any]
     tally = await SoakWorkers(address, load, args.seed).run(stop_at)
     await asyncio.gather(*side_tasks)
     leaked, left = await asyncio.to_thread(_settled_state, address)
+    counters = await asyncio.to_thread(_server_counters, address)
     return {
         "minutes": args.minutes,
         "requests": sum(tally.outcomes.values()),
@@ -96,6 +97,7 @@ async def _soak(args: argparse.Namespace, address: str, stack) -> dict[str, Any]
         "leaked_kv_blocks": leaked,
         "requests_left": left,
         "executor_kills": len(kills),
+        "server_counters": counters,
         "rss_growth_after_warmup": _rss_growth(samples, started, stop_at, executor_killed=bool(kills)),
         "wall_s": round(time.monotonic() - started, 1),
     }
@@ -135,6 +137,19 @@ def _settled_state(address: str, timeout_s: float = 30.0) -> tuple[int, int]:
             if not (leaked or left) or time.monotonic() > deadline:
                 return leaked, left
             time.sleep(0.2)
+
+
+def _server_counters(address: str) -> dict[str, int]:
+    """What the server did over its life (what the soak exercised): preemptions, prompt tokens looked up in the
+    prefix cache and found there, drafts verified and accepted. A server started before the soak counts its
+    earlier requests too."""
+    from client.sync_client import Client
+
+    with Client(address) as client:
+        stats = client.model_info().stats
+    return {"preemptions": stats.num_preemptions, "prefix_cache_queried_tokens": stats.prefix_cache_queried_tokens,
+            "prefix_cache_hit_tokens": stats.prefix_cache_hit_tokens, "spec_drafted": stats.spec_drafted,
+            "spec_accepted": stats.spec_accepted}
 
 
 def _rss_growth(samples, started: float, stop_at: float, executor_killed: bool) -> dict[str, float]:

@@ -33,3 +33,6 @@ def test_a_short_soak_with_executor_kills_leaks_nothing(tiny_model_dir, tmp_path
     assert outcomes["completed"] > 30 and outcomes.get("cancelled", 0) > 0, outcomes
     assert set(outcomes) <= {"completed", "cancelled", "DEADLINE_EXCEEDED", "CANCELLED"}, outcomes
     assert "scheduler" in report["rss_growth_after_warmup"]
+    counters = report["server_counters"]  # the small pool preempts; the cache is on by default
+    assert counters["preemptions"] > 0 and 0 <= counters["prefix_cache_hit_tokens"] <= counters[
+        "prefix_cache_queried_tokens"], counters
