@@ -234,6 +234,8 @@ class EngineStats(_AsDict):
     prefix_cache_queried_tokens: int = 0
     prefix_cache_hit_tokens: int = 0
     executor_bubble_awaiting_step_s: float = 0.0
+    result_delivery_s: float = 0.0
+    step_delivery_s: float = 0.0
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.EngineStats) -> EngineStats:
@@ -241,7 +243,8 @@ class EngineStats(_AsDict):
         return cls(msg.steps, msg.executor_busy_s, msg.executor_bubble_s, msg.num_preemptions,
                    msg.spec_drafted, msg.spec_accepted, msg.executor_draft_s, msg.executor_forward_s,
                    msg.scheduler_invocations, msg.step_requests, msg.scheduler_cpu_s,
-                   msg.prefix_cache_queried_tokens, msg.prefix_cache_hit_tokens, msg.executor_bubble_awaiting_step_s)
+                   msg.prefix_cache_queried_tokens, msg.prefix_cache_hit_tokens, msg.executor_bubble_awaiting_step_s,
+                   msg.result_delivery_s, msg.step_delivery_s)
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,8 @@ class Engine:
         """Counters the engine accumulates (see ``stats``)."""
         self._last_compute_end: float | None = None
         """When the executor finished the previous step; None after the engine went idle."""
+        self._sent_at: dict[int, float] = {}
+        """Per StepRequest in flight, when the engine started writing it (wall clock, as the executor stamps)."""
         self._lost_since: float | None = None
         """When the executor was lost, until a step result arrives from its replacement."""
         self._admission_closed: str | None = None
@@ -259,6 +261,7 @@ class Engine:
         lost_at = self._lost_since
         self.tracing.abandon_steps(f"executor lost: {reason}", [output.step_id for output in self._inflight])
         self._inflight.clear()
+        self._sent_at.clear()
         self._last_compute_end = None
         requeued = self.scheduler.requeue_all_running()
         logger.warning("executor %s lost (%s): %d running requests requeued to be recomputed", self.name, reason,
@@ -305,6 +308,7 @@ class Engine:
             result = await call.read()
             if not isinstance(result, executor_pb2.StepResult):  # grpc.aio.EOF
                 raise ConnectionError("the executor closed the Execute stream")
+            self._account_delivery(result, time.time())
             output = self._inflight[0]
             self._process_result(output, result)
             if result.sub_step + 1 >= output.num_steps:  # a multi-step StepRequest is in flight until its last
@@ -327,6 +331,7 @@ class Engine:
                 self.metrics.spec_k.observe(output.num_spec_tokens)
             step = to_step_request(output, self.max_model_len)
             self.tracing.start_step(output, step)
+            self._sent_at[output.step_id] = time.time()
             await call.write(step)
             self._stats.step_requests += 1
             self.metrics.step_requests.inc()
@@ -377,6 +382,14 @@ class Engine:
         self._stats.prefix_cache_queried_tokens = self.scheduler.num_prefix_queried_tokens
         self._stats.prefix_cache_hit_tokens = self.scheduler.num_prefix_hit_tokens
         return self._stats
+
+    def _account_delivery(self, result: executor_pb2.StepResult, read_at: float) -> None:
+        """How long the result took to reach the engine and, once per StepRequest, the step to reach the
+        executor: the two legs of the round trip a step ahead has to hide."""
+        self._stats.result_delivery_s += max(0.0, read_at - result.compute_end_s)
+        sent_at = self._sent_at.pop(result.step_id, None) if result.sub_step == 0 else None
+        if sent_at is not None and result.received_s > 0:
+            self._stats.step_delivery_s += max(0.0, result.received_s - sent_at)
 
     def _account_executor_time(self, result: executor_pb2.StepResult) -> None:
         """Busy time of this step, and the executor's idle gap since the previous one (the bubble)."""
@@ -438,6 +451,7 @@ class Engine:
     def _fail_all(self, code: grpc.StatusCode, message: str) -> None:
         self.tracing.abandon_steps(message, [output.step_id for output in self._inflight])
         self._inflight.clear()
+        self._sent_at.clear()
         self._last_compute_end = None
         for request_id in list(self._queues):
             self._fail_request(request_id, code, message)

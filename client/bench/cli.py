@@ -307,6 +307,8 @@ def _measure(
         executor_busy_s=after.executor_busy_s - before.executor_busy_s,
         executor_bubble_s=after.executor_bubble_s - before.executor_bubble_s,
         executor_bubble_awaiting_step_s=after.executor_bubble_awaiting_step_s - before.executor_bubble_awaiting_step_s,
+        result_delivery_s=after.result_delivery_s - before.result_delivery_s,
+        step_delivery_s=after.step_delivery_s - before.step_delivery_s,
         executor_draft_s=after.executor_draft_s - before.executor_draft_s,
         executor_forward_s=after.executor_forward_s - before.executor_forward_s,
         step_requests=after.step_requests - before.step_requests,
@@ -317,6 +319,8 @@ def _measure(
     summary["bubble_fraction"] = summary["executor_bubble_s"] / result.wall_s
     summary["bubble_awaiting_step_fraction"] = summary["executor_bubble_awaiting_step_s"] / result.wall_s
     summary["executor_step_ms_mean"] = 1000 * summary["executor_busy_s"] / max(summary["steps"], 1)
+    summary["result_delivery_ms_mean"] = 1000 * summary["result_delivery_s"] / max(summary["steps"], 1)
+    summary["step_delivery_ms_mean"] = 1000 * summary["step_delivery_s"] / max(summary["step_requests"], 1)
     summary["executor_forward_ms_mean"] = 1000 * summary["executor_forward_s"] / max(summary["steps"], 1)
     summary["itl_p50_over_executor_step"] = summary["itl_ms_p50"] / summary["executor_step_ms_mean"]
     _done(f"{summary['label']}: {summary['throughput_tok_s']:.1f} tok/s, "

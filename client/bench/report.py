@@ -102,15 +102,19 @@ def format_table(report: dict) -> str:
                      f"{100 * r['bubble_fraction']:>7.1f}%{r['num_requests']:>6}")
     lines.append("(ms; step = the executor's mean compute time per step during the run)")
     lines.append(f"{'run':<28}{'TTFT p99':>10}{'StepReq/tok':>12}{'sched/tok':>10}{'sched CPU ms/tok':>17}"
-                 f"{'awaiting step':>14}")
+                 f"{'awaiting step':>14}{'result in':>10}{'step out':>9}")
     for label, r in zip(labels, report["runs"]):
         if "step_requests_per_token" in r:
             lines.append(f"{label:<28}{r['ttft_ms_p99']:>10.1f}{r['step_requests_per_token']:>12.3f}"
                          f"{r['scheduler_invocations_per_token']:>10.3f}"
                          f"{1000 * r['scheduler_cpu_s_per_token']:>17.3f}"
-                         f"{100 * r.get('bubble_awaiting_step_fraction', float('nan')):>13.1f}%")
+                         f"{100 * r.get('bubble_awaiting_step_fraction', float('nan')):>13.1f}%"
+                         f"{r.get('result_delivery_ms_mean', float('nan')):>10.2f}"
+                         f"{r.get('step_delivery_ms_mean', float('nan')):>9.2f}")
     lines.append("(awaiting step: executor idle before the next StepRequest had reached it, % of the run's time;"
-                 " the rest of the bubble passed with it there)")
+                 " the rest of the bubble passed with it there. result in: ms from a step's end on the executor to"
+                 " the scheduler reading its result; step out: ms from the scheduler writing a StepRequest to the"
+                 " executor reading it; per step)")
     for label, r in zip(labels, report["runs"]):
         if r.get("steps"):
             bare = r.get("bare_forward", {}).get("median_ms", float("nan"))

@@ -190,7 +190,7 @@ class ModelInfo(_message.Message):
     def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., num_free_kv_blocks: _Optional[int] = ..., num_running: _Optional[int] = ..., num_waiting: _Optional[int] = ..., stats: _Optional[_Union[EngineStats, _Mapping]] = ...) -> None: ...
 
 class EngineStats(_message.Message):
-    __slots__ = ("steps", "executor_busy_s", "executor_bubble_s", "num_preemptions", "spec_drafted", "spec_accepted", "executor_draft_s", "executor_forward_s", "scheduler_invocations", "step_requests", "scheduler_cpu_s", "prefix_cache_queried_tokens", "prefix_cache_hit_tokens", "executor_bubble_awaiting_step_s")
+    __slots__ = ("steps", "executor_busy_s", "executor_bubble_s", "num_preemptions", "spec_drafted", "spec_accepted", "executor_draft_s", "executor_forward_s", "scheduler_invocations", "step_requests", "scheduler_cpu_s", "prefix_cache_queried_tokens", "prefix_cache_hit_tokens", "executor_bubble_awaiting_step_s", "result_delivery_s", "step_delivery_s")
     STEPS_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_BUSY_S_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_BUBBLE_S_FIELD_NUMBER: _ClassVar[int]
@@ -205,6 +205,8 @@ class EngineStats(_message.Message):
     PREFIX_CACHE_QUERIED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     PREFIX_CACHE_HIT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_BUBBLE_AWAITING_STEP_S_FIELD_NUMBER: _ClassVar[int]
+    RESULT_DELIVERY_S_FIELD_NUMBER: _ClassVar[int]
+    STEP_DELIVERY_S_FIELD_NUMBER: _ClassVar[int]
     steps: int
     executor_busy_s: float
     executor_bubble_s: float
@@ -219,4 +221,6 @@ class EngineStats(_message.Message):
     prefix_cache_queried_tokens: int
     prefix_cache_hit_tokens: int
     executor_bubble_awaiting_step_s: float
-    def __init__(self, steps: _Optional[int] = ..., executor_busy_s: _Optional[float] = ..., executor_bubble_s: _Optional[float] = ..., num_preemptions: _Optional[int] = ..., spec_drafted: _Optional[int] = ..., spec_accepted: _Optional[int] = ..., executor_draft_s: _Optional[float] = ..., executor_forward_s: _Optional[float] = ..., scheduler_invocations: _Optional[int] = ..., step_requests: _Optional[int] = ..., scheduler_cpu_s: _Optional[float] = ..., prefix_cache_queried_tokens: _Optional[int] = ..., prefix_cache_hit_tokens: _Optional[int] = ..., executor_bubble_awaiting_step_s: _Optional[float] = ...) -> None: ...
+    result_delivery_s: float
+    step_delivery_s: float
+    def __init__(self, steps: _Optional[int] = ..., executor_busy_s: _Optional[float] = ..., executor_bubble_s: _Optional[float] = ..., num_preemptions: _Optional[int] = ..., spec_drafted: _Optional[int] = ..., spec_accepted: _Optional[int] = ..., executor_draft_s: _Optional[float] = ..., executor_forward_s: _Optional[float] = ..., scheduler_invocations: _Optional[int] = ..., step_requests: _Optional[int] = ..., scheduler_cpu_s: _Optional[float] = ..., prefix_cache_queried_tokens: _Optional[int] = ..., prefix_cache_hit_tokens: _Optional[int] = ..., executor_bubble_awaiting_step_s: _Optional[float] = ..., result_delivery_s: _Optional[float] = ..., step_delivery_s: _Optional[float] = ...) -> None: ...
