@@ -228,10 +228,10 @@ class ModelRunner:
     def _show_drafter_hidden(self, work: list[ScheduledWork], batch: FlatBatch) -> None:
         """Hand a drafter that reads the target's features the hidden rows of this step (it copies what it
         keeps: a graph's output buffer is rewritten by the next replay)."""
-        hidden = self.forward.last_hidden
-        if self.drafter is None or not self.drafter.reads_target_hidden or hidden is None:
+        hidden, slots = self.forward.last_hidden, self.forward.last_slots
+        if self.drafter is None or not self.drafter.reads_target_hidden or hidden is None or slots is None:
             return
-        self.drafter.observe(batch.host, [item.state.request_id for item in work], hidden)
+        self.drafter.observe(batch.host, [item.state.request_id for item in work], hidden, slots)
 
     def _can_defer(self, item: ScheduledWork) -> bool:
         """Whether the item needs nothing from the host copy of earlier steps' tokens."""

@@ -35,6 +35,8 @@ class StepForward:
         self.last_hidden: torch.Tensor | None = None
         """The final-normed hidden states [T, hidden] of the last step's rows (what an EAGLE-style drafter reads;
         a view of a graph's output when replayed, valid until the next step)."""
+        self.last_slots: torch.Tensor | None = None
+        """The KV slot of each of those rows, on the device (the attention metadata's; valid as long)."""
 
     def sampled_logits(self, batch: HostBatch, sample_rows: list[int]) -> torch.Tensor:
         """Logits [len(sample_rows), vocab] of the flat rows ``sample_rows``; writes the batch's K/V."""
@@ -44,11 +46,13 @@ class StepForward:
             self.num_replays += 1
             logits = self.graphs.run(batch, shape, functools.partial(self._resolve_unread, batch))
             self.last_hidden = self.graphs.last_hidden
+            self.last_slots = self.graphs.inputs.view("slot_mapping", batch.num_tokens)
             return logits.index_select(0, rows)
         input_ids, positions, meta = batch.to_device(self.device)
         self._resolve_unread(batch, input_ids)
         hidden = self.model(input_ids, positions, meta, self.kv_cache)
         self.last_hidden = hidden
+        self.last_slots = meta.slot_mapping
         return self.model.compute_logits(hidden.index_select(0, rows))
 
     def _resolve_unread(self, batch: HostBatch, input_ids: torch.Tensor) -> None:

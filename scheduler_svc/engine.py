@@ -56,6 +56,15 @@ class MovedRequest:
     queue: asyncio.Queue[StreamItem]
 
 
+@dataclass(frozen=True)
+class InflightStep:
+    """A StepRequest written to the executor whose results have not all arrived."""
+
+    output: SchedulerOutput
+    sent_at: float
+    """When the engine started writing it (wall clock, as the executor stamps its arrival)."""
+
+
 class Engine:
     """Owns the scheduler and the Execute stream; routes each request's outputs to its queue."""
 
@@ -85,15 +94,13 @@ class Engine:
         """After losing the executor, how long a request may wait for it to come back (0: fail at once)."""
         self._states: dict[str, RequestOutputState] = {}
         self._queues: dict[str, asyncio.Queue[StreamItem]] = {}
-        self._inflight: deque[SchedulerOutput] = deque()
+        self._inflight: deque[InflightStep] = deque()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stats = generation_pb2.EngineStats()
         """Counters the engine accumulates (see ``stats``)."""
         self._last_compute_end: float | None = None
         """When the executor finished the previous step; None after the engine went idle."""
-        self._sent_at: dict[int, float] = {}
-        """Per StepRequest in flight, when the engine started writing it (wall clock, as the executor stamps)."""
         self._lost_since: float | None = None
         """When the executor was lost, until a step result arrives from its replacement."""
         self._admission_closed: str | None = None
@@ -259,9 +266,8 @@ class Engine:
         if self._lost_since is None:  # a crash loop keeps the first loss: requests do not wait forever
             self._lost_since = time.monotonic()
         lost_at = self._lost_since
-        self.tracing.abandon_steps(f"executor lost: {reason}", [output.step_id for output in self._inflight])
+        self.tracing.abandon_steps(f"executor lost: {reason}", [step.output.step_id for step in self._inflight])
         self._inflight.clear()
-        self._sent_at.clear()
         self._last_compute_end = None
         requeued = self.scheduler.requeue_all_running()
         logger.warning("executor %s lost (%s): %d running requests requeued to be recomputed", self.name, reason,
@@ -306,11 +312,13 @@ class Engine:
                 await self._wakeup.wait()
                 continue
             result = await call.read()
+            read_at = time.time()
             if not isinstance(result, executor_pb2.StepResult):  # grpc.aio.EOF
                 raise ConnectionError("the executor closed the Execute stream")
-            self._account_delivery(result, time.time())
-            output = self._inflight[0]
+            inflight = self._inflight[0]
+            output = inflight.output
             self._process_result(output, result)
+            self._account_delivery(result, inflight.sent_at, read_at)
             if result.sub_step + 1 >= output.num_steps:  # a multi-step StepRequest is in flight until its last
                 self._inflight.popleft()
                 self.scheduler.close_step(output)
@@ -331,11 +339,11 @@ class Engine:
                 self.metrics.spec_k.observe(output.num_spec_tokens)
             step = to_step_request(output, self.max_model_len)
             self.tracing.start_step(output, step)
-            self._sent_at[output.step_id] = time.time()
+            sent_at = time.time()
             await call.write(step)
             self._stats.step_requests += 1
             self.metrics.step_requests.inc()
-            self._inflight.append(output)
+            self._inflight.append(InflightStep(output, sent_at))
             if output.num_scheduled_requests == 0:
                 return
 
@@ -383,12 +391,13 @@ class Engine:
         self._stats.prefix_cache_hit_tokens = self.scheduler.num_prefix_hit_tokens
         return self._stats
 
-    def _account_delivery(self, result: executor_pb2.StepResult, read_at: float) -> None:
-        """How long the result took to reach the engine and, once per StepRequest, the step to reach the
-        executor: the two legs of the round trip a step ahead has to hide."""
-        self._stats.result_delivery_s += max(0.0, read_at - result.compute_end_s)
-        sent_at = self._sent_at.pop(result.step_id, None) if result.sub_step == 0 else None
-        if sent_at is not None and result.received_s > 0:
+    def _account_delivery(self, result: executor_pb2.StepResult, sent_at: float, read_at: float) -> None:
+        """How long the result took to reach the engine (read at ``read_at``) and, once per StepRequest, the step
+        to reach the executor (written from ``sent_at``): the two legs of the round trip a step ahead has to hide.
+        A time the executor does not report (0) counts nothing."""
+        if result.compute_end_s > 0:
+            self._stats.result_delivery_s += max(0.0, read_at - result.compute_end_s)
+        if result.sub_step == 0 and result.received_s > 0:
             self._stats.step_delivery_s += max(0.0, result.received_s - sent_at)
 
     def _account_executor_time(self, result: executor_pb2.StepResult) -> None:
@@ -449,9 +458,8 @@ class Engine:
         del self._states[request_id]
 
     def _fail_all(self, code: grpc.StatusCode, message: str) -> None:
-        self.tracing.abandon_steps(message, [output.step_id for output in self._inflight])
+        self.tracing.abandon_steps(message, [step.output.step_id for step in self._inflight])
         self._inflight.clear()
-        self._sent_at.clear()
         self._last_compute_end = None
         for request_id in list(self._queues):
             self._fail_request(request_id, code, message)

@@ -15,7 +15,7 @@ import collections
 import os
 
 import torch
-from eagle_offline_setup import load_setup, lookup_accepted, unrolled_drafts
+from eagle_offline_setup import accepted_prefix, load_setup, lookup_accepted, unrolled_drafts
 
 from executor_svc.drafters.ngram import NgramDrafter
 
@@ -43,15 +43,6 @@ def datastore_draft(index, context: list[int]) -> tuple[list[int], int] | None:
     return None
 
 
-def accepted(drafts: list[int], truth: list[int]) -> int:
-    count = 0
-    for draft, token in zip(drafts, truth):
-        if draft != token:
-            break
-        count += 1
-    return count
-
-
 outputs = [seq.token_ids[seq.prompt_len :] for seq in seqs]
 ngram = NgramDrafter(2, 4)
 rows = []  # per evaluated position: (head accepted, lookup accepted or None, datastore accepted or None, n)
@@ -69,7 +60,7 @@ for i, seq in enumerate(seqs[:EVAL]):
     for j in torch.nonzero(alive).flatten().tolist():
         truth = [int(batch.labels[j + step]) for step in range(1, K + 1)]
         found = datastore_draft(index, seq.token_ids[: j + 2])
-        ds = (accepted(found[0], truth), found[1]) if found else (None, 0)
+        ds = (accepted_prefix(found[0], truth), found[1]) if found else (None, 0)
         row = (int(acc[j]), lookup_accepted(ngram, seq, batch, j, K), ds[0], ds[1])
         rows.append(row)
         entries[j] = row

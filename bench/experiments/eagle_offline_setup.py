@@ -62,8 +62,11 @@ def lookup_accepted(ngram, seq, batch, j, depth):
     match there."""
     truth = [int(batch.labels[j + i]) for i in range(1, depth + 1)]
     drafts = ngram.lookup(seq.token_ids[: j + 2], depth)
-    if not drafts:
-        return None
+    return accepted_prefix(drafts, truth) if drafts else None
+
+
+def accepted_prefix(drafts, truth):
+    """How many leading drafts greedy verification accepts against the target's tokens ``truth``."""
     accepted = 0
     for draft, token in zip(drafts, truth):
         if draft != token:

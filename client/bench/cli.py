@@ -215,7 +215,7 @@ def _load_runs(
     """
     from client.bench.baselines import measure_bare_decode_forward_in_subprocess
     from client.bench.groups_compare import executor_cpus, group_label
-    from client.bench.http_compare import api_label, api_order
+    from client.bench.http_compare import api_label
     from client.bench.otlp_receiver import OtlpReceiver
     from client.bench.rounds import round_order
     from client.bench.speculation import spec_variants
@@ -254,7 +254,7 @@ def _load_runs(
                 with stack:
                     for concurrency in args.concurrency:
                         group = []
-                        for api in api_order(args.api, round_index):
+                        for api in round_order(args.api, round_index):
                             run = _measure(stack, prompts, concurrency, inflight, args, suffix + api_label(api), api)
                             group.append({**run, "api": api, "spec_method": spec_method, "round": round_index,
                                           "num_scheduler_steps": num_steps, "executor_groups": groups,

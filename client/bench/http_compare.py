@@ -13,14 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from client.bench.rounds import round_order
-
 API_CHOICES = ("grpc", "http")
-
-
-def api_order(apis: list[str], round_index: int) -> list[str]:
-    """The APIs of one round, in the order they run: as given in even rounds, reversed in odd ones."""
-    return round_order(apis, round_index)
 
 
 def api_label(api: str) -> str:

@@ -84,8 +84,7 @@ async def _soak(args: argparse.Namespace, address: str, stack) -> dict[str, Any]
         side_tasks.append(asyncio.create_task(_kill_executor(stack, args.kill_executor_every_s, stop_at, kills)))
     tally = await SoakWorkers(address, load, args.seed).run(stop_at)
     await asyncio.gather(*side_tasks)
-    leaked, left = await asyncio.to_thread(_settled_state, address)
-    counters = await asyncio.to_thread(_server_counters, address)
+    leaked, left, counters = await asyncio.to_thread(_settled_state, address)
     return {
         "minutes": args.minutes,
         "requests": sum(tally.outcomes.values()),
@@ -125,8 +124,11 @@ async def _kill_executor(stack, every_s: float, stop_at: float, kills: list[floa
         await asyncio.to_thread(stack.restart_executor)
 
 
-def _settled_state(address: str, timeout_s: float = 30.0) -> tuple[int, int]:
-    """(KV blocks still held, requests still running or waiting) once the server has settled."""
+def _settled_state(address: str, timeout_s: float = 30.0) -> tuple[int, int, dict[str, int]]:
+    """(KV blocks still held, requests still running or waiting, the server's counters) once the server has
+    settled. The counters are what it did over its life (what the soak exercised): preemptions, prompt tokens
+    looked up in the prefix cache and found there, drafts verified and accepted; a server started before the soak
+    counts its earlier requests too."""
     from client.sync_client import Client
 
     deadline = time.monotonic() + timeout_s
@@ -135,21 +137,13 @@ def _settled_state(address: str, timeout_s: float = 30.0) -> tuple[int, int]:
             info = client.model_info()
             leaked, left = info.num_kv_blocks - info.num_free_kv_blocks, info.num_running + info.num_waiting
             if not (leaked or left) or time.monotonic() > deadline:
-                return leaked, left
+                break
             time.sleep(0.2)
-
-
-def _server_counters(address: str) -> dict[str, int]:
-    """What the server did over its life (what the soak exercised): preemptions, prompt tokens looked up in the
-    prefix cache and found there, drafts verified and accepted. A server started before the soak counts its
-    earlier requests too."""
-    from client.sync_client import Client
-
-    with Client(address) as client:
-        stats = client.model_info().stats
-    return {"preemptions": stats.num_preemptions, "prefix_cache_queried_tokens": stats.prefix_cache_queried_tokens,
-            "prefix_cache_hit_tokens": stats.prefix_cache_hit_tokens, "spec_drafted": stats.spec_drafted,
-            "spec_accepted": stats.spec_accepted}
+    stats = info.stats
+    counters = {"preemptions": stats.num_preemptions, "prefix_cache_queried_tokens": stats.prefix_cache_queried_tokens,
+                "prefix_cache_hit_tokens": stats.prefix_cache_hit_tokens, "spec_drafted": stats.spec_drafted,
+                "spec_accepted": stats.spec_accepted}
+    return leaked, left, counters
 
 
 def _rss_growth(samples, started: float, stop_at: float, executor_killed: bool) -> dict[str, float]:

@@ -30,9 +30,9 @@ class Drafter(Protocol):
     reads_target_hidden: bool
     """Whether the drafter wants the target's hidden states of every step (``observe``)."""
 
-    def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor) -> None:
+    def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor, slots: torch.Tensor) -> None:
         """The target fed ``host``'s sequences (one per request id, in order); ``hidden`` row i is the target's
-        hidden state of flat row i."""
+        hidden state of flat row i, ``slots`` row i's KV slot (on the device, as the step's attention wrote it)."""
         ...
 
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:

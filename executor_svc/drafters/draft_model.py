@@ -87,7 +87,7 @@ class DraftModelDrafter:
         put_previous(input_ids)
         return row_argmax(self.model.compute_logits(self.model(input_ids, positions, meta, self.kv_cache)))
 
-    def observe(self, host, request_ids, hidden) -> None:
+    def observe(self, host, request_ids, hidden, slots) -> None:
         pass  # reads no target features
 
     def adopt_cached_prefix(self, request_id: str, num_cached_tokens: int) -> None:

@@ -61,11 +61,12 @@ class EagleDrafter:
         self.num_replays = 0
         """Draft steps replayed from a captured graph so far."""
 
-    def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor) -> None:
-        """The target fed ``host``'s sequences, one per request id; ``hidden`` row i is flat row i's hidden
-        state. A feed supersedes whatever an earlier step fed at the same positions (rejected drafts' rows)."""
-        slots = host_list_to_device(host.slot_mapping(), self.device)
-        self.feature_store.index_copy_(0, slots, hidden[: host.num_tokens].to(self.feature_store.dtype))
+    def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor, slots: torch.Tensor) -> None:
+        """The target fed ``host``'s sequences, one per request id; ``hidden`` row i is flat row i's hidden state
+        and ``slots`` row i's KV slot. A feed supersedes whatever an earlier step fed at the same positions
+        (rejected drafts' rows)."""
+        rows = host.num_tokens
+        self.feature_store.index_copy_(0, slots[:rows], hidden[:rows].to(self.feature_store.dtype))
         for request_id, query_len, seq_len in zip(request_ids, host.query_lens, host.seq_lens):
             first = seq_len - query_len
             if first <= self._fed.get(request_id, 0):  # else a gap: the request never drafts (never wrongly)

@@ -28,8 +28,8 @@ class EagleNgramDrafter:
         self.eagle = eagle
         self.ngram = ngram
 
-    def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor) -> None:
-        self.eagle.observe(host, request_ids, hidden)
+    def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor, slots: torch.Tensor) -> None:
+        self.eagle.observe(host, request_ids, hidden, slots)
 
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
         proposals = self.ngram.propose(batch)

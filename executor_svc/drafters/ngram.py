@@ -67,7 +67,7 @@ class NgramDrafter:
         encoded += array("I", tokens[known:]).tobytes()
         return encoded
 
-    def observe(self, host, request_ids, hidden) -> None:
+    def observe(self, host, request_ids, hidden, slots) -> None:
         pass  # reads no target features
 
     def adopt_cached_prefix(self, request_id: str, num_cached_tokens: int) -> None:

@@ -20,6 +20,7 @@ from executor_svc.drafters.eagle import EagleDrafter
 from executor_svc.drafters.eagle_head import EagleHead, EagleHeadConfig, load_head, save_head
 from executor_svc.drafters.shipped import target_probe
 from executor_svc.host_batch import HostBatch
+from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.model_loader import load_hf_config, load_model
 from executor_svc.request_state import ExecutorRequestState
@@ -62,7 +63,7 @@ def feed(drafter, request_id: str, first: int, rows: torch.Tensor, blocks: list[
     default 0-7) would: ``rows`` are the target's hidden states there."""
     host = HostBatch(BLOCK)
     host.add_sequence([0] * rows.shape[0], first, list(range(8)) if blocks is None else blocks)
-    drafter.observe(host, [request_id], rows)
+    drafter.observe(host, [request_id], rows, host_list_to_device(host.slot_mapping(), "cpu"))
 
 
 def make_drafter(config, model, head) -> EagleDrafter:

@@ -256,13 +256,14 @@ def test_both_legs_of_the_round_trip_are_summed(tokenizer):
     scheduler = Scheduler(SchedulingConfig(), KVBlockManager(64, 16), max_model_len=1024)
     engine = Engine(scheduler, tokenizer, FakeExecutorStub(), max_model_len=1024, max_inflight_steps=2,
                     recovery_timeout_s=30)
-    engine._sent_at.update({1: 100.0, 2: 100.5, 3: 101.0})
-    results = [(executor_pb2.StepResult(step_id=1, received_s=100.002, compute_end_s=100.2), 100.203),
-               (executor_pb2.StepResult(step_id=2, received_s=100.504, compute_end_s=100.7), 100.701),
-               (executor_pb2.StepResult(step_id=2, sub_step=1, received_s=100.504, compute_end_s=100.9), 100.902),
-               (executor_pb2.StepResult(step_id=3, compute_end_s=101.2), 101.2)]  # arrival not reported
-    for result, read_at in results:
-        engine._account_delivery(result, read_at)
+    step = executor_pb2.StepResult
+    results = [(step(step_id=1, received_s=100.002, compute_end_s=100.2), 100.0, 100.203),
+               (step(step_id=2, received_s=100.504, compute_end_s=100.7), 100.5, 100.701),
+               (step(step_id=2, sub_step=1, received_s=100.504, compute_end_s=100.9), 100.5, 100.902),
+               (step(step_id=3, compute_end_s=101.2), 101.0, 101.2)]  # arrival not reported
+    for result, sent_at, read_at in results:
+        engine._account_delivery(result, sent_at, read_at)
     assert engine.stats.result_delivery_s == pytest.approx(0.003 + 0.001 + 0.002 + 0.0)
     assert engine.stats.step_delivery_s == pytest.approx(0.002 + 0.004)
-    assert engine._sent_at == {}
+    engine._account_delivery(executor_pb2.StepResult(step_id=4), 101.5, 101.6)  # an executor that reports no times
+    assert engine.stats.result_delivery_s == pytest.approx(0.006)
