@@ -40,9 +40,10 @@ def load_continuations(default_count=16):
 
 def load_setup():
     """(code, count, head, trainer, seqs): trainer carries the embedding, LM rows and RoPE tables the unrolled
-    head reads; seqs the greedy continuations."""
+    head reads; seqs the greedy continuations. HEAD_DIR=DIR scores another drafter dir than the shipped one."""
     code, count, cfg, model, seqs = load_continuations()
-    head, _ = load_head(str(shipped_drafter_for(model)), cfg, None, torch.float32, torch.device("cpu"))
+    head_dir = os.environ.get("HEAD_DIR") or str(shipped_drafter_for(model))
+    head, _ = load_head(head_dir, cfg, None, torch.float32, torch.device("cpu"))
     trainer = HeadTrainer(head, model, label_to_draft_map(head.draft_vocab, cfg.vocab_size), TrainSettings(), 0)
     return code, count, head, trainer, seqs
 
