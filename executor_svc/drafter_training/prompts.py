@@ -5,8 +5,7 @@ The kinds of request (their shares in SHARES): chat requests covering the kinds 
 personas written here, never MT-Bench's questions; arithmetic word problems with seeded numbers; summarise /
 rewrite / question requests over passages of the Python documentation; and documentation and code requests
 from standard-library modules that neither the code benchmark (stepahead_common.stdlib_prompts.CODE_MODULES)
-nor the dynamic-K calibration set uses. With public prompts (public_prompts.py): IFBench's writing requests,
-HotpotQA questions with and without their paragraphs, and requests over Wikipedia and essay passages.
+nor the dynamic-K calibration set uses.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from executor_svc.drafter_training.prompt_material import (
     documentation_passages,
     word_problems,
 )
-from executor_svc.drafter_training.public_prompts import PublicPrompts
 from stepahead_common.stdlib_prompts import CALIBRATION_MODULES, CODE_MODULES, docstrings, function_heads
 
 
@@ -61,29 +59,18 @@ def passage_requests(max_chars: int = 700) -> list[str]:
 
 
 SHARES = (("chat", 0.55), ("math", 0.1), ("passage", 0.15), ("stdlib", 0.2))
-"""The mix of request kinds in a training set without public prompts; chat takes whatever the other kinds leave
-(0.55 when their pools are large enough)."""
-
-PUBLIC_SHARES = (("chat", 0.35), ("math", 0.1), ("passage", 0.05), ("stdlib", 0.1), ("instruction", 0.1),
-                 ("question", 0.1), ("article", 0.15), ("reading", 0.05))
-"""The mix with public prompts: a third of the requests from them, in place of templated chat and Python-doc
-passages."""
+"""The mix of request kinds in a training set; chat takes whatever the other kinds leave (0.55 when their
+pools are large enough)."""
 
 
-def training_requests(count: int, seed: int, public: PublicPrompts | None = None) -> list[str]:
-    """``count`` requests drawn (seeded) from the kinds in SHARES (PUBLIC_SHARES with ``public``), shuffled
-    together."""
+def training_requests(count: int, seed: int) -> list[str]:
+    """``count`` requests drawn (seeded) from the kinds in SHARES, shuffled together."""
     rng = random.Random(seed)
     pools = {"chat": chat_requests(), "math": word_problems(rng, count), "passage": passage_requests(),
              "stdlib": stdlib_requests()}
-    shares = SHARES
-    if public is not None:
-        pools |= {"instruction": list(public.instructions), "question": list(public.questions),
-                  "article": public.article_requests(), "reading": list(public.readings)}
-        shares = PUBLIC_SHARES
     for pool in pools.values():
         rng.shuffle(pool)
-    wanted = {kind: min(len(pools[kind]), round(count * share)) for kind, share in shares if kind != "chat"}
+    wanted = {kind: min(len(pools[kind]), round(count * share)) for kind, share in SHARES if kind != "chat"}
     wanted["chat"] = count - sum(wanted.values())
     mixed = [request for kind, number in wanted.items() for request in pools[kind][:number]]
     rng.shuffle(mixed)

