@@ -104,7 +104,7 @@ def build_runner(
     max_blocks_per_seq = -(-(max_model_len + 1 + config.num_spec_tokens) // config.block_size)
     draft_backend = build_attention_backend(config.attention_backend, device)
     drafter = build_drafter(config, hf_config, num_blocks, draft_backend, make_capture, max_blocks_per_seq,
-                            target_model=model, tensor_parallel_size=tp.world_size)
+                            target_model=model, tp=tp)
     _warm_up_eager_kernels(model, kv_cache, backend, drafter, draft_backend, device, tp)
     max_query_len = 1 + config.num_spec_tokens if drafter is not None else 1
     graphs = None

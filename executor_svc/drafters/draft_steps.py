@@ -13,6 +13,7 @@ import torch
 
 from executor_svc.drafters.base import DraftRequest
 from executor_svc.host_transfer import host_list_to_device
+from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
 
 DraftState = tuple[torch.Tensor, ...]
 """Per wanted request, on the device: the latest drafts [n] first, then the drafter's own tensors [n, ...]."""
@@ -24,9 +25,12 @@ def draft_autoregressively(
     first: DraftState,
     step: Callable[[list[DraftRequest], DraftState, int], DraftState],
     device: torch.device,
+    tp: TensorParallel = SINGLE,
 ) -> list[list[int]]:
     """Drafts for every request of ``batch`` ([] for those not in ``wanted``). ``first``: the state after each
-    wanted request's first draft; ``step(requests, state, s)``: the state after draft s + 1 of ``requests``."""
+    wanted request's first draft; ``step(requests, state, s)``: the state after draft s + 1 of ``requests``.
+    ``tp``: a drafter replicated over tensor-parallel ranks takes rank 0's drafts, so every rank verifies the
+    same tokens even where the ranks' features differ in the last bit."""
     steps, drafting, state = [first[0]], [list(range(len(wanted)))], first
     for s in range(1, max(request.num_tokens for request in wanted)):
         active = drafting[-1]
@@ -37,7 +41,7 @@ def draft_autoregressively(
         drafting.append(still)
         state = step([wanted[i] for i in still], state, s)
         steps.append(state[0])
-    drafts = iter(torch.cat(steps).tolist())  # the one host read of the proposal
+    drafts = iter(tp.broadcast_from_first(torch.cat(steps)).tolist())  # the one host read of the proposal
     proposals: dict[str, list[int]] = {request.state.request_id: [] for request in batch}
     for active in drafting:
         for i in active:

@@ -31,6 +31,7 @@ from executor_svc.drafters.eagle_step_model import EagleStepModel
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
+from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
 
 
 class EagleDrafter:
@@ -40,10 +41,12 @@ class EagleDrafter:
     reads_target_hidden = True
 
     def __init__(self, head: EagleHead, target, kv_cache: PagedKVCache, block_size: int,
-                 device: torch.device, source_dir: str | None = None) -> None:
-        """``target``: the target model (its embedding, LM head rows and RoPE tables are shared);
-        ``source_dir``: where the head was loaded from."""
+                 device: torch.device, source_dir: str | None = None, tp: TensorParallel = SINGLE) -> None:
+        """``target``: the target's shared tensors (drafters/shared_target.py) or the unsharded model itself
+        (its embedding, LM head rows and RoPE tables are shared); ``source_dir``: where the head was loaded
+        from; ``tp``: the target's tensor-parallel group (the head is replicated; rank 0's drafts count)."""
         self.head = head
+        self.tp = tp
         self.source_dir = source_dir
         self.step_model = EagleStepModel(head, target)
         self.kv_cache = kv_cache
@@ -86,7 +89,8 @@ class EagleDrafter:
         if not catching_up:
             return [[] for _ in batch]
         wanted = [request for request, _ in catching_up]
-        return draft_autoregressively(batch, wanted, self._catch_up(catching_up), self._draft_step, self.device)
+        return draft_autoregressively(batch, wanted, self._catch_up(catching_up), self._draft_step, self.device,
+                                      self.tp)
 
     def _pending_slots(self, request: DraftRequest) -> list[int] | None:
         """The store's slots of features f_c .. f_{L-2}, those of the entries the head has not seen (L: the

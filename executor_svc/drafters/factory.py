@@ -16,7 +16,9 @@ from executor_svc.drafters.eagle import EagleDrafter
 from executor_svc.drafters.eagle_head import load_head
 from executor_svc.drafters.eagle_ngram import EagleNgramDrafter
 from executor_svc.drafters.ngram import NgramDrafter
+from executor_svc.drafters.shared_target import SharedTargetTensors, shared_target_tensors
 from executor_svc.drafters.shipped import shipped_drafter_for
+from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
 
 
 def build_drafter(
@@ -27,21 +29,23 @@ def build_drafter(
     make_capture: Callable[[], GraphCapture] | None = None,
     max_blocks_per_seq: int = 0,
     target_model: Any = None,
-    tensor_parallel_size: int = 1,
+    tp: TensorParallel = SINGLE,
 ) -> Drafter | None:
     """None without speculation; otherwise the drafter named by config.spec_method (auto: eagle_ngram with the
     EAGLE-style head shipped for the target when there is one, else none).
 
     ``make_capture``: record the drafter's one-token decode steps (draft model, EAGLE-style head) as graphs
     (None: eager), over block tables of up to ``max_blocks_per_seq`` blocks. ``target_model``: the loaded
-    target (an EAGLE-style drafter shares its embedding and LM head)."""
+    target (an EAGLE-style drafter shares its embedding and LM head). ``tp``: the target's tensor-parallel group
+    (drafters are replicated on every rank)."""
     method = config.spec_method
     if method in EAGLE_METHODS:
-        eagle_dir = _eagle_dir(config, target_model, tensor_parallel_size)
+        target = shared_target_tensors(target_model, tp) if target_model is not None else None
+        eagle_dir = _eagle_dir(config, target)
         if eagle_dir is None:
             return None
-        drafter = build_eagle_drafter(eagle_dir, target_config, target_model, num_blocks, config.block_size,
-                                      attention_backend, scratch_block=make_capture is not None)
+        drafter = build_eagle_drafter(eagle_dir, target_config, target, num_blocks, config.block_size,
+                                      attention_backend, scratch_block=make_capture is not None, tp=tp)
         if make_capture is not None:
             drafter.capture_step_graphs(config.max_num_seqs, max_blocks_per_seq, make_capture)
         if method == "eagle":
@@ -54,13 +58,9 @@ def build_drafter(
     return _draft_model(config, target_config, num_blocks, attention_backend, make_capture, max_blocks_per_seq)
 
 
-def _eagle_dir(config: ExecutorConfig, target_model: Any, tensor_parallel_size: int) -> str | None:
+def _eagle_dir(config: ExecutorConfig, target_model: SharedTargetTensors | None) -> str | None:
     """The EAGLE-style drafter to load: --eagle-drafter, else the one shipped for this target; None under
-    auto when there is none (or under tensor parallelism, which the drafter does not support)."""
-    if tensor_parallel_size > 1:
-        if config.spec_method != "auto":
-            raise ValueError(f"spec_method: {config.spec_method} is not supported with tensor_parallel_size > 1")
-        return None
+    auto when there is none."""
     if config.eagle_dir is not None:
         return config.eagle_dir
     shipped = shipped_drafter_for(target_model)
@@ -71,9 +71,11 @@ def _eagle_dir(config: ExecutorConfig, target_model: Any, tensor_parallel_size: 
 
 
 def build_eagle_drafter(eagle_dir: str, target_config: Any, target_model: Any, num_blocks: int, block_size: int,
-                        attention_backend: AttentionBackend, scratch_block: bool = False) -> EagleDrafter:
-    """Load the head for the target and give it a one-layer KV cache shaped like one of the target's
-    (``scratch_block``: plus the block padded rows of captured steps write to)."""
+                        attention_backend: AttentionBackend, scratch_block: bool = False,
+                        tp: TensorParallel = SINGLE) -> EagleDrafter:
+    """Load the head for the target (``target_model``: its SharedTargetTensors, or a whole unsharded model) and
+    give it a one-layer KV cache shaped like one of the target's (``scratch_block``: plus the block padded rows
+    of captured steps write to). Under tensor parallelism every rank drafts what rank 0 drafts."""
     from executor_svc.kv_cache import PagedKVCache
 
     dtype, device = target_model.embed_weight.dtype, target_model.embed_weight.device
@@ -81,7 +83,7 @@ def build_eagle_drafter(eagle_dir: str, target_config: Any, target_model: Any, n
     attn = head.layer.attn
     kv_cache = PagedKVCache(1, num_blocks, block_size, attn.num_kv_heads, attn.head_dim, dtype, device,
                             scratch_blocks=1 if scratch_block else 0)
-    return EagleDrafter(head, target_model, kv_cache, block_size, device, eagle_dir)
+    return EagleDrafter(head, target_model, kv_cache, block_size, device, eagle_dir, tp)
 
 
 def _draft_model(

@@ -66,6 +66,22 @@ class TensorParallel:
         return torch.cat(parts, dim=-1)
 
 
+    def all_gather_rows(self, tensor: torch.Tensor) -> torch.Tensor:
+        """[rows, cols] on each rank -> [world_size * rows, cols], rank 0's rows first."""
+        if not self.enabled:
+            return tensor
+        parts = [torch.empty_like(tensor) for _ in range(self.world_size)]
+        dist.all_gather(parts, tensor.contiguous(), group=self.group)
+        return torch.cat(parts, dim=0)
+
+    def broadcast_from_first(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Overwrite ``tensor`` (in place) with rank 0's; the identity without parallelism."""
+        if self.enabled:
+            source = 0 if self.group is None else dist.get_global_rank(self.group, 0)
+            dist.broadcast(tensor, src=source, group=self.group)
+        return tensor
+
+
 SINGLE = TensorParallel()
 """No tensor parallelism."""
 

@@ -14,12 +14,11 @@ from executor_svc.drafters.factory import build_drafter
 from executor_svc.model_loader import load_hf_config, load_model
 
 
-def build(model_dir, tensor_parallel_size: int = 1, **fields):
+def build(model_dir, **fields):
     config = ExecutorConfig(model_dir=str(model_dir), **fields)
     backend = TorchAttentionBackend()
     target = load_model(str(model_dir), torch.float32, "cpu", backend)
-    return build_drafter(config, load_hf_config(str(model_dir)), 32, backend, target_model=target,
-                         tensor_parallel_size=tensor_parallel_size)
+    return build_drafter(config, load_hf_config(str(model_dir)), 32, backend, target_model=target)
 
 
 def test_eagle_ngram_wraps_the_head_and_the_lookup(tiny_model_dir, tiny_eagle_dir):
@@ -39,13 +38,6 @@ def test_auto_without_a_shipped_head_runs_without_a_drafter(tiny_model_dir):
 def test_an_eagle_method_without_a_head_is_refused(tiny_model_dir, method):
     with pytest.raises(ValueError, match="^eagle_dir: no EAGLE-style drafter is shipped"):
         build(tiny_model_dir, spec_method=method)
-
-
-@pytest.mark.parametrize("method", ["eagle", "eagle_ngram"])
-def test_tensor_parallelism_refuses_eagle_methods_and_auto_drops_the_head(tiny_model_dir, tiny_eagle_dir, method):
-    with pytest.raises(ValueError, match=f"^spec_method: {method} is not supported with tensor_parallel_size > 1"):
-        build(tiny_model_dir, 2, spec_method=method, eagle_dir=str(tiny_eagle_dir))
-    assert build(tiny_model_dir, 2, spec_method="auto", eagle_dir=str(tiny_eagle_dir)) is None
 
 
 def test_an_eagle_drafter_dir_needs_an_eagle_method(tiny_eagle_dir):

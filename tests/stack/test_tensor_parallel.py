@@ -1,9 +1,10 @@
 """Tensor parallelism through the whole stack: `stepahead executor --tensor-parallel-size 2` (two gloo
-ranks, rank 0 serving) gives the outputs of one rank, running ahead, with n-gram and draft-model
-speculation and with multi-step, with chunked prefill and preemption forced. Killing one rank takes the
-group down within 2 s: its requests end UNAVAILABLE (no executor comes back here), the other rank exits,
-and no KV block stays allocated. On the default model (9 heads, 3 KV heads: split 6 + 3 / 2 + 1), two
-ranks keep HF's greedy output for the 20 MT-Bench prompts."""
+ranks, rank 0 serving) gives the outputs of one rank, running ahead, with n-gram, draft-model, EAGLE-style
+and eagle_ngram speculation (drafters replicated, drafting on both ranks) and with multi-step, with chunked
+prefill and preemption forced. Killing one rank takes the group down within 2 s: its requests end
+UNAVAILABLE (no executor comes back here), the other rank exits, and no KV block stays allocated. On the
+default model (9 heads, 3 KV heads: split 6 + 3 / 2 + 1), two ranks keep HF's greedy output for the 20
+MT-Bench prompts, speculating with the shipped head (eagle_ngram)."""
 
 from __future__ import annotations
 
@@ -25,16 +26,21 @@ VARIANTS = {  # (executor flags, scheduler flags) added to the forced ones
     "async": ([], []),
     "ngram": (["--spec-method", "ngram", "--num-spec-tokens", "3"], []),
     "draft_model": (["--spec-method", "draft_model", "--num-spec-tokens", "3"], []),
+    "eagle": (["--spec-method", "eagle", "--num-spec-tokens", "3"], []),
+    "eagle_ngram": (["--spec-method", "eagle_ngram", "--num-spec-tokens", "3"], []),
     "multi_step": ([], ["--num-scheduler-steps", "4"]),
 }
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_two_ranks_give_the_outputs_of_one(variant, tiny_model_dir, tiny_draft_model_dir, launch_module_stack):
+def test_two_ranks_give_the_outputs_of_one(variant, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir,
+                                           launch_module_stack):
     extra_executor, extra_scheduler = VARIANTS[variant]
     executor_flags = [*FORCED_EXECUTOR, *extra_executor]
     if variant == "draft_model":
         executor_flags += ["--draft-model", str(tiny_draft_model_dir)]
+    if variant.startswith("eagle"):
+        executor_flags += ["--eagle-drafter", str(tiny_eagle_dir)]
     scheduler_flags = [*FORCED_SCHEDULER, *extra_scheduler]
     outputs = {}
     for size in (1, 2):
@@ -45,6 +51,10 @@ def test_two_ranks_give_the_outputs_of_one(variant, tiny_model_dir, tiny_draft_m
             info = client.model_info()
         assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == 0
         assert info.stats.num_preemptions > 0, info.stats
+        if variant in ("ngram", "draft_model", "eagle", "eagle_ngram"):
+            assert info.stats.spec_drafted > 0, info.stats
+        if variant.startswith("eagle"):  # a head trained for this checkpoint: some drafts are right
+            assert info.stats.spec_accepted > 0, info.stats
         if size == 2:
             assert len(psutil.Process(stack.executor.process.pid).children()) == 1  # rank 1
     assert_same_outputs(outputs[2], outputs[1])
@@ -95,7 +105,7 @@ def wait_until_exited(process: psutil.Process, timeout: float) -> None:
 @pytest.mark.slow
 def test_two_ranks_keep_hf_output_on_the_default_model(launch_stack, default_model_dir):
     stack = launch_stack(default_model_dir, ["--tensor-parallel-size", "2", "--num-threads", "1"],
-                         ["--max-inflight-steps", "2"])
+                         ["--max-inflight-steps", "2", "--num-spec-tokens", "3"])  # fixed K: no step profile
     cases = load_cases()
     with Client(stack.address) as client, ThreadPoolExecutor(len(cases)) as pool:
         outputs = list(pool.map(lambda case: generate(client, case), cases))
@@ -104,3 +114,4 @@ def test_two_ranks_keep_hf_output_on_the_default_model(launch_stack, default_mod
     for ours, case in zip(outputs, cases):
         assert_matches_reference(ours, case)
     assert info.num_free_kv_blocks == info.num_kv_blocks
+    assert info.stats.spec_accepted > 0, info.stats  # auto: eagle_ngram with the shipped head
