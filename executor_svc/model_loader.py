@@ -75,11 +75,14 @@ def load_model(
     max_model_len: int | None = None,
     load_format: str = "auto",
     tp: TensorParallel = SINGLE,
+    pack_cpu_weights: bool = True,
 ) -> LlamaModelForCausalLM:
     """Build the model for the checkpoint's architecture and load its weights, in `dtype` on `device`;
     under tensor parallelism, this rank's shard of them.
 
-    ``load_format`` dummy: seeded random weights of the checkpoint's shape instead (see dummy_weights.py)."""
+    ``load_format`` dummy: seeded random weights of the checkpoint's shape instead (see dummy_weights.py).
+    ``pack_cpu_weights``: on the CPU in float32, also keep oneDNN-packed copies of the projections and the LM
+    head for steps of 3+ tokens (LlamaModelForCausalLM.pack_cpu_weights; twice the weights' memory)."""
     if load_format not in ("auto", "dummy"):
         raise ValueError(f"load_format: must be auto or dummy, got {load_format!r}")
     if load_format == "dummy" and tp.enabled:
@@ -94,10 +97,12 @@ def load_model(
     model.reset_rope_tables()
     if load_format == "dummy":
         init_dummy_weights(model)
-        return model.eval()
-    files = find_checkpoint(model_dir)
-    tensors = _gguf_tensors(files.gguf) if files.gguf is not None else _safetensors_tensors(files.safetensors)
-    load_weights(model, tensors)
+    else:
+        files = find_checkpoint(model_dir)
+        tensors = _gguf_tensors(files.gguf) if files.gguf is not None else _safetensors_tensors(files.safetensors)
+        load_weights(model, tensors)
+    if pack_cpu_weights:
+        model.pack_cpu_weights()
     return model.eval()
 
 

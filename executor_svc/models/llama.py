@@ -11,12 +11,18 @@ from torch import nn
 from executor_svc.attention.backend import AttentionBackend
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.kv_cache import PagedKVCache
-from executor_svc.models.layers import linear, rms_norm
+from executor_svc.models.layers import linear, pack_for_cpu_matmul, rms_norm
 from executor_svc.models.rope import apply_rotary, rope_inverse_frequencies, rope_parameters
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel, vocab_parallel_embedding
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
+
+
+def _packed(module: nn.Module, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """The packable ones of ``module``'s named weights, packed (none off the CPU or outside float32)."""
+    packed = {name: pack_for_cpu_matmul(getattr(module, name)) for name in names}
+    return {name: weight for name, weight in packed.items() if weight is not None}
 
 
 def _is_family(config: PretrainedConfig, model_type: str) -> bool:
@@ -77,6 +83,12 @@ class LlamaAttention(nn.Module):
             if _is_family(config, "qwen3")
             else None
         )
+        self.packed: dict[str, torch.Tensor] = {}
+        """pack_weights' copies of the projections (plain attributes: not moved, cast or saved with the module)."""
+
+    def pack_weights(self) -> None:
+        """Keep oneDNN-packed copies of the projections for CPU float32 matmuls of 3+ rows (see layers.py)."""
+        self.packed = _packed(self, ("qkv_weight", "o_weight"))
 
     def forward(
         self,
@@ -95,7 +107,7 @@ class LlamaAttention(nn.Module):
         """x [T, hidden] -> q [T, H, D], k and v [T, KVH, D], with q/k normed (Qwen3) and rotated."""
         tokens = x.shape[0]
         qk_heads = self.num_heads + self.num_kv_heads
-        qkv = linear(x, self.qkv_weight, self.qkv_bias)
+        qkv = linear(x, self.qkv_weight, self.qkv_bias, self.packed.get("qkv_weight"))
         qk = qkv[:, : qk_heads * self.head_dim].reshape(tokens, qk_heads, self.head_dim)
         v = qkv[:, qk_heads * self.head_dim :].reshape(tokens, self.num_kv_heads, self.head_dim)
         if self.qk_norm_weight is not None:
@@ -107,8 +119,8 @@ class LlamaAttention(nn.Module):
         """Attention output [T, H, D] -> [T, hidden] (summed over ranks under tensor parallelism)."""
         out = out.reshape(out.shape[0], self.num_heads * self.head_dim)
         if not self.tp.enabled:
-            return linear(out, self.o_weight, self.o_bias)
-        summed = self.tp.all_reduce(linear(out, self.o_weight).contiguous())
+            return linear(out, self.o_weight, self.o_bias, self.packed.get("o_weight"))
+        summed = self.tp.all_reduce(linear(out, self.o_weight, packed=self.packed.get("o_weight")).contiguous())
         return summed if self.o_bias is None else summed + self.o_bias
 
 
@@ -129,12 +141,18 @@ class LlamaMLP(nn.Module):
         self.down_weight = nn.Parameter(
             torch.empty(config.hidden_size, self.intermediate_size), requires_grad=False
         )
+        self.packed: dict[str, torch.Tensor] = {}
+        """pack_weights' copies of the projections (plain attributes: not moved, cast or saved with the module)."""
+
+    def pack_weights(self) -> None:
+        """Keep oneDNN-packed copies of the projections for CPU float32 matmuls of 3+ rows (see layers.py)."""
+        self.packed = _packed(self, ("gate_up_weight", "down_weight"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, hidden] -> [T, hidden]."""
-        gate_up = linear(x, self.gate_up_weight)
+        gate_up = linear(x, self.gate_up_weight, packed=self.packed.get("gate_up_weight"))
         gate, up = gate_up[:, : self.intermediate_size], gate_up[:, self.intermediate_size :]
-        out = linear(F.silu(gate) * up, self.down_weight)
+        out = linear(F.silu(gate) * up, self.down_weight, packed=self.packed.get("down_weight"))
         return self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out
 
 
@@ -201,6 +219,16 @@ class LlamaModelForCausalLM(nn.Module):
         self.register_buffer("rope_cos", torch.empty(0), persistent=False)
         self.register_buffer("rope_sin", torch.empty(0), persistent=False)
         self.reset_rope_tables()
+        self.packed_lm_head: torch.Tensor | None = None
+        """pack_cpu_weights' copy of the LM head (a plain attribute, like the layers' ``packed``)."""
+
+    def pack_cpu_weights(self) -> None:
+        """Pack every projection and the LM head for CPU float32 matmuls of 3+ rows (layers.py); once the
+        weights are loaded, as the packs are copies. A no-op on other devices and dtypes."""
+        for layer in self.layers:
+            layer.attn.pack_weights()
+            layer.mlp.pack_weights()
+        self.packed_lm_head = pack_for_cpu_matmul(self.lm_head_weight)
 
     @property
     def lm_head_weight(self) -> torch.Tensor:
@@ -236,4 +264,4 @@ class LlamaModelForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, hidden] -> float32 logits [N, vocab] (gathered from every rank's vocabulary slice)."""
-        return self.tp.all_gather_columns(linear(hidden, self.lm_head_weight)).float()
+        return self.tp.all_gather_columns(linear(hidden, self.lm_head_weight, packed=self.packed_lm_head)).float()
