@@ -67,6 +67,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = Fa
                        help="paged attention kernels (default auto: triton on CUDA, torch on CPU)")
     group.add_argument("--enforce-eager", action="store_true",
                        help="never replay captured CUDA graphs (default: graphs for decode and verify steps on CUDA)")
+    group.add_argument("--no-cpu-weight-packing", dest="cpu_weight_packing", action="store_false",
+                       help="CPU float32: do not keep oneDNN-packed copies of the weights for steps of 3+ tokens "
+                            "(halves the weights' memory, slows verify, batched decode and prefill)")
     group.add_argument("--load-format", default="auto", choices=LOAD_FORMATS,
                        help="auto: the checkpoint's weights; dummy: random weights of its shape (default auto)")
     group.add_argument("--tensor-parallel-size", type=int, default=1,
@@ -120,6 +123,7 @@ def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: in
         metrics_port=getattr(args, "metrics_port", None),
         attention_backend=args.attention_backend,
         enforce_eager=args.enforce_eager,
+        cpu_weight_packing=args.cpu_weight_packing,
         max_num_seqs=args.max_num_seqs,
         load_format=args.load_format,
         defer_token_readback=READBACK_CHOICES[args.defer_token_readback],
@@ -141,6 +145,8 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
     flags += ["--max-num-seqs", str(args.max_num_seqs), "--tensor-parallel-size", str(args.tensor_parallel_size)]
     if args.enforce_eager:
         flags.append("--enforce-eager")
+    if not args.cpu_weight_packing:
+        flags.append("--no-cpu-weight-packing")
     for name in ("num_kv_blocks", "max_model_len", "num_threads", "draft_model", "eagle_drafter"):
         value = getattr(args, name, None)
         if name == "eagle_drafter" and args.spec_method not in EAGLE_METHODS:

@@ -58,6 +58,9 @@ class ExecutorConfig:
     """auto: triton on CUDA when it imports, else torch (see attention/selection.py)."""
     enforce_eager: bool = False
     """Never replay captured CUDA graphs (graphs are only used on CUDA, with a graph-safe backend)."""
+    cpu_weight_packing: bool = True
+    """On the CPU in float32, keep oneDNN-packed copies of the projections and LM head for steps of 3+ tokens
+    (models/layers.py): faster verify, batched decode and prefill, twice the weights' memory."""
     max_num_seqs: int = 64
     """Most sequences in one step: the largest batch a CUDA graph is captured for."""
     load_format: str = "auto"

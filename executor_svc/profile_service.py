@@ -32,7 +32,8 @@ def model_fingerprint(config: ExecutorConfig, eagle_dir: str | None = None) -> s
     EAGLE-style drafter in use, when spec_method auto or eagle found one)."""
     parts = [*_files_identity(config.model_dir), "|", *_files_identity(config.draft_model_dir), "|",
              *_files_identity(eagle_dir), "|",
-             config.load_format, config.spec_method, f"ngram:{config.ngram_min_n}-{config.ngram_max_n}"]
+             config.load_format, config.spec_method, f"ngram:{config.ngram_min_n}-{config.ngram_max_n}",
+             f"cpu_weight_packing:{config.cpu_weight_packing}"]  # step costs differ with and without the packs
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

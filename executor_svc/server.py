@@ -76,7 +76,8 @@ def build_runner(
     hf_config = load_hf_config(config.model_dir, config.load_format)
     backend = build_attention_backend(config.attention_backend, device)
     max_model_len = min(config.max_model_len or hf_config.max_position_embeddings, hf_config.max_position_embeddings)
-    model = load_model(config.model_dir, dtype, device, backend, load_format=config.load_format, tp=tp)
+    model = load_model(config.model_dir, dtype, device, backend, load_format=config.load_format, tp=tp,
+                       pack_cpu_weights=config.cpu_weight_packing)
     if tp.enabled:
         make_capture = None
     elif make_capture is None and device.type == "cuda" and not config.enforce_eager and is_graph_safe(backend):

@@ -107,7 +107,8 @@ def _draft_model(
         )
     device = torch.device(config.device)
     dtype = getattr(torch, config.torch_dtype_name)
-    model = load_model(config.draft_model_dir, dtype, device, attention_backend)
+    model = load_model(config.draft_model_dir, dtype, device, attention_backend,
+                       pack_cpu_weights=config.cpu_weight_packing)
     head_dim = getattr(draft_config, "head_dim", None) or draft_config.hidden_size // draft_config.num_attention_heads
     kv_cache = PagedKVCache(
         draft_config.num_hidden_layers, num_blocks, config.block_size, draft_config.num_key_value_heads,

@@ -13,7 +13,7 @@ from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.attention.torch_backend import TorchAttentionBackend
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.model_loader import load_model
-from executor_svc.models.layers import linear, weight_stationary_rows
+from executor_svc.models.layers import PACKED_MIN_ROWS, linear, pack_for_cpu_matmul, weight_stationary_rows
 from executor_svc.models.llama_weights import load_weights
 from executor_svc.models.rope import rope_inverse_frequencies, rope_parameters
 
@@ -126,6 +126,40 @@ def test_linear_helper_equals_f_linear(rows, with_bias):
     out = linear(x, weight, bias)
     assert out.shape == (rows, 80)
     torch.testing.assert_close(out, F.linear(x, weight, bias), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 7, 16, 200])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_linear_over_a_packed_weight_equals_f_linear(rows, with_bias):
+    generator = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 48, generator=generator)
+    weight = torch.randn(80, 48, generator=generator)
+    bias = torch.randn(80, generator=generator) if with_bias else None
+    packed = pack_for_cpu_matmul(weight)
+    if packed is None:
+        pytest.skip("torch without oneDNN")
+    out = linear(x, weight, bias, packed)
+    torch.testing.assert_close(out, F.linear(x, weight, bias), atol=1e-5, rtol=1e-5)
+    if rows < PACKED_MIN_ROWS:  # one or two rows keep the weight-stationary product, exactly as unpacked
+        assert torch.equal(out, linear(x, weight, bias))
+
+
+def test_only_float32_cpu_weights_are_packed_and_the_loader_packs_every_projection(tmp_path):
+    assert pack_for_cpu_matmul(torch.randn(8, 4, dtype=torch.bfloat16)) is None
+    assert pack_for_cpu_matmul(torch.randn(8, 4, device="meta")) is None
+    from executor_svc.attention.torch_backend import TorchAttentionBackend
+    from executor_svc.model_loader import load_model
+
+    path = make_tiny_llama(tmp_path, seed=3)
+    packed = load_model(path, torch.float32, "cpu", TorchAttentionBackend(64))
+    plain = load_model(path, torch.float32, "cpu", TorchAttentionBackend(64), pack_cpu_weights=False)
+    if torch.backends.mkldnn.is_available():
+        assert all(set(layer.attn.packed) == {"qkv_weight", "o_weight"} for layer in packed.layers)
+        assert all(set(layer.mlp.packed) == {"gate_up_weight", "down_weight"} for layer in packed.layers)
+        assert packed.packed_lm_head is not None
+    assert all(not layer.attn.packed and not layer.mlp.packed for layer in plain.layers)
+    assert plain.packed_lm_head is None
+    assert not set(packed.state_dict()) ^ set(plain.state_dict())  # the packs are not weights to save or load
 
 
 def test_linear_layout_policy_pads_tiny_row_counts_and_leaves_large_ones_to_f_linear():
