@@ -225,9 +225,9 @@ class LlamaModelForCausalLM(nn.Module):
     def pack_cpu_weights(self) -> None:
         """Pack every projection and the LM head for CPU float32 matmuls of 3+ rows (layers.py); once the
         weights are loaded, as the packs are copies. A no-op on other devices and dtypes."""
-        for layer in self.layers:
-            layer.attn.pack_weights()
-            layer.mlp.pack_weights()
+        for module in self.modules():
+            if isinstance(module, (LlamaAttention, LlamaMLP)):
+                module.pack_weights()
         self.packed_lm_head = pack_for_cpu_matmul(self.lm_head_weight)
 
     @property
