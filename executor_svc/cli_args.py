@@ -67,9 +67,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = Fa
                        help="paged attention kernels (default auto: triton on CUDA, torch on CPU)")
     group.add_argument("--enforce-eager", action="store_true",
                        help="never replay captured CUDA graphs (default: graphs for decode and verify steps on CUDA)")
-    group.add_argument("--no-cpu-weight-packing", dest="cpu_weight_packing", action="store_false",
-                       help="CPU float32: do not keep oneDNN-packed copies of the weights for steps of 3+ tokens "
-                            "(halves the weights' memory, slows verify, batched decode and prefill)")
+    group.add_argument("--cpu-weight-packing", action=argparse.BooleanOptionalAction, default=True,
+                       help="CPU float32: keep oneDNN-packed copies of the weights for steps of 3+ tokens (faster "
+                            "verify, batched decode and prefill; twice the weights' memory; default on)")
     group.add_argument("--load-format", default="auto", choices=LOAD_FORMATS,
                        help="auto: the checkpoint's weights; dummy: random weights of its shape (default auto)")
     group.add_argument("--tensor-parallel-size", type=int, default=1,
