@@ -24,7 +24,9 @@ _PACK_ROWS_HINT = 4  # the row count oneDNN's reorder is tuned for; measured fas
 
 def pack_for_cpu_matmul(weight: torch.Tensor) -> torch.Tensor | None:
     """``weight`` [out, in] reordered once for oneDNN's float32 matmul (for linear's ``packed``), or None where
-    that does not apply: not a float32 CPU tensor, or torch without oneDNN. A second copy of the weight."""
+    that does not apply: not a float32 CPU tensor, or torch without oneDNN. A second copy of the weight. For
+    eager CPU steps only: Inductor cannot lower the packed matmul over a weight that is not a frozen constant
+    (the executor compiles nothing on the CPU; CUDA weights are never packed)."""
     if weight.device.type != "cpu" or weight.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
         return None
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), _PACK_ROWS_HINT)

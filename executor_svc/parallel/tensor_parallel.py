@@ -59,20 +59,18 @@ class TensorParallel:
 
     def all_gather_columns(self, tensor: torch.Tensor) -> torch.Tensor:
         """[N, cols] on each rank -> [N, world_size * cols], rank 0's columns first."""
-        if not self.enabled:
-            return tensor
-        parts = [torch.empty_like(tensor) for _ in range(self.world_size)]
-        dist.all_gather(parts, tensor.contiguous(), group=self.group)
-        return torch.cat(parts, dim=-1)
-
+        return self._all_gather(tensor, dim=-1)
 
     def all_gather_rows(self, tensor: torch.Tensor) -> torch.Tensor:
         """[rows, cols] on each rank -> [world_size * rows, cols], rank 0's rows first."""
+        return self._all_gather(tensor, dim=0)
+
+    def _all_gather(self, tensor: torch.Tensor, dim: int) -> torch.Tensor:
         if not self.enabled:
             return tensor
         parts = [torch.empty_like(tensor) for _ in range(self.world_size)]
         dist.all_gather(parts, tensor.contiguous(), group=self.group)
-        return torch.cat(parts, dim=0)
+        return torch.cat(parts, dim=dim)
 
     def broadcast_from_first(self, tensor: torch.Tensor) -> torch.Tensor:
         """Overwrite ``tensor`` (in place) with rank 0's; the identity without parallelism."""

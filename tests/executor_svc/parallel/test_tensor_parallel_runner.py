@@ -5,15 +5,9 @@ what cannot be split is named."""
 
 from __future__ import annotations
 
-import os
-import pickle
-import socket
-from datetime import timedelta
-
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+from gloo_ranks import results_on_ranks
 from step_plans import BATCHES, outputs_of, plan_steps, requests_plain
 from tiny_models import make_tiny_llama, make_tiny_qwen2, make_tiny_qwen3
 
@@ -29,32 +23,11 @@ MAKERS = {
     "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
                                                            num_key_value_heads=3),
 }
-WORLD_SIZE = 2
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _rank_main(rank: int, port: int, model_dir: str, out_path: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD_SIZE,
-                            timeout=timedelta(seconds=120))
-    try:
-        tp = TensorParallel(rank, WORLD_SIZE)
-        runner, _ = build_runner(ExecutorConfig(model_dir=model_dir, num_kv_blocks=40), tp=tp)
-        results = [outputs_of(runner.execute(step)) for step in plan_steps(requests_plain(), BATCHES)]
-        with open(f"{out_path}.{rank}", "wb") as out:
-            pickle.dump(results, out)
-        dist.barrier()
-    except BaseException:
-        dist.destroy_process_group()
-        raise
-    # Both ranks are done: leave without gloo's teardown, which now and then aborts a rank whose peer already
-    # left ("terminate called without an active exception") and fails the spawn after the results are written.
-    os._exit(0)
+def _run_planned_steps(tp: TensorParallel, model_dir: str) -> list[list[tuple]]:
+    runner, _ = build_runner(ExecutorConfig(model_dir=model_dir, num_kv_blocks=40), tp=tp)
+    return [outputs_of(runner.execute(step)) for step in plan_steps(requests_plain(), BATCHES)]
 
 
 def _assert_close(sharded: list[list[tuple]], single: list[list[tuple]]) -> None:
@@ -70,9 +43,7 @@ def test_two_ranks_give_the_tokens_of_one(family, tmp_path):
     model_dir = MAKERS[family](tmp_path / family, seed=5)
     runner, _ = build_runner(ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40))
     single = [outputs_of(runner.execute(step)) for step in plan_steps(requests_plain(), BATCHES)]
-    out_path = str(tmp_path / "results")
-    mp.spawn(_rank_main, args=(_free_port(), str(model_dir), out_path), nprocs=WORLD_SIZE, join=True)
-    per_rank = [pickle.loads(open(f"{out_path}.{rank}", "rb").read()) for rank in range(WORLD_SIZE)]
+    per_rank = results_on_ranks(_run_planned_steps, (str(model_dir),), tmp_path)
     assert per_rank[0] == per_rank[1]  # every rank samples the same tokens with the same logprobs
     _assert_close(per_rank[0], single)
 
