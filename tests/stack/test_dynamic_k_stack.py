@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,16 +38,25 @@ def lengths(count: int) -> list[int]:
 
 
 def run_all(address: str, prompts: list[list[int]]) -> list[tuple]:
-    """(token_ids, steps_per_k) per prompt, all sent concurrently; greedy; lengths differ."""
+    """(token_ids, steps_per_k) per prompt, all sent at once (each client connected first, then released
+    together, so the batch holds them all before the shortest ends); greedy; lengths differ."""
+    clients = [Client(address) for _ in prompts]
+    for client in clients:
+        client.model_info()  # the connection is made here, not in the timed start
+    start = threading.Barrier(len(prompts))
 
     def one(item):
-        prompt, max_tokens = item
-        with Client(address) as client:
-            result = client.generate(token_ids=prompt, max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+        client, prompt, max_tokens = item
+        start.wait()
+        result = client.generate(token_ids=prompt, max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
         return result.token_ids, result.spec.steps_per_k if result.spec else ()
 
-    with ThreadPoolExecutor(len(prompts)) as pool:
-        return list(pool.map(one, zip(prompts, lengths(len(prompts)))))
+    try:
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            return list(pool.map(one, zip(clients, prompts, lengths(len(prompts)))))
+    finally:
+        for client in clients:
+            client.close()
 
 
 def k_histogram(stack) -> dict[str, float]:
