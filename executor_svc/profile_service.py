@@ -75,8 +75,8 @@ def run_profile(
     repeats = request.repeats or MAX_CYCLES
     sizes = [size for size in request.batch_sizes if profiler.fits(size, max_k, context_len, repeats)]
     _check(bool(sizes), "batch_sizes", f"not even {request.batch_sizes[0]} requests fit the KV cache")
-    table = monotone(profiler.step_times_ms(sizes, max_k, context_len, repeats))
     prompts = [list(prompt.ids) for prompt in request.calibration_prompts]
+    table = monotone(profiler.step_times_ms(sizes, max_k, context_len, repeats, texts=prompts))
     prior = [0.0] * max_k
     if max_k and prompts:
         tokens = request.calibration_max_tokens or DEFAULT_CALIBRATION_TOKENS

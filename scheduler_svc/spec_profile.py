@@ -26,7 +26,7 @@ from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 logger = logging.getLogger(__name__)
 
-PROFILE_FORMAT = 3
+PROFILE_FORMAT = 4
 """Bump when the measurement changes meaning: every cached profile becomes stale."""
 CONTEXT_LEN = 32
 CALIBRATION_TOKENS = 32

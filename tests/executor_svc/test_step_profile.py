@@ -8,8 +8,10 @@ from tiny_models import make_tiny_llama
 
 from executor_svc import step_profile
 from executor_svc.config import ExecutorConfig
+from executor_svc.drafters.eagle_ngram import EagleNgramDrafter
+from executor_svc.drafters.ngram import NgramDrafter
 from executor_svc.server import build_runner
-from executor_svc.step_profile import StepProfiler, column_times, cycle_order
+from executor_svc.step_profile import StepProfiler, column_times, cycle_order, timing_contexts
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,44 @@ def test_only_the_first_batch_size_warms_every_k_up(profiler, monkeypatch):
     # Batch 1: prefill, a warm-up cycle, the timed cycles; batch 2: prefill, one warm-up step, the timed cycles.
     assert sizes == [1] * (1 + 4 + step_profile.MIN_CYCLES * 4) + [2, 2] + timed
     assert steps[1 + 4 + step_profile.MIN_CYCLES * 4 + 1].cached_requests[0].num_draft_tokens == 3
+
+
+def test_timed_requests_read_the_given_texts(profiler, monkeypatch):
+    steps = []
+    execute = profiler.runner.execute
+    monkeypatch.setattr(profiler.runner, "execute", lambda step: steps.append(step) or execute(step))
+    texts = [list(range(40, 80)), list(range(100, 110))]
+    profiler.step_times_ms([3], max_k=2, context_len=24, repeats=1, texts=texts)
+    prompts = [list(new.prompt_token_ids) for new in steps[0].new_requests]
+    assert prompts == [list(range(56, 80)), list(range(100, 110)), list(range(56, 80))]
+    assert profiler.runner.requests == {}
+
+
+def test_eagle_ngram_is_timed_drafting_with_its_head_alone_and_measures_acceptance_whole(profiler, monkeypatch):
+    head_stand_in = profiler.runner.drafter  # any drafter serves as the head here
+    hybrid = EagleNgramDrafter(head_stand_in, NgramDrafter(2, 4))
+    monkeypatch.setattr(profiler.runner, "drafter", hybrid)
+    drafters = []
+    execute = profiler.runner.execute
+    monkeypatch.setattr(profiler.runner, "execute",
+                        lambda step: drafters.append(profiler.runner.drafter) or execute(step))
+    profiler.step_times_ms([1, 2], max_k=2, context_len=16, repeats=1)
+    assert drafters and all(drafter is head_stand_in for drafter in drafters)
+    assert profiler.runner.drafter is hybrid and profiler.runner.requests == {}
+    drafters.clear()
+    profiler.acceptance([[5, 6, 7, 8] * 4], max_k=2, max_tokens=4)
+    assert drafters and all(drafter is hybrid for drafter in drafters)
+
+
+def test_timing_contexts_end_where_each_text_ends_and_take_turns():
+    texts = [[1, 2, 3, 4, 5], [6, 7], []]
+    assert timing_contexts(texts, 3, context_len=3) == [[3, 4, 5], [6, 7], [3, 4, 5]]
+
+
+@pytest.mark.parametrize("texts", [None, [], [[]]])
+def test_without_texts_every_timed_request_gets_the_synthetic_context(texts):
+    contexts = timing_contexts(texts, 2, context_len=5)
+    assert len(contexts) == 2 and contexts[0] == contexts[1] and len(contexts[0]) == 5
 
 
 def test_acceptance_is_measured_per_position(profiler):
