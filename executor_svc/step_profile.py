@@ -11,6 +11,10 @@ K = 5 last put each column in a different regime (ITL(1, 1) / ITL(1, 0) read 1.0
 profiles of the same executor). Each cycle therefore runs every K once, in alternating order, and a
 column's time is ITL(B, 0) times the median over cycles of its ratio to that cycle's K = 0 step.
 
+The timed requests read the calibration prompts' text (``timing_contexts``), and eagle_ngram drafts with its head
+alone while timed (``drafting_at_full_cost``): what a draft costs must not depend on how often the profile's own short
+generations happen to repeat themselves.
+
 Cost (SmolLM2-135M, K 0..5, batch sizes 1..64, one thread): the prefills of the dummies and the timed steps of
 the largest batches dominate, so only the first batch size warms every K up (later ones run one untimed step
 of the largest K, which meets the new batch's buffers first), and cycles stop at two once a batch size has used

@@ -36,8 +36,9 @@ def measure(runner, description, tokenizer, method: dict) -> tuple[float, object
     step_profile.MIN_CYCLES = method["min_cycles"]
     original = step_profile.StepProfiler.step_times_ms
 
-    def every_batch_warm(self, batch_sizes, max_k, context_len=64, repeats=step_profile.MAX_CYCLES):
-        return [self._time_batch(size, max_k, context_len, repeats, warm_every_k=True) for size in batch_sizes]
+    def every_batch_warm(self, batch_sizes, max_k, context_len=64, repeats=step_profile.MAX_CYCLES, texts=None):
+        return [self._time_batch(step_profile.timing_contexts(texts, size, context_len), max_k, repeats,
+                                 warm_every_k=True) for size in batch_sizes]
 
     if method["warm_every_batch"]:
         step_profile.StepProfiler.step_times_ms = every_batch_warm
