@@ -1,5 +1,5 @@
 """One stack (default model, eagle_ngram drafting up to 3, inflight 2), MT-Bench first turns one at a time (c=1, greedy,
-128 tokens), with the scheduler's --num-spec-tokens given (1 or dynamic); prints tok/s, steps, drafts. With the
+128 tokens), with the scheduler's --num-spec-tokens given (1 or dynamic; none: no drafter); prints tok/s, steps, drafts. With the
 site folder on PYTHONPATH and KTRACE=FILE, the dynamic policy's every choice (batch, K, acceptance estimate) and
 every verify are logged to FILE.<pid>.
 
@@ -13,8 +13,12 @@ from client.mtbench import load_mtbench_first_turns
 from client.model_resolver import resolve_model
 model = str(resolve_model(None))
 kind = sys.argv[1]
-sched = ["--max-inflight-steps", "2", "--num-spec-tokens", kind]
-stack = LocalStack(model, ["--num-threads", "2", "--spec-method", "eagle_ngram", "--num-spec-tokens", "3"], sched)
+if kind == "none":  # no drafter at all
+    sched, executor = ["--max-inflight-steps", "2"], ["--num-threads", "2", "--spec-method", "none"]
+else:
+    sched = ["--max-inflight-steps", "2", "--num-spec-tokens", kind]
+    executor = ["--num-threads", "2", "--spec-method", "eagle_ngram", "--num-spec-tokens", "3"]
+stack = LocalStack(model, executor, sched)
 stack.start()
 try:
     prompts = load_mtbench_first_turns(int(os.environ.get("NPROMPTS", "8")))
