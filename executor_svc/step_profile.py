@@ -11,9 +11,9 @@ K = 5 last put each column in a different regime (ITL(1, 1) / ITL(1, 0) read 1.0
 profiles of the same executor). Each cycle therefore runs every K once, in alternating order, and a
 column's time is ITL(B, 0) times the median over cycles of its ratio to that cycle's K = 0 step.
 
-The timed requests read the calibration prompts' text (``timing_contexts``), and eagle_ngram drafts with its head
-alone while timed (``drafting_at_full_cost``): what a draft costs must not depend on how often the profile's own short
-generations happen to repeat themselves.
+The timed requests read the calibration prompts' text (``timing_contexts``), and the drafter drafts as it is timed
+(``Drafter.timed_as``: eagle_ngram with its head alone): what a draft costs must not depend on how often the
+profile's own short generations happen to repeat themselves.
 
 Cost (SmolLM2-135M, K 0..5, batch sizes 1..64, one thread): the prefills of the dummies and the timed steps of
 the largest batches dominate, so only the first batch size warms every K up (later ones run one untimed step
@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from executor_svc.drafters.eagle_ngram import EagleNgramDrafter
 from executor_svc.model_runner import ModelRunner
 from stepahead_proto import executor_pb2, sampling_pb2
 
@@ -117,7 +116,7 @@ class StepProfiler:
         cycles: list[list[float]] = []
         timed_ms = 0.0
         try:
-            with drafting_at_full_cost(self.runner):
+            with drafting_as_timed(self.runner):
                 self._prefill(dummies, max_k)
                 if warm_every_k:
                     self._time_cycle(dummies, 0, max_k)  # not kept
@@ -172,20 +171,14 @@ class StepProfiler:
 
 
 @contextmanager
-def drafting_at_full_cost(runner: ModelRunner) -> Iterator[None]:
-    """While timing, eagle_ngram drafts with its head alone: the profile prices every draft at the head's cost.
-
-    Its n-gram lookup drafts for almost nothing where it finds a match, and how often it does depends on the
-    text: a profile's short greedy generations soon repeat themselves (9 of 12 K = 3 steps matched), MT-Bench
-    answers match at 35% of positions. Timed with the lookup, K = 3 at one request cost 1.12-1.2x K = 1 in the
-    profile but 1.27x in the stack, and dynamic K drafted 3 where 1 was faster. Priced at the head's cost a
-    draft is dearer than on average (by about a third of the head's share), which errs toward the smaller K,
-    and only where the lookup's matches would have been accepted most."""
+def drafting_as_timed(runner: ModelRunner) -> Iterator[None]:
+    """While timing, the runner drafts with what its drafter is timed as (``Drafter.timed_as``: eagle_ngram's
+    head alone, the others themselves)."""
     drafter = runner.drafter
-    if not isinstance(drafter, EagleNgramDrafter):
+    if drafter is None:
         yield
         return
-    runner.drafter = drafter.eagle
+    runner.drafter = drafter.timed_as()
     try:
         yield
     finally:
@@ -195,11 +188,11 @@ def drafting_at_full_cost(runner: ModelRunner) -> Iterator[None]:
 def timing_contexts(texts: list[list[int]] | None, batch_size: int, context_len: int) -> list[list[int]]:
     """The prompts of a timing batch: the last ``context_len`` tokens of each text in turn (a chat prompt
     ends where the answer starts), or, without texts, one synthetic context for all. Timed requests then
-    read and write text like the workload's; what the drafter costs on it is ``drafting_at_full_cost``'s
+    read and write text like the workload's; what the drafter costs on it is ``drafting_as_timed``'s
     business."""
-    usable = [list(text[-context_len:]) for text in texts or [] if text] if context_len else []
+    usable = [text[-context_len:] for text in texts or [] if text]
     if not usable:
-        return [[(7 * i) % 97 + 3 for i in range(max(1, context_len))] for _ in range(batch_size)]
+        return [[(7 * i) % 97 + 3 for i in range(context_len)] for _ in range(batch_size)]
     return [list(usable[index % len(usable)]) for index in range(batch_size)]
 
 

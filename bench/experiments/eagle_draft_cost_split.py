@@ -8,7 +8,7 @@ import time, statistics, torch
 from client.model_resolver import resolve_model
 from executor_svc.config import ExecutorConfig
 from executor_svc.server import build_runner
-from executor_svc.step_profile import StepProfiler, timing_contexts, drafting_at_full_cost
+from executor_svc.step_profile import StepProfiler, timing_contexts, drafting_as_timed
 from scheduler_svc.spec_profile import calibration_token_ids
 from scheduler_svc.tokenizer import Tokenizer
 import sys
@@ -35,7 +35,7 @@ p = StepProfiler(runner, d.num_kv_blocks)
 for K in (1, 3):
     for k in times: times[k].clear()
     drafts = []
-    with drafting_at_full_cost(runner):
+    with drafting_as_timed(runner):
         dummies = p._dummies(timing_contexts(texts, 1, 32), 600)
         runner.reset(); p._prefill(dummies, 3)
         for i in range(60):

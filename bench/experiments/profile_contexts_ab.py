@@ -1,6 +1,6 @@
 """A/B of the step profile's timing contexts on one executor (default model, eagle_ngram, K_max 3), alternating:
 the synthetic periodic context (before) against the calibration prompts' last tokens (natural text, after). Run
-before step_profile.drafting_at_full_cost existed (`contexts-ab-3rounds.log`); with it both variants time the head.
+before step_profile.drafting_as_timed existed (`contexts-ab-3rounds.log`); with it both variants time the head.
 Prints each profile's table and the K the dynamic policy picks per batch size under the acceptance measured in
 the stack at c = 1 on MT-Bench (0.40, 0.33, 0.44: bench/results/cpu_packing/sweep-*) and under the profile's prior.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+import time
 
 import torch
 
@@ -56,7 +57,6 @@ def main() -> None:
             for k in cycle_order(cycle, MAX_K):
                 before = dict(counts)
                 step = profiler._decode_step(dummies, k, k)
-                import time
                 start = time.perf_counter()
                 result = runner.execute(step)
                 total = 1000 * (time.perf_counter() - start)

@@ -39,6 +39,11 @@ class Drafter(Protocol):
         """Drafts following each request's current tokens, at most num_tokens each."""
         ...
 
+    def timed_as(self) -> Drafter:
+        """The drafter a step profile times in this one's place (executor_svc/step_profile.py): itself, unless
+        its cost per draft depends on the text in a way the profile's short generations would misrepresent."""
+        ...
+
     def adopt_cached_prefix(self, request_id: str, num_cached_tokens: int) -> None:
         """A new request starts past a cached prefix (prefix caching): the KV of its first ``num_cached_tokens``
         tokens, the drafter's own included, sits in shared blocks written for an earlier request."""

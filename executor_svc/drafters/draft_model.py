@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from executor_svc.cuda_graphs.step_graphs import GraphableModel, StepGraphs
-from executor_svc.drafters.base import DraftRequest
+from executor_svc.drafters.base import Drafter, DraftRequest
 from executor_svc.drafters.draft_steps import draft_autoregressively
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
@@ -48,6 +48,10 @@ class DraftModelDrafter:
         """Tokens of each request whose draft KV is valid."""
 
     @torch.inference_mode()
+    def timed_as(self) -> Drafter:
+        """Itself: its cost per draft does not depend on the text."""
+        return self
+
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
         wanted = [request for request in batch if request.num_tokens > 0]
         if not wanted:

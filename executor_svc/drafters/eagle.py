@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from executor_svc.cuda_graphs.step_graphs import GraphCapture, StepGraphs
-from executor_svc.drafters.base import DraftRequest
+from executor_svc.drafters.base import Drafter, DraftRequest
 from executor_svc.drafters.draft_steps import DraftState, draft_autoregressively
 from executor_svc.drafters.eagle_head import EagleHead
 from executor_svc.drafters.eagle_step_model import EagleStepModel
@@ -83,6 +83,10 @@ class EagleDrafter:
         self._computed[request_id] = 0
 
     @torch.inference_mode()
+    def timed_as(self) -> Drafter:
+        """Itself: its cost per draft does not depend on the text."""
+        return self
+
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
         catching_up = [(request, slots) for request in batch if request.num_tokens > 0
                        for slots in [self._pending_slots(request)] if slots is not None]

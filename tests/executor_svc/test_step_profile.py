@@ -65,12 +65,15 @@ def test_timed_requests_read_the_given_texts(profiler, monkeypatch):
 
 def test_eagle_ngram_is_timed_drafting_with_its_head_alone_and_measures_acceptance_whole(profiler, monkeypatch):
     head_stand_in = profiler.runner.drafter  # any drafter serves as the head here
-    hybrid = EagleNgramDrafter(head_stand_in, NgramDrafter(2, 4))
-    monkeypatch.setattr(profiler.runner, "drafter", hybrid)
     drafters = []
     execute = profiler.runner.execute
     monkeypatch.setattr(profiler.runner, "execute",
                         lambda step: drafters.append(profiler.runner.drafter) or execute(step))
+    profiler.step_times_ms([1], max_k=2, context_len=16, repeats=1)
+    assert drafters and all(drafter is head_stand_in for drafter in drafters)  # n-gram lookup: timed as itself
+    hybrid = EagleNgramDrafter(head_stand_in, NgramDrafter(2, 4))
+    monkeypatch.setattr(profiler.runner, "drafter", hybrid)
+    drafters.clear()
     profiler.step_times_ms([1, 2], max_k=2, context_len=16, repeats=1)
     assert drafters and all(drafter is head_stand_in for drafter in drafters)
     assert profiler.runner.drafter is hybrid and profiler.runner.requests == {}
