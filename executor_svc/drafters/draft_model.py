@@ -47,11 +47,11 @@ class DraftModelDrafter:
         self._computed: dict[str, int] = {}
         """Tokens of each request whose draft KV is valid."""
 
-    @torch.inference_mode()
     def timed_as(self) -> Drafter:
         """Itself: its cost per draft does not depend on the text."""
         return self
 
+    @torch.inference_mode()
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
         wanted = [request for request in batch if request.num_tokens > 0]
         if not wanted:

@@ -82,11 +82,11 @@ class EagleDrafter:
         self._fed[request_id] = num_cached_tokens
         self._computed[request_id] = 0
 
-    @torch.inference_mode()
     def timed_as(self) -> Drafter:
         """Itself: its cost per draft does not depend on the text."""
         return self
 
+    @torch.inference_mode()
     def propose(self, batch: list[DraftRequest]) -> list[list[int]]:
         catching_up = [(request, slots) for request in batch if request.num_tokens > 0
                        for slots in [self._pending_slots(request)] if slots is not None]
