@@ -1,7 +1,7 @@
 """One stack (default model, eagle_ngram drafting up to 3, inflight 2), MT-Bench first turns one at a time (c=1, greedy,
 128 tokens), with the scheduler's --num-spec-tokens given (1 or dynamic; none: no drafter); prints tok/s, steps, drafts. With the
 site folder on PYTHONPATH and KTRACE=FILE, the dynamic policy's every choice (batch, K, acceptance estimate) and
-every verify are logged to FILE.<pid>.
+every verify are logged to FILE.<pid>. EAGLE_DIR=DIR drafts with that head instead of the shipped one.
 
     NPROMPTS=16 KTRACE=/tmp/ktrace PYTHONPATH=bench/experiments/dynamic_k_trace/site:$PYTHONPATH \
         python3 bench/experiments/dynamic_k_trace/run.py dynamic
@@ -18,6 +18,8 @@ if kind == "none":  # no drafter at all
 else:
     sched = ["--max-inflight-steps", "2", "--num-spec-tokens", kind]
     executor = ["--num-threads", "2", "--spec-method", "eagle_ngram", "--num-spec-tokens", "3"]
+    if os.environ.get("EAGLE_DIR"):
+        executor += ["--eagle-drafter", os.environ["EAGLE_DIR"]]
 stack = LocalStack(model, executor, sched)
 stack.start()
 try:
