@@ -28,6 +28,11 @@ class EagleNgramDrafter:
         self.eagle = eagle
         self.ngram = ngram
 
+    @property
+    def source_dir(self) -> str | None:
+        """Where the head was loaded from (part of the executor's model fingerprint, which keys step profiles)."""
+        return self.eagle.source_dir
+
     def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor, slots: torch.Tensor) -> None:
         self.eagle.observe(host, request_ids, hidden, slots)
 

@@ -3,6 +3,8 @@ that do not fit the cache skipped, bad requests refused naming the field, never 
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 
 import grpc
@@ -87,6 +89,24 @@ def test_the_fingerprint_changes_with_the_weights_and_the_drafter(tmp_path):
     assert model_fingerprint(ExecutorConfig(model_dir=str(model_dir), spec_method="ngram")) != first
     (model_dir / "model.safetensors").write_bytes(b"other weights")
     assert model_fingerprint(config) != first
+
+
+@pytest.mark.parametrize("spec_method", ["eagle", "eagle_ngram"])
+def test_the_fingerprint_changes_with_the_eagle_head(spec_method, tiny_model_dir, tiny_eagle_dir, tmp_path):
+    other_head = tmp_path / "other_head"
+    shutil.copytree(tiny_eagle_dir, other_head)
+
+    def fingerprint(head_dir) -> str:
+        config = ExecutorConfig(model_dir=str(tiny_model_dir), num_kv_blocks=40, spec_method=spec_method,
+                                num_spec_tokens=2, eagle_dir=str(head_dir))
+        return build_runner(config)[1].model_fingerprint
+
+    first = fingerprint(tiny_eagle_dir)
+    assert fingerprint(other_head) == first  # the same files: the same profile
+    weights = other_head / "model.safetensors"
+    weights.write_bytes(weights.read_bytes())  # a retrained head: same name and size, a new mtime
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    assert fingerprint(other_head) != first
 
 
 def test_a_noise_spike_is_repaired_from_larger_steps():
