@@ -73,7 +73,9 @@ def test_two_groups_give_the_outputs_of_one(variant, tiny_model_dir, launch_stac
 
 
 def test_a_lost_group_s_requests_move_to_the_other_group(tiny_model_dir, launch_stack):
-    requests = [{"prompt": spec["prompt"], "params": {**spec["params"], "max_tokens": 60}, "cancel_after": None}
+    # Long enough that the metrics poll below sees the first group running before the workload ends, also on a
+    # loaded machine (at 60 tokens a CI run once finished it between two polls).
+    requests = [{"prompt": spec["prompt"], "params": {**spec["params"], "max_tokens": 200}, "cancel_after": None}
                 for spec in workload(12)]
     expected = run(launch_stack(tiny_model_dir, ["--num-threads", "1"], []).address, requests)
     stack = launch_stack(tiny_model_dir, ["--num-threads", "1"], ["--metrics-port", "0"], executor_groups=2)
