@@ -145,8 +145,9 @@ def sample_rows(logits: torch.Tensor, temperature: float, generator: torch.Gener
     """One token per row of ``logits`` [n, vocab], drawn from softmax(logits / temperature) by inverting its
     cumulative distribution at one seeded uniform per row (``generator`` is a CPU generator).
 
-    torch.multinomial draws an exponential variate per vocabulary entry, which over 49k entries cost a fifth
-    of the whole self-distillation on a CPU; one uniform per row draws from the same distribution."""
+    torch.multinomial draws an exponential variate per vocabulary entry; over 49k entries, for every row, that
+    made self-distillation 1.10x slower on a 2-core CPU (bench/README.md, 2026-11-27). One uniform per row draws
+    from the same distribution."""
     probs = torch.softmax(logits.float() / temperature, dim=-1).cpu()
     cdf = probs.cumsum(dim=-1)
     uniform = torch.rand((probs.shape[0], 1), generator=generator) * cdf[:, -1:]
