@@ -130,7 +130,7 @@ def build_runner(
         num_threads=torch.get_num_threads(),
         spec_method=drafter.name if drafter is not None else "none",
         max_num_spec_tokens=config.num_spec_tokens if drafter is not None else 0,
-        model_fingerprint=model_fingerprint(config, getattr(drafter, "source_dir", None)),
+        model_fingerprint=model_fingerprint(config, drafter.source_dir if drafter is not None else None),
     )
     return runner, description
 

@@ -30,6 +30,12 @@ class Drafter(Protocol):
     reads_target_hidden: bool
     """Whether the drafter wants the target's hidden states of every step (``observe``)."""
 
+    @property
+    def source_dir(self) -> str | None:
+        """The directory of weights the drafter loaded beyond what the executor's config names (an EAGLE-style
+        head's), else None: part of the model fingerprint that keys cached step profiles."""
+        ...
+
     def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor, slots: torch.Tensor) -> None:
         """The target fed ``host``'s sequences (one per request id, in order); ``hidden`` row i is the target's
         hidden state of flat row i, ``slots`` row i's KV slot (on the device, as the step's attention wrote it)."""

@@ -27,6 +27,7 @@ class DraftModelDrafter:
 
     name = "draft_model"
     reads_target_hidden = False
+    source_dir: str | None = None  # its model directory is the config's draft_model_dir
 
     def __init__(
         self,

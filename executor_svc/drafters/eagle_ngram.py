@@ -30,7 +30,7 @@ class EagleNgramDrafter:
 
     @property
     def source_dir(self) -> str | None:
-        """Where the head was loaded from (part of the executor's model fingerprint, which keys step profiles)."""
+        """Where its head was loaded from."""
         return self.eagle.source_dir
 
     def observe(self, host: HostBatch, request_ids: Sequence[str], hidden: torch.Tensor, slots: torch.Tensor) -> None:

@@ -22,6 +22,7 @@ class NgramDrafter:
 
     name = "ngram"
     reads_target_hidden = False
+    source_dir: str | None = None
 
     def __init__(self, min_n: int, max_n: int) -> None:
         if not 1 <= min_n <= max_n:

@@ -15,26 +15,26 @@ if os.environ.get("KTRACE"):
         dynamic_k.DynamicKPolicy.observe = observe
     except Exception as e:
         print("trace site failed", e)
-if os.environ.get("DTRACE"):  # per eagle_ngram proposal: lookup/head drafts, head catch-up rows, head time
+if os.environ.get("DTRACE"):  # per eagle_ngram proposal: requests asked, head-drafted ones and head time; catch-up rows
     try:
         import time as _time
         from executor_svc.drafters import eagle as _eagle, eagle_ngram as _en
         _dlog = open(f"{os.environ['DTRACE']}.{os.getpid()}", "a", buffering=1)
-        _catch = _eagle.EagleDrafter._catch_up
+        _catch, _head_propose, _propose = (_eagle.EagleDrafter._catch_up, _eagle.EagleDrafter.propose,
+                                           _en.EagleNgramDrafter.propose)
         def _catch_up(self, batch):
             _dlog.write(f"U {sum(len(slots) for _, slots in batch)}\n")
             return _catch(self, batch)
-        _eagle.EagleDrafter._catch_up = _catch_up
-        def _propose(self, batch):
-            proposals = self.ngram.propose(batch)
-            unmatched = [i for i, d in enumerate(proposals) if not d]
+        def head_propose(self, batch):  # called by eagle_ngram with the requests the lookup found no match for
             began = _time.perf_counter()
-            for index, drafts in zip(unmatched, self.eagle.propose([batch[i] for i in unmatched])):
-                proposals[index] = drafts
-            _dlog.write(f"P lookup {len(batch) - len(unmatched)} head {len(unmatched)} "
-                        f"head_ms {(_time.perf_counter() - began) * 1e3:.2f} "
-                        f"drafts {' '.join(str(len(p)) for p in proposals)}\n")
+            proposals = _head_propose(self, batch)
+            _dlog.write(f"H {len(batch)} {(_time.perf_counter() - began) * 1e3:.2f}\n")
             return proposals
-        _en.EagleNgramDrafter.propose = _propose
+        def propose(self, batch):
+            _dlog.write(f"P {len(batch)}\n")
+            return _propose(self, batch)
+        _eagle.EagleDrafter._catch_up = _catch_up
+        _eagle.EagleDrafter.propose = head_propose
+        _en.EagleNgramDrafter.propose = propose
     except Exception as e:
         print("draft trace site failed", e)
