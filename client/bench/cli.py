@@ -6,6 +6,7 @@ import argparse
 import itertools
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from client.bench.forward_setup import ForwardSetup
@@ -102,11 +103,7 @@ def _prompts_for(concurrency: int, num_prompts: int | None, prompts: list[str],
 
 def run_bench(args: argparse.Namespace) -> dict:
     """Run every load configuration against a fresh local stack, then the baselines; write the report."""
-    from client.bench.baselines import (
-        hf_compiled_generate_throughput,
-        hf_generate_throughput,
-        measure_bare_decode_forward_in_subprocess,
-    )
+    from client.bench.baselines import measure_bare_decode_forward_in_subprocess
     from client.bench.groups_compare import group_ratios
     from client.bench.http_compare import http_ratios
     from client.bench.report import format_table, write_json, write_plot
@@ -147,27 +144,19 @@ def run_bench(args: argparse.Namespace) -> dict:
                     "runs": [], "hf": [], "bare_forward": []}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out)
+
+    def save_partial(stage: str) -> None:
+        """What a run cut short (a device call's time limit, while the HF baselines run) still leaves."""
+        write_json({**report, "partial": stage}, out / f"bench-{stamp}.partial.json")
+
     for round_index in range(args.rounds):
         runs, tracing = _load_runs(model_dir, prompts, args, round_index)
         report["runs"] += runs
-        # What a run cut short (a device call's time limit, while the HF baselines run) still leaves.
-        write_json({**report, "partial": f"after the load runs of round {round_index}"},
-                   out / f"bench-{stamp}.partial.json")
+        save_partial(f"after the load runs of round {round_index}")
         if tracing:
             spans = report.get("tracing", {}).get("spans_received", 0)
             report["tracing"] = {**tracing, "spans_received": spans + tracing["spans_received"]}
-        peers = set() if args.no_hf else set(args.hf_peers)
-        if "eager" in peers:
-            for concurrency in args.concurrency:
-                chosen = _prompts_for(concurrency, args.num_prompts, prompts, args.prompts_per_client)
-                hf = hf_generate_throughput(model_dir, chosen,
-                                            concurrency, args.max_tokens, args.num_threads, setup, args.ignore_eos)
-                report["hf"].append({**hf, "round": round_index})
-                _done(f"HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s")
-        if "compiled" in peers and setup.is_cuda and 1 in args.concurrency:
-            compiled = hf_compiled_generate_throughput(model_dir, prompts[:8], args.max_tokens, setup)
-            report.setdefault("hf_compiled", []).append({**compiled, "round": round_index})
-            _done(f"HF static-cache compiled, batch 1: {compiled['throughput_tok_s']:.1f} tok/s")
+        _run_hf_peers(report, args, model_dir, prompts, round_index, save_partial)
     if setup.is_cuda or args.weight_floor:
         report["weight_floor"] = _weight_floor(model_dir, setup)
     first_runs = _first_run_per_concurrency(report["runs"])
@@ -193,6 +182,30 @@ def run_bench(args: argparse.Namespace) -> dict:
     print(format_table(report))
     print(f"wrote {out / f'bench-{stamp}.json'} and .png")
     return report
+
+
+def _run_hf_peers(report: dict, args: argparse.Namespace, model_dir: str, prompts: list[str], round_index: int,
+                  save_partial: Callable[[str], None]) -> None:
+    """HF transformers on the same prompts: static-cache compiled generate at batch 1 (CUDA), then eager generate
+    per concurrency; the report is saved after each, so a run cut by a time limit keeps the peers it finished."""
+    from client.bench.baselines import hf_compiled_generate_throughput, hf_generate_throughput
+
+    setup = args.forward_setup
+    peers = set() if args.no_hf else set(args.hf_peers)
+    # The compiled peer first: the GPU targets compare with it.
+    if "compiled" in peers and setup.is_cuda and 1 in args.concurrency:
+        compiled = hf_compiled_generate_throughput(model_dir, prompts[:8], args.max_tokens, setup)
+        report.setdefault("hf_compiled", []).append({**compiled, "round": round_index})
+        _done(f"HF static-cache compiled, batch 1: {compiled['throughput_tok_s']:.1f} tok/s")
+        save_partial(f"after HF compiled of round {round_index}")
+    if "eager" in peers:
+        for concurrency in args.concurrency:
+            chosen = _prompts_for(concurrency, args.num_prompts, prompts, args.prompts_per_client)
+            hf = hf_generate_throughput(model_dir, chosen,
+                                        concurrency, args.max_tokens, args.num_threads, setup, args.ignore_eos)
+            report["hf"].append({**hf, "round": round_index})
+            _done(f"HF batch {concurrency}: {hf['throughput_tok_s']:.1f} tok/s")
+            save_partial(f"after HF batch {concurrency} of round {round_index}")
 
 
 def _weight_floor(model_dir: str, setup: ForwardSetup) -> dict:

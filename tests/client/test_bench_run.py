@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 
+from client.bench.cli import _run_hf_peers
 from client.cli import main
 
 pytestmark = pytest.mark.stack
@@ -89,3 +92,33 @@ def test_odd_rounds_run_the_configurations_in_reverse(tiny_model_dir, tmp_path):
     assert [(run["label"], run["round"]) for run in report["runs"]] == [
         ("c=1 inflight=1", 0), ("c=1 inflight=2", 0), ("c=1 inflight=2", 1), ("c=1 inflight=1", 1)]
     assert "throughput_over_sync[c=1 inflight=2]" in report["ratios"]  # paired by label within each round
+
+
+def test_the_compiled_peer_runs_first_and_a_cut_in_the_eager_peers_keeps_it(monkeypatch):
+    """A device call's time limit can fall inside HF eager generate (minutes at batch 64): the compiled peer, the one
+    the GPU targets compare with, has run by then and is in the saved partial report."""
+    calls, saved = [], []
+
+    def compiled(*args, **kwargs):
+        calls.append("compiled")
+        return {"throughput_tok_s": 200.0}
+
+    def eager(model_dir, prompts, concurrency, *args):
+        calls.append(f"eager {concurrency}")
+        if concurrency == 16:
+            raise RuntimeError("cut short, as by a time limit")
+        return {"throughput_tok_s": 30.0, "concurrency": concurrency}
+
+    monkeypatch.setattr("client.bench.baselines.hf_compiled_generate_throughput", compiled)
+    monkeypatch.setattr("client.bench.baselines.hf_generate_throughput", eager)
+    args = argparse.Namespace(no_hf=False, hf_peers=["eager", "compiled"], concurrency=[1, 16], num_prompts=None,
+                              prompts_per_client=1, max_tokens=8, num_threads=1, ignore_eos=True,
+                              forward_setup=SimpleNamespace(is_cuda=True))
+    report: dict = {"hf": []}
+    with pytest.raises(RuntimeError, match="cut short"):
+        _run_hf_peers(report, args, "model", ["a prompt"] * 20, 0,
+                      lambda stage: saved.append((stage, json.loads(json.dumps(report)))))
+    assert calls == ["compiled", "eager 1", "eager 16"]
+    stage, last = saved[-1]
+    assert stage == "after HF batch 1 of round 0"
+    assert last["hf_compiled"] == [{"throughput_tok_s": 200.0, "round": 0}] and len(last["hf"]) == 1
