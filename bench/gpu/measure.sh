@@ -5,12 +5,11 @@
 #
 #   run(command="bash bench/gpu/measure.sh 560 tests default", carry=[".gpu-kit"], timeout_s=580)
 #
-# Parts: tests (the GPU tests of `stepahead gpu-check`; 175 s on 2026-11-26 before executors compiled their eager
-# attention kernels at start, so more on a fresh machine now), triton (one layer's attention time per backend),
-# default | 1.7b | 8b | small (`stepahead bench` on that model shape, sync and async, with the HF peers its
-# acceptance asks for). Concurrencies and peers per shape as in client/gpu_check.py; override the concurrencies with
-# CONCURRENCY="1 16". EXTRA="--stream-interval 1 4"
-# (any bench flags) is appended to each bench command.
+# Parts: tests (the GPU tests of `stepahead gpu-check`; 165 s on a fresh H200 on 2026-11-27), triton (one layer's
+# attention time per backend), default | 1.7b | 8b | small (`stepahead bench` on that model shape, sync and async,
+# with the HF peers its acceptance asks for; the default shape ran 363 s and was not finished). Concurrencies and
+# peers per shape as in client/gpu_check.py; override the concurrencies with CONCURRENCY="1 16".
+# EXTRA="--stream-interval 1 4" (any bench flags) is appended to each bench command.
 set -u
 BUDGET=${1:-560}; shift
 PARTS=${*:-tests default}
