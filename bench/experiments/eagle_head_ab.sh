@@ -5,12 +5,15 @@
 set -u
 ROUNDS=${1:-5}; NEW=$2
 export NPROMPTS=${NPROMPTS:-16}
-run() {  # run LABEL: one stack, one line of results
-  case $1 in
+ERRORS=${ERRORS:-/tmp/eagle_head_ab.stderr}  # the stacks' own output; a run that printed no result says so
+run() {  # run LABEL ROUND: one stack, one line of results
+  local line
+  line=$(case $1 in
     none) python3 bench/experiments/dynamic_k_trace/run.py none ;;
     shipped) python3 bench/experiments/dynamic_k_trace/run.py dynamic ;;
     new) EAGLE_DIR=$NEW python3 bench/experiments/dynamic_k_trace/run.py dynamic ;;
-  esac 2>/dev/null | sed "s/^/$1 round $2: /"
+  esac 2>>"$ERRORS")
+  echo "$1 round $2: ${line:-FAILED (see $ERRORS)}"
 }
 # Warm-up: each head's step profile is measured once and cached before the timed rounds.
 NPROMPTS=1 run shipped warm; NPROMPTS=1 run new warm
