@@ -71,20 +71,35 @@ def slower_model_dir(tmp_path_factory):
 
 def test_tokens_of_one_multi_step_batch_arrive_one_by_one(slower_model_dir, launch_stack):
     stack = launch_stack(slower_model_dir, [], ["--num-scheduler-steps", "8"])
-    arrivals = []
+    # A client starved of CPU by the other test worker reads a queue of messages in one burst, at random; a
+    # scheduler that sends a batch of 8 at its end bunches every attempt. So one attempt in three must stream.
+    failures = []
     with Client(stack.address) as client:
-        for chunk in client.generate_stream(token_ids=[5, 6, 7, 8], max_tokens=33, ignore_eos=True,
-                                            temperature=0.0):
-            arrivals += [time.perf_counter()] * len(chunk.token_ids)
-        info = client.model_info()
+        for _ in range(3):
+            failure = _stream_failure(client)
+            if failure is None:
+                return
+            failures.append(failure)
+    pytest.fail(f"tokens arrived bunched in all 3 attempts: {failures}")
+
+
+def _stream_failure(client: Client) -> str | None:
+    """Stream one request of 33 tokens; None when its tokens arrived one by one, else why not."""
+    before = client.model_info().stats
+    arrivals = []
+    for chunk in client.generate_stream(token_ids=[5, 6, 7, 8], max_tokens=33, ignore_eos=True, temperature=0.0):
+        arrivals += [time.perf_counter()] * len(chunk.token_ids)
+    after = client.model_info().stats
     assert len(arrivals) == 33
-    assert info.stats.step_requests <= 6, info.stats  # the prefill, then batches of 8 sub-steps
+    assert after.step_requests - before.step_requests <= 6, after  # the prefill, then batches of 8 sub-steps
     # One message per token, each received at its own time.
     assert len(set(arrivals)) == len(arrivals)
     gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:])]
     # Tokens leave as their sub-step completes, so most gaps are about one sub-step's compute. Had a batch of 8
     # been sent at its end, only 1 gap in 8 would be; a stall of this shared machine bunches a few (so not the
     # median): at least a quarter of the gaps must be half a sub-step or longer.
-    sub_step_s = info.stats.executor_busy_s / info.stats.steps
+    sub_step_s = (after.executor_busy_s - before.executor_busy_s) / (after.steps - before.steps)
     long_gaps = sum(gap > 0.5 * sub_step_s for gap in gaps)
-    assert long_gaps >= len(gaps) // 4, (gaps, sub_step_s)
+    if long_gaps >= len(gaps) // 4:
+        return None
+    return f"{long_gaps} of {len(gaps)} gaps over half a sub-step of {sub_step_s * 1e3:.2f} ms"
