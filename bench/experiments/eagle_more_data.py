@@ -13,16 +13,16 @@ Usage: python3 bench/experiments/eagle_more_data.py BASE_OUT WORK OUT [EXTRA=409
 import json
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from executor_svc.attention.selection import build_attention_backend
-from executor_svc.drafter_training.dataset import draft_vocabulary, label_to_draft_map, load_sequences, save_sequences
+from executor_svc.drafter_training.dataset import draft_vocabulary, label_to_draft_map, load_sequences
 from executor_svc.drafter_training.prompts import chat_requests, passage_requests, stdlib_requests, training_requests
-from executor_svc.drafter_training.run import DataSettings, TrainDrafterJob, _prompt_ids
+from executor_svc.drafter_training.run import (DataSettings, TrainDrafterJob, _prompt_ids, chat_prompt_ids,
+                                              self_distill_chunks)
 from executor_svc.drafter_training.self_distill import SelfDistiller
 from executor_svc.drafter_training.trainer import HeadTrainer, TrainSettings
 from executor_svc.drafters.eagle_head import EagleHead, EagleHeadConfig, save_head
@@ -57,8 +57,7 @@ def new_prompt_ids() -> list[list[int]]:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     ids: list[list[int]] = []
     for text in unused_first(training_requests(4 * (extra + data.num_prompts), NEW_SEED)):
-        tokens = list(tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                                    tokenize=True, return_dict=False))
+        tokens = chat_prompt_ids(tokenizer, text)
         if 0 < len(tokens) <= data.max_prompt_tokens and tuple(tokens) not in used:
             used.add(tuple(tokens))
             ids.append(tokens)
@@ -76,17 +75,8 @@ work.mkdir(parents=True, exist_ok=True)
 prompts = new_prompt_ids()
 distiller = SelfDistiller(model, dev, eos_token_ids(model_dir, cfg), data.max_new_tokens, data.temperature,
                           max_batch_tokens=4096)
-generator = torch.Generator()
-new: list = []
-chunks = [prompts[i: i + data.generate_batch] for i in range(0, len(prompts), data.generate_batch)]
-for index, chunk in enumerate(tqdm(chunks, desc="self-distilling", unit="batch")):
-    path = work / f"data-{index:04d}.pt"
-    generator.manual_seed(NEW_SEED * 100_003 + index)
-    if not path.is_file():
-        greedy = [(i + index * data.generate_batch) % data.sampled_every != data.sampled_every - 1
-                  for i in range(len(chunk))]
-        save_sequences(distiller.generate(chunk, greedy, generator), path)
-    new += load_sequences(path)
+# num_prompts = len(prompts): every third of them sampled, none held out (the base's held-out set is kept).
+new = self_distill_chunks(distiller, prompts, replace(data, num_prompts=len(prompts)), NEW_SEED, work, None)
 print(f"self-distilled {len(new)} new sequences, {sum(len(s.token_ids) - s.prompt_len for s in new)} continuation "
       f"tokens, {time.monotonic() - began:.0f} s", flush=True)
 

@@ -13,6 +13,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -141,23 +142,32 @@ def _self_distilled(job: TrainDrafterJob, distiller: SelfDistiller, work: Path, 
                     ) -> tuple[list[DistillSequence] | None, list[DistillSequence] | None]:
     """The training and held-out sequences, generating the chunks not on disk yet; (None, None) when the
     deadline passes first."""
-    prompts = _prompt_ids(job)
-    settings = job.data
-    generator = torch.Generator().manual_seed(job.seed)
+    sequences = self_distill_chunks(distiller, _prompt_ids(job), job.data, job.seed, work, deadline)
+    if sequences is None:
+        return None, None
+    return sequences[: job.data.num_prompts], sequences[job.data.num_prompts :]
+
+
+def self_distill_chunks(distiller: SelfDistiller, prompts: list[list[int]], settings: DataSettings, seed: int,
+                        work: Path, deadline: float | None) -> list[DistillSequence] | None:
+    """Continue ``prompts`` in chunks of ``settings.generate_batch``, each saved as ``work/data-NNNN.pt`` and read
+    back when already there; every ``sampled_every``-th of the first ``num_prompts`` is sampled, the rest (the
+    held-out ones included) greedy. None when the deadline passes before all chunks are on disk."""
+    generator = torch.Generator()
     chunks = [prompts[i : i + settings.generate_batch] for i in range(0, len(prompts), settings.generate_batch)]
     sequences: list[DistillSequence] = []
     for index, chunk in enumerate(tqdm(chunks, desc="self-distilling", unit="batch")):
         path = work / f"data-{index:04d}.pt"
         # Each chunk's sampling is seeded by its index, so a resumed run draws what an uninterrupted one does.
-        generator.manual_seed(job.seed * 100_003 + index)
+        generator.manual_seed(seed * 100_003 + index)
         if not path.is_file():
             if deadline is not None and time.monotonic() > deadline:
-                return None, None
+                return None
             greedy = [(i + index * settings.generate_batch) % settings.sampled_every != settings.sampled_every - 1
                       or (i + index * settings.generate_batch) >= settings.num_prompts for i in range(len(chunk))]
             save_sequences(distiller.generate(chunk, greedy, generator), path)
         sequences += load_sequences(path)
-    return sequences[: settings.num_prompts], sequences[settings.num_prompts :]
+    return sequences
 
 
 def _prompt_ids(job: TrainDrafterJob) -> list[list[int]]:
@@ -168,18 +178,22 @@ def _prompt_ids(job: TrainDrafterJob) -> list[list[int]]:
     wanted = job.data.num_prompts + job.data.held_out_prompts
     ids: list[list[int]] = []
     for text in training_requests(2 * wanted, job.seed):
-        messages = [{"role": "user", "content": text}]
-        if tokenizer.chat_template:
-            tokens = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                        return_dict=False))
-        else:
-            tokens = tokenizer(text)["input_ids"]
+        tokens = chat_prompt_ids(tokenizer, text)
         if 0 < len(tokens) <= job.data.max_prompt_tokens:
             ids.append(tokens)
         if len(ids) == wanted:
             return ids
     raise ValueError(f"num_prompts: only {len(ids)} training prompts fit max_prompt_tokens "
                      f"{job.data.max_prompt_tokens}, {wanted} wanted")
+
+
+def chat_prompt_ids(tokenizer: Any, text: str) -> list[int]:
+    """One user request's token ids as the model's chat template formats it (the bare text's without one)."""
+    if tokenizer.chat_template:
+        messages = [{"role": "user", "content": text}]
+        return list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                  return_dict=False))
+    return list(tokenizer(text)["input_ids"])
 
 
 def _summary(job: TrainDrafterJob, train: list[DistillSequence], held_out: list[DistillSequence],
