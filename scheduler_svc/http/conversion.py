@@ -23,6 +23,7 @@ from scheduler_svc.http.protocol import (
     Endpoint,
     SamplingFields,
 )
+from scheduler_svc.http.unrecognized import refuse_unrecognized
 from scheduler_svc.request import Request
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.validation import MAX_LOGPROBS, InvalidRequestError, ModelLimits, build_request
@@ -68,6 +69,7 @@ def check_model(requested: str | None, served: str) -> None:
 def chat_plan(body: ChatCompletionRequest, served_model: str) -> GenerationPlan:
     """The engine requests of a chat completion."""
     check_model(body.model, served_model)
+    refuse_unrecognized(body)
     _refuse_unsupported_chat(body)
     if body.top_logprobs is not None and not body.logprobs:
         raise invalid("top_logprobs", "requires logprobs to be true")
@@ -88,6 +90,9 @@ def chat_plan(body: ChatCompletionRequest, served_model: str) -> GenerationPlan:
 def completion_plan(body: CompletionRequest, served_model: str) -> GenerationPlan:
     """The engine requests of a (legacy) completion; a list of prompts gives n choices per prompt."""
     check_model(body.model, served_model)
+    refuse_unrecognized(body)
+    if body.store:
+        raise invalid("store", "storing completions is not supported")
     if body.echo:
         raise invalid("echo", "is not supported")
     if body.suffix:
@@ -216,6 +221,13 @@ def _refuse_unsupported_chat(body: ChatCompletionRequest) -> None:
         raise invalid("tools", "tool calling is not supported")
     if body.functions:
         raise invalid("functions", "function calling is not supported")
+    if body.tool_choice not in (None, "none", "auto"):
+        raise invalid("tool_choice", "tool calling is not supported (only none or auto, without tools)")
+    for index, message in enumerate(body.messages):
+        if message.tool_calls:
+            raise invalid(f"messages[{index}].tool_calls", "tool calling is not supported")
+    if body.store:
+        raise invalid("store", "storing completions is not supported")
     if body.response_format is not None and body.response_format.get("type", "text") != "text":
         raise invalid("response_format", "only {'type': 'text'} is supported")
 

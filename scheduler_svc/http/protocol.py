@@ -1,9 +1,11 @@
 """Request bodies of the OpenAI-compatible API, as pydantic models.
 
-Strict types (a string where a number belongs is refused, not coerced); unknown fields are
-ignored, as OpenAI's own server and vLLM do. Fields OpenAI defines but stepahead cannot honour
-(tools, logit_bias, ...) are accepted only at their neutral value: anything else is refused in
-conversion.py, naming the parameter. vLLM's sampling extensions (top_k, min_p,
+Strict types (a string where a number belongs is refused, not coerced). Unknown fields are kept
+(``model_extra``) so that conversion.py can refuse them, as OpenAI's own server does, unless their
+value is neutral (null, false, empty): a client that echoes a reply's message back (``refusal:
+null``, ``tool_calls: []``) still works, and nothing a client asked for is silently dropped. Fields
+OpenAI defines but stepahead cannot honour (tools, store, ...) are likewise accepted only at their
+neutral value, naming the parameter otherwise. vLLM's sampling extensions (top_k, min_p,
 repetition_penalty, min_tokens, ignore_eos, stop_token_ids, skip_special_tokens,
 include_stop_str_in_output) are accepted on both endpoints.
 """
@@ -19,7 +21,7 @@ Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="allow")
 
 
 class StreamOptions(_Strict):
@@ -41,6 +43,8 @@ class ChatMessage(_Strict):
     role: str
     content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[Any] | None = None
 
 
 class SamplingFields(_Strict):
@@ -58,6 +62,9 @@ class SamplingFields(_Strict):
     frequency_penalty: float | None = None
     seed: int | None = None
     user: str | None = None
+    metadata: dict[str, Any] | None = None
+    """Tags for OpenAI's stored completions: nothing is stored here, and they change no output."""
+    store: bool | None = None
     logit_bias: dict[str, Any] | None = None
     # vLLM's extensions
     top_k: Int32 | None = None
@@ -78,6 +85,8 @@ class ChatCompletionRequest(SamplingFields):
     logprobs: bool | None = None
     top_logprobs: Int32 | None = None
     tools: list[Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
     functions: list[Any] | None = None
     response_format: dict[str, Any] | None = None
 

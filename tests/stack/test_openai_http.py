@@ -204,6 +204,7 @@ BAD = [
     (dict(max_tokens=100_000), "max_tokens"),
     (dict(extra_body={"temperature": "hot"}), "temperature"),
     (dict(messages=[{"role": "robot", "content": "hi"}]), "messages[0].role"),
+    (dict(extra_body={"guided_regex": "[a-z]+"}), "guided_regex"),
 ]
 
 
@@ -216,6 +217,15 @@ def test_bad_requests_are_openai_400s_and_the_server_serves_on(stack, model_name
         assert caught.value.status_code == 400 and error["param"] == param
         assert error["type"] == "invalid_request_error" and set(error) == {"message", "type", "param", "code"}
         assert client.chat.completions.create(model=model_name, messages=MESSAGES, max_tokens=2).choices
+
+
+def test_a_reply_message_sent_back_as_the_sdk_returned_it_is_accepted(stack, model_name):
+    """A conversation that appends the SDK's reply object itself, as the openai package's examples do."""
+    with sync_openai(stack) as client:
+        reply = client.chat.completions.create(model=model_name, messages=MESSAGES, **GREEDY).choices[0].message
+        follow_up = [*MESSAGES, reply, {"role": "user", "content": "And the sky?"}]
+        answer = client.chat.completions.create(model=model_name, messages=follow_up, **GREEDY)
+        assert answer.choices[0].finish_reason == "length" and answer.usage.completion_tokens == 12
 
 
 def test_unknown_model_is_404_model_not_found(stack, model_name):

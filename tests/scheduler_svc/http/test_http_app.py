@@ -218,6 +218,18 @@ BAD = [
     (COMPLETIONS, {"prompt": [5, 2**40]}, "prompt"),
     (COMPLETIONS, {"prompt": "hi", "max_tokens": 2**40}, "max_tokens"),
     (CHAT, {"messages": MESSAGES, "stop_token_ids": [2**33]}, "stop_token_ids[0]"),
+    (CHAT, {"messages": MESSAGES, "max_token": 5}, "max_token"),
+    (COMPLETIONS, {"prompt": "hi", "guided_json": {"type": "object"}}, "guided_json"),
+    (CHAT, {"messages": [{"role": "user", "content": "hi", "cache_control": {"type": "ephemeral"}}]},
+     "messages[0].cache_control"),
+    (CHAT, {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "detail": "high"}]}]},
+     "messages[0].content[0].detail"),
+    (CHAT, {"messages": MESSAGES, "stream": True, "stream_options": {"include_usage": True, "chunk_size": 4}},
+     "stream_options.chunk_size"),
+    (CHAT, {"messages": MESSAGES, "tool_choice": "required"}, "tool_choice"),
+    (CHAT, {"messages": [{"role": "assistant", "tool_calls": [{"id": "c1"}]}, *MESSAGES]}, "messages[0].tool_calls"),
+    (CHAT, {"messages": MESSAGES, "store": True}, "store"),
+    (COMPLETIONS, {"prompt": "hi", "store": True}, "store"),
 ]
 
 
@@ -248,10 +260,23 @@ def test_a_body_over_the_limit_is_refused_unread(tokenizer, monkeypatch):
     serve(tokenizer, test)
 
 
-def test_unknown_fields_are_ignored(tokenizer):
+def test_unknown_fields_are_accepted_only_at_a_neutral_value(tokenizer):
+    """What a client gets back when it appends a reply's message to the next request (the openai SDK's
+    message object dumped: its empty extras) and OpenAI's no-op fields are served; an unknown field that asks
+    for something is refused (the BAD cases above)."""
     async def test(client, served):
-        body = {"messages": MESSAGES, "max_tokens": 2, "frobnicate": {"x": 1}, "store": True, "user": "u1"}
-        assert (await client.post(CHAT, json=body)).status_code == 200
+        echoed = {"role": "assistant", "content": "hi", "refusal": None, "annotations": [], "audio": None,
+                  "function_call": None, "tool_calls": []}
+        body = {"messages": [*MESSAGES, echoed, *MESSAGES], "max_tokens": 2, "frobnicate": None, "store": False,
+                "user": "u1", "metadata": {"team": "a"}, "parallel_tool_calls": True, "tool_choice": "none",
+                "logit_bias": {}, "guided_choice": []}
+        response = await client.post(CHAT, json=body)
+        assert response.status_code == 200, response.text
+        tool_reply = {"role": "tool", "content": "42", "tool_call_id": "c1"}
+        response = await client.post(CHAT, json={"messages": [*MESSAGES, tool_reply], "max_tokens": 2})
+        assert response.status_code == 200, response.text
+        response = await client.post(COMPLETIONS, json={"prompt": "hi", "max_tokens": 2, "echo": False, "x": ""})
+        assert response.status_code == 200, response.text
 
     serve(tokenizer, test)
 
