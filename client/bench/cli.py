@@ -33,8 +33,9 @@ def add_bench_parser(commands) -> None:
                        help="mtbench: MT-Bench first turns; code: complete the first lines of Python stdlib "
                             "functions (default mtbench)")
     bench.add_argument("--num-prompts", type=int, default=None,
-                       help="prompts per run (default: 8 at concurrency 1, else every MT-Bench first turn, "
-                            "or 2x concurrency if that is more)")
+                       help="prompts per run, spread evenly over the set when fewer (default: 8 at concurrency 1, "
+                            "one per MT-Bench category; else every MT-Bench first turn, or 2x concurrency if "
+                            "that is more)")
     bench.add_argument("--prompts-per-client", type=_positive_int, default=None,
                        help="prompts per run = this x concurrency (at least 8); shorter runs at every "
                             "concurrency, for sweeps (overrides --num-prompts)")
@@ -90,14 +91,18 @@ def _positive_int(text: str) -> int:
 
 def _prompts_for(concurrency: int, num_prompts: int | None, prompts: list[str],
                  per_client: int | None = None) -> list[str]:
-    """The prompts of one run (cycled when more are asked for than exist).
+    """The prompts of one run: fewer than the set are spread evenly over it, more cycle through it.
 
+    Spread, because the set is ordered by kind (MT-Bench: ten writing questions, then ten roleplay, ...
+    ten humanities): its first eight are all writing, whose acceptance and lengths are not MT-Bench's.
     Batched runs use every prompt by default: with only two waves of requests the longest ones set the
     run's length for continuous and static batching alike, and the run would hardly measure batching.
     """
     if per_client is not None:
         num_prompts = max(8, per_client * concurrency)
     count = num_prompts or (8 if concurrency == 1 else max(len(prompts), 2 * concurrency))
+    if count < len(prompts):
+        return [prompts[i * len(prompts) // count] for i in range(count)]
     return [prompts[i % len(prompts)] for i in range(count)]
 
 

@@ -11,8 +11,9 @@ def test_batched_runs_use_every_prompt_by_default():
     assert _prompts_for(16, None, PROMPTS) == PROMPTS
 
 
-def test_concurrency_one_uses_eight_prompts_by_default():
-    assert _prompts_for(1, None, PROMPTS) == PROMPTS[:8]
+def test_concurrency_one_uses_eight_prompts_spread_over_the_set_by_default():
+    """One per MT-Bench category (the set lists ten of each kind in turn), not the first eight writing ones."""
+    assert _prompts_for(1, None, PROMPTS) == PROMPTS[::10]
 
 
 def test_more_than_twice_the_concurrency_cycles_through_the_prompts():
@@ -22,7 +23,8 @@ def test_more_than_twice_the_concurrency_cycles_through_the_prompts():
 
 
 def test_an_explicit_count_wins():
-    assert _prompts_for(16, 5, PROMPTS) == PROMPTS[:5]
+    assert _prompts_for(16, 5, PROMPTS) == [PROMPTS[i] for i in (0, 16, 32, 48, 64)]
+    assert _prompts_for(1, 16, PROMPTS) == PROMPTS[::5]
 
 
 def test_prompts_per_client_scales_with_concurrency_from_a_floor_of_eight():
