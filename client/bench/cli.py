@@ -141,9 +141,10 @@ def run_bench(args: argparse.Namespace) -> dict:
         from client.bench.sweep_run import run_sweep
 
         return run_sweep(args, model_dir, _measure)
+    from client.bench.prompt_fit import fitting_prompts
     from client.bench.prompt_sets import load_prompts
 
-    prompts = load_prompts(args.prompts)
+    prompts = fitting_prompts(load_prompts(args.prompts), model_dir, args.max_model_len, args.max_tokens)
     report: dict = {"model": model_dir, "num_threads": args.num_threads, "max_tokens": args.max_tokens,
                     "title": f"stepahead bench: {Path(model_dir).name}, {args.num_threads} torch threads",
                     "runs": [], "hf": [], "bare_forward": []}
@@ -199,7 +200,9 @@ def _run_hf_peers(report: dict, args: argparse.Namespace, model_dir: str, prompt
     peers = set() if args.no_hf else set(args.hf_peers)
     # The compiled peer first: the GPU targets compare with it.
     if "compiled" in peers and setup.is_cuda and 1 in args.concurrency:
-        compiled = hf_compiled_generate_throughput(model_dir, prompts[:8], args.max_tokens, setup)
+        chosen = _prompts_for(1, args.num_prompts, prompts, args.prompts_per_client)
+        chosen = chosen if len(chosen) <= 8 else _prompts_for(1, 8, chosen)  # compiled generate is slow to warm
+        compiled = hf_compiled_generate_throughput(model_dir, chosen, args.max_tokens, setup)
         report.setdefault("hf_compiled", []).append({**compiled, "round": round_index})
         _done(f"HF static-cache compiled, batch 1: {compiled['throughput_tok_s']:.1f} tok/s")
         save_partial(f"after HF compiled of round {round_index}")

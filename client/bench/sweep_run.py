@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from client.bench.prompt_fit import fitting_prompts
 from client.bench.prompt_sets import load_prompts
 from client.bench.sweep import (
     executor_overrides,
@@ -29,7 +30,7 @@ def run_sweep(args: argparse.Namespace, model_dir: str, measure: Callable[..., d
     from scheduler_svc.cli_args import scheduler_flags
 
     spec_method = args.spec_method if args.spec_method != "none" else "ngram"
-    prompts = load_prompts(args.prompts)
+    prompts = fitting_prompts(load_prompts(args.prompts), model_dir, args.max_model_len, args.max_tokens)
     inflight = args.max_inflight_steps[-1]
     base = {**vars(args), "max_inflight_steps": inflight, "num_scheduler_steps": args.num_scheduler_steps[0],
             "stream_interval": args.stream_interval[0]}
