@@ -91,8 +91,6 @@ def completion_plan(body: CompletionRequest, served_model: str) -> GenerationPla
     """The engine requests of a (legacy) completion; a list of prompts gives n choices per prompt."""
     check_model(body.model, served_model)
     refuse_unrecognized(body)
-    if body.store:
-        raise invalid("store", "storing completions is not supported")
     if body.echo:
         raise invalid("echo", "is not supported")
     if body.suffix:
@@ -150,6 +148,8 @@ def _plan(
         raise invalid("n", f"must be in [1, {MAX_CHOICES}], got {body.n}")
     if len(prompts) * body.n > MAX_CHOICES:
         raise invalid("n", f"prompts x n must be at most {MAX_CHOICES}, got {len(prompts)} x {body.n}")
+    if body.store:
+        raise invalid("store", "storing completions is not supported")
     if body.stream_options is not None and not body.stream:
         raise invalid("stream_options", "is only allowed with stream: true")
     if body.seed is not None and not _SEED_RANGE[0] <= body.seed < _SEED_RANGE[1]:
@@ -226,8 +226,6 @@ def _refuse_unsupported_chat(body: ChatCompletionRequest) -> None:
     for index, message in enumerate(body.messages):
         if message.tool_calls:
             raise invalid(f"messages[{index}].tool_calls", "tool calling is not supported")
-    if body.store:
-        raise invalid("store", "storing completions is not supported")
     if body.response_format is not None and body.response_format.get("type", "text") != "text":
         raise invalid("response_format", "only {'type': 'text'} is supported")
 
