@@ -8,13 +8,13 @@ from pathlib import Path
 
 
 def model_context_length(model_dir: str, max_model_len: int | None) -> int | None:
-    """The server's limit before KV capacity: --max-model-len, else the model's max_position_embeddings."""
-    if max_model_len is not None:
-        return max_model_len
+    """The server's limit before KV capacity, as the executor derives it (executor_svc/server.py): the model's
+    max_position_embeddings, lowered by --max-model-len; None when neither is known."""
     config = Path(model_dir) / "config.json"
-    if not config.is_file():
-        return None
-    return json.loads(config.read_text()).get("max_position_embeddings")
+    positions = json.loads(config.read_text()).get("max_position_embeddings") if config.is_file() else None
+    if positions is None or max_model_len is None:
+        return positions if max_model_len is None else max_model_len
+    return min(max_model_len, positions)
 
 
 def fitting_prompts(prompts: list[str], model_dir: str, max_model_len: int | None, max_tokens: int) -> list[str]:

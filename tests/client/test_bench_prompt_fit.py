@@ -25,8 +25,10 @@ def test_max_tokens_and_max_model_len_count_as_the_server_counts(tiny_model_dir)
         fitting_prompts(["hi"], str(tiny_model_dir), tokens + 5, 6)
 
 
-def test_the_limit_is_the_flag_else_the_models_positions(tiny_model_dir, tmp_path):
+def test_the_limit_is_the_models_positions_lowered_by_the_flag(tiny_model_dir, tmp_path):
     assert model_context_length(str(tiny_model_dir), 100) == 100
     positions = json.loads((tiny_model_dir / "config.json").read_text())["max_position_embeddings"]
     assert model_context_length(str(tiny_model_dir), None) == positions
+    assert model_context_length(str(tiny_model_dir), positions + 100) == positions  # the executor caps the flag
     assert model_context_length(str(tmp_path), None) is None
+    assert model_context_length(str(tmp_path), 100) == 100
