@@ -38,6 +38,7 @@ def _add_client_tls_arguments(parser: argparse.ArgumentParser, api_key: bool = T
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    from client.cli_values import non_negative_int, positive_float, positive_int
     from executor_svc.cli_args import add_executor_arguments, add_executor_tls_arguments, add_metrics_argument
     from scheduler_svc.cli_args import add_scheduler_arguments, add_spec_tokens_argument
 
@@ -51,10 +52,10 @@ def _build_parser() -> argparse.ArgumentParser:
     add_scheduler_arguments(serve)
     add_executor_arguments(serve, dynamic_k=True)
     add_executor_tls_arguments(serve, server_certificate=False)
-    serve.add_argument("--executor-groups", type=int, default=1,
+    serve.add_argument("--executor-groups", type=positive_int, default=1,
                        help="start N executors (each a TP group with --tensor-parallel-size) behind the one "
                             "scheduler, each with its own KV cache (default 1)")
-    serve.add_argument("--executor-max-restarts", type=int, default=5,
+    serve.add_argument("--executor-max-restarts", type=non_negative_int, default=5,
                        help="restart a crashed executor this many times at most (backoff 1, 2, 4, ... s); the "
                             "scheduler resumes its requests there (default 5; 0: exit when it crashes)")
 
@@ -91,7 +92,8 @@ def _build_parser() -> argparse.ArgumentParser:
     health.add_argument("address", help="host:port of a scheduler or executor")
     health.add_argument("--service", default="",
                         help='"" = liveness (default); stepahead.v1.Generation or stepahead.v1.Executor = readiness')
-    health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer (default 3)")
+    health.add_argument("--timeout", type=positive_float, default=3.0,
+                        help="seconds to wait for the answer (default 3)")
     _add_client_tls_arguments(health, api_key=False)
     health.add_argument("--tls-cert", default=None, help="client certificate (an executor with --tls-client-ca)")
     health.add_argument("--tls-key", default=None, help="private key of --tls-cert")
@@ -101,7 +103,7 @@ def _build_parser() -> argparse.ArgumentParser:
     certs.add_argument("--san", action="append", default=[],
                        help="extra name or IP the server certificate is valid for (repeatable; "
                             "localhost, 127.0.0.1 and ::1 always are)")
-    certs.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    certs.add_argument("--days", type=positive_int, default=365, help="validity in days (default 365)")
 
     from client.bench.cli import add_bench_parser
 
@@ -245,7 +247,10 @@ def _run_make_certs(args: argparse.Namespace) -> None:
 
     from client.certs import make_certs
 
-    paths = make_certs(Path(args.out), args.san, args.days)
+    try:
+        paths = make_certs(Path(args.out), args.san, args.days)
+    except OSError as error:
+        raise ValueError(f"out: cannot write to {args.out}: {error.strerror or error}") from None
     print(f"wrote {paths.ca} (trust it), {paths.server} + {paths.server_key} (servers), "
           f"{paths.client} + {paths.client_key} (the scheduler's client certificate)")
 
@@ -256,6 +261,7 @@ def main(argv: list[str] | None = None) -> None:
 
     args = resolve_env_defaults(_build_parser().parse_args(argv))
     from client.errors import StepaheadError
+    from client.launcher import ServiceStartError
     from client.model_resolver import ModelResolutionError
 
     handlers = {
@@ -292,6 +298,10 @@ def main(argv: list[str] | None = None) -> None:
     except (StepaheadError, ModelResolutionError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    except ServiceStartError as error:
+        # The child's own "error: <field>: ..." line is in the log printed here; a refused setting stays exit 2.
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2 if error.exit_code == 2 else 1) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None
 

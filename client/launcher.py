@@ -16,7 +16,15 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 
 class ServiceStartError(RuntimeError):
-    """A service process exited or did not become ready in time; carries its log."""
+    """A service process exited or did not become ready in time; carries its log.
+
+    ``exit_code``: the status the process exited with on its own (2: it refused its settings), or None when it
+    was stopped for not becoming ready in time.
+    """
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class ServiceProcess:
@@ -49,9 +57,11 @@ class ServiceProcess:
             return printed
         deadline = time.monotonic() + timeout_s
         while not self._matched.wait(0.1):
-            if self.process.poll() is not None or time.monotonic() > deadline:
+            exit_code = self.process.poll()
+            if exit_code is not None or time.monotonic() > deadline:
                 self.stop()
-                raise ServiceStartError(f"{self.name} did not start (exit {self.process.returncode}):\n{self.log()}")
+                raise ServiceStartError(f"{self.name} did not start (exit {self.process.returncode}):\n{self.log()}",
+                                        exit_code)
         assert self._match is not None  # set before _matched
         return self._match.group(1)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 def add_profile_parser(commands) -> None:
     """Register the `profile` subcommand."""
+    from client.cli_values import positive_int
     from executor_svc.cli_args import add_executor_arguments
 
     profile = commands.add_parser("profile", help="measure the step profile that dynamic K plans with")
@@ -19,7 +20,7 @@ def add_profile_parser(commands) -> None:
     profile.add_argument("--model", default=None, help="model (default: SmolLM2-135M-Instruct)")
     profile.add_argument("--executor", default=None,
                          help="host:port of a running executor with no scheduler attached (default: start one)")
-    profile.add_argument("--max-num-seqs", type=int, default=64,
+    profile.add_argument("--max-num-seqs", type=positive_int, default=64,
                          help="largest decode batch to profile: the scheduler's --max-num-seqs (default 64)")
     profile.add_argument("--host", default="127.0.0.1")
     add_executor_arguments(profile)

@@ -17,29 +17,30 @@ def add_bench_parser(commands) -> None:
     from client.bench.http_compare import API_CHOICES
     from client.bench.model_shapes import SHAPES
     from client.bench.prompt_sets import PROMPT_SETS
+    from client.cli_values import positive_int
     from executor_svc.cli_args import add_executor_arguments
     from executor_svc.config import SPEC_METHODS
     from scheduler_svc.cli_args import add_scheduler_arguments
 
     bench = commands.add_parser("bench", help="benchmark the stack on MT-Bench prompts, with HF baselines")
     bench.add_argument("--model", default=None, help="model to serve (default: SmolLM2-135M-Instruct)")
-    bench.add_argument("--concurrency", type=int, nargs="+", default=None,
+    bench.add_argument("--concurrency", type=positive_int, nargs="+", default=None,
                        help="client concurrencies (default 1 16; with --sweep 1 2 4 8 16 32)")
     bench.add_argument("--sweep", action="store_true",
                        help="throughput over the concurrencies for no speculation, K = 1..--sweep-max-k fixed and "
                             "dynamic K (drafter: --spec-method, n-gram by default), one line each in the plot")
-    bench.add_argument("--sweep-max-k", type=int, default=5, help="largest fixed K of --sweep (default 5)")
+    bench.add_argument("--sweep-max-k", type=positive_int, default=5, help="largest fixed K of --sweep (default 5)")
     bench.add_argument("--prompts", choices=PROMPT_SETS, default="mtbench",
                        help="mtbench: MT-Bench first turns; code: complete the first lines of Python stdlib "
                             "functions (default mtbench)")
-    bench.add_argument("--num-prompts", type=int, default=None,
+    bench.add_argument("--num-prompts", type=positive_int, default=None,
                        help="prompts per run, spread evenly over the set when fewer (default: 8 at concurrency 1, "
                             "one per MT-Bench category; else every MT-Bench first turn, or 2x concurrency if "
                             "that is more)")
-    bench.add_argument("--prompts-per-client", type=_positive_int, default=None,
+    bench.add_argument("--prompts-per-client", type=positive_int, default=None,
                        help="prompts per run = this x concurrency (at least 8); shorter runs at every "
                             "concurrency, for sweeps (overrides --num-prompts)")
-    bench.add_argument("--max-tokens", type=int, default=256,
+    bench.add_argument("--max-tokens", type=positive_int, default=256,
                        help="max tokens per request; EOS stops earlier (default 256)")
     bench.add_argument("--ignore-eos", action="store_true",
                        help="every request generates exactly --max-tokens (HF peers too): fixed-length runs")
@@ -61,15 +62,15 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--tracing", action="store_true",
                        help="run each configuration with tracing off and on (OTLP to an in-process receiver) "
                             "and report the throughput ratio")
-    bench.add_argument("--tracing-rounds", type=int, default=1,
+    bench.add_argument("--tracing-rounds", type=positive_int, default=1,
                        help="off/on stack pairs per configuration with --tracing (default 1)")
-    bench.add_argument("--rounds", type=int, default=1,
+    bench.add_argument("--rounds", type=positive_int, default=1,
                        help="repeat every load configuration this many times, alternating, and report the "
                             "median of each ratio over the rounds (default 1)")
     bench.add_argument("--api", nargs="+", choices=API_CHOICES, default=["grpc"],
                        help="drive the gRPC API, the OpenAI-compatible HTTP front (streamed chat completions), or "
                             "both against the same stack: --api grpc http reports HTTP/gRPC throughput (default grpc)")
-    bench.add_argument("--executor-groups", type=_positive_int, nargs="+", default=[1],
+    bench.add_argument("--executor-groups", type=positive_int, nargs="+", default=[1],
                        help="run every load configuration with each of these numbers of executor groups behind "
                             "one scheduler and report the throughput ratio to one group (default 1)")
     bench.add_argument("--also-spec-method", nargs="+", default=[], choices=SPEC_METHODS, metavar="METHOD",
@@ -80,13 +81,6 @@ def add_bench_parser(commands) -> None:
     add_scheduler_arguments(bench, several_inflight_values=True, public_api=False)
     add_executor_arguments(bench, spec_default="none")
     bench.set_defaults(num_threads=2)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _prompts_for(concurrency: int, num_prompts: int | None, prompts: list[str],

@@ -19,18 +19,21 @@ from client.soak.workload import SoakLoad, SoakWorkers
 
 def add_soak_parser(commands) -> None:
     """Register the `soak` subcommand."""
+    from client.cli_values import positive_float, positive_int
+
     soak = commands.add_parser("soak", help="long randomized load: leaked blocks, hung streams, RSS growth, errors")
-    soak.add_argument("--minutes", type=float, required=True, help="how long to send requests")
+    soak.add_argument("--minutes", type=positive_float, required=True, help="how long to send requests")
     soak.add_argument("--model", default=None, help="model of the self-started stack (default: SmolLM2-135M)")
     soak.add_argument("--server", default=None, help="host:port of a running server instead of starting one")
-    soak.add_argument("--concurrency", type=int, default=8)
-    soak.add_argument("--max-prompt-tokens", type=int, default=200)
-    soak.add_argument("--max-output-tokens", type=int, default=128)
-    soak.add_argument("--num-kv-blocks", type=int, default=64, help="KV pool of the self-started stack (default 64)")
-    soak.add_argument("--num-threads", type=int, default=2)
-    soak.add_argument("--kill-executor-every-s", type=float, default=None,
+    soak.add_argument("--concurrency", type=positive_int, default=8)
+    soak.add_argument("--max-prompt-tokens", type=positive_int, default=200)
+    soak.add_argument("--max-output-tokens", type=positive_int, default=128)
+    soak.add_argument("--num-kv-blocks", type=positive_int, default=64,
+                      help="KV pool of the self-started stack (default 64)")
+    soak.add_argument("--num-threads", type=positive_int, default=2)
+    soak.add_argument("--kill-executor-every-s", type=positive_float, default=None,
                       help="kill -9 the self-started executor this often and start a new one (default: never)")
-    soak.add_argument("--hang-s", type=float, default=60.0,
+    soak.add_argument("--hang-s", type=positive_float, default=60.0,
                       help="a stream silent this long counts as stalled, 5x as long as hung (default 60)")
     soak.add_argument("--seed", type=int, default=0)
     soak.add_argument("--out", default=None, help="also write the report as JSON here")
