@@ -11,7 +11,12 @@ The head's step-s draft fed true tokens equals its draft fed accepted drafts, so
 score every mix exactly.
 
     NUM_PROMPTS=80 python3 bench/experiments/eagle_ngram_mix_offline.py [code]
+
+FULL_VOCAB=1 drafts over the target's whole vocabulary instead of the head's draft vocabulary (the head's weights
+are vocabulary-free: it predicts a feature that the target's LM-head rows score), and prints how many of the
+continuation's tokens the draft vocabulary holds.
 """
+import os
 import itertools
 
 import torch
@@ -19,8 +24,13 @@ from eagle_offline_setup import load_setup, unrolled_drafts
 from executor_svc.drafters.ngram import NgramDrafter
 
 K = 3
-code, count, head, trainer, seqs = load_setup()
+code, count, head, trainer, seqs, model = load_setup(with_model=True)
 ngram = NgramDrafter(2, 4)
+shipped_vocab = set(head.draft_vocab.tolist())
+if os.environ.get("FULL_VOCAB"):
+    full = torch.arange(trainer.embed.shape[0], dtype=torch.int64)
+    head.draft_vocab = full
+    trainer.lm_rows = model.lm_head_weight.detach().float()
 
 
 def lookup(seq, j, step, n):
@@ -85,6 +95,10 @@ def walked(name):
     return tokens / steps
 
 
+continuation = [t for seq in seqs for t in seq.token_ids[seq.prompt_len:]]
+in_vocab = sum(t in shipped_vocab for t in continuation)
+print(f"FULL_VOCAB={os.environ.get('FULL_VOCAB', '')}; continuation tokens in the shipped draft vocabulary: "
+      f"{in_vocab} of {len(continuation)} ({in_vocab / len(continuation):.1%})")
 print(f"{'code' if code else 'MT-Bench'} {count} prompts, {len(rows)} positions, K={K}, walked tokens per step:")
 for name in ("head", "served", "fill", "per_token", "switch"):
     print(f"  {name:10s} {walked(name):.3f}", flush=True)

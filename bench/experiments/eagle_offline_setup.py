@@ -38,14 +38,14 @@ def load_continuations(default_count=16):
     return code, count, cfg, model, seqs
 
 
-def load_setup():
+def load_setup(with_model=False):
     """(code, count, head, trainer, seqs): trainer carries the embedding, LM rows and RoPE tables the unrolled
     head reads; seqs the greedy continuations. HEAD_DIR=DIR scores another drafter dir than the shipped one."""
     code, count, cfg, model, seqs = load_continuations()
     head_dir = os.environ.get("HEAD_DIR") or str(shipped_drafter_for(model))
     head, _ = load_head(head_dir, cfg, None, torch.float32, torch.device("cpu"))
     trainer = HeadTrainer(head, model, label_to_draft_map(head.draft_vocab, cfg.vocab_size), TrainSettings(), 0)
-    return code, count, head, trainer, seqs
+    return (code, count, head, trainer, seqs, model) if with_model else (code, count, head, trainer, seqs)
 
 
 def unrolled_drafts(head, trainer, seq, depth):
