@@ -1,0 +1,141 @@
+"""Exploratory: random combinations of serving settings on a tiny checkpoint must not change greedy output.
+
+Every feature's own tests pin its combinations one axis at a time; this draws whole configurations at random
+(drafter and K, running ahead, multi-step, chunk budget, a KV pool small enough to preempt, prefix caching,
+stream interval, batch width, staggered arrivals) and checks each against a plain synchronous stack: the same
+greedy tokens for every request (several share long prefixes), every KV block free afterwards, no error.
+
+    PYTHONPATH=.:tests:tests/executor_svc:tests/scheduler_svc python3 bench/experiments/config_combinations.py N SEED
+"""
+import random
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from conftest import train_tiny_drafter
+from tiny_models import make_tiny_llama
+from tiny_tokenizers import build_byte_level
+
+from client import Client
+from client.stack import LocalStack
+
+MAX_TOKENS = 40
+PROFILE_DIR = Path(".")  # set in main: the step profiles dynamic K measures once per drafter and K_max
+SAMPLED = 3
+"""Seeded sampled requests sent beside the greedy ones (temperature 0.8, top-p 0.9, seeds 8-10): reproducible
+per request in any batch, so equal to the reference without speculation; with a drafter only their
+distribution is kept (rejection sampling draws differently), so there they are not compared."""
+
+
+def tiny_model(root: Path, name: str, seed: int) -> Path:
+    directory = root / name
+    directory.mkdir()
+    build_byte_level(directory)
+    make_tiny_llama(directory, seed=seed, vocab_size=400)
+    return directory
+
+
+def prompts() -> list[list[int]]:
+    rng = random.Random(11)
+    shared = [rng.randrange(3, 400) for _ in range(70)]
+    fresh = [[rng.randrange(3, 400) for _ in range(n)] for n in (5, 33, 90, 120, 3)]
+    return fresh + [shared + [rng.randrange(3, 400) for _ in range(n)] for n in (1, 9, 30)]
+
+
+def run_all(address: str, stagger_s: float, counts: dict | None = None) -> list[tuple[int, ...]]:
+    def one(index: int) -> tuple[int, ...]:
+        time.sleep(index * stagger_s)
+        sampled = index >= len(prompts())
+        params = dict(temperature=0.8, top_p=0.9, seed=index) if sampled else dict(temperature=0.0)
+        with Client(address) as client:
+            result = client.generate(token_ids=prompts()[index % len(prompts())], max_tokens=MAX_TOKENS,
+                                     ignore_eos=True, **params)
+        assert result.finish_reason == "length", result
+        if counts is not None:
+            counts["preemptions"] = counts.get("preemptions", 0) + result.usage.num_preemptions
+            counts["cached"] = counts.get("cached", 0) + result.usage.cached_prompt_tokens
+        return result.token_ids
+
+    total = len(prompts()) + SAMPLED
+    with ThreadPoolExecutor(total) as pool:
+        return list(pool.map(one, range(total)))
+
+
+def draw(rng: random.Random, drafts: dict[str, list[str]]) -> tuple[list[str], list[str], float, int]:
+    method = rng.choice(list(drafts))
+    executor = ["--num-threads", "1", *drafts[method]]
+    scheduler = []
+    if method != "none":
+        k = rng.choice(["1", "2", "3", "4", "dynamic"])
+        executor += ["--num-spec-tokens", "4" if k == "dynamic" else k]
+        if k == "dynamic":
+            scheduler += ["--num-spec-tokens", "dynamic", "--spec-profile-dir", str(PROFILE_DIR)]
+    executor += rng.choice([[], [], ["--tensor-parallel-size", "2"]])
+    executor += rng.choice([[], ["--num-kv-blocks", "24"], ["--num-kv-blocks", "40"]])
+    scheduler += ["--max-inflight-steps", rng.choice(["1", "2", "3"])]
+    scheduler += ["--num-scheduler-steps", rng.choice(["1", "1", "3"])]
+    scheduler += ["--max-num-batched-tokens", rng.choice(["32", "64", "512"])]
+    scheduler += ["--max-num-seqs", rng.choice(["2", "3", "8"])]
+    scheduler += ["--stream-interval", rng.choice(["1", "3"])]
+    scheduler += [rng.choice(["--enable-prefix-caching", "--no-enable-prefix-caching"])]
+    return executor, scheduler, rng.choice([0.0, 0.0, 0.03]), rng.choice([1, 1, 1, 2])
+
+
+def free_blocks(address: str) -> tuple[int, int]:
+    with Client(address) as client:
+        info = client.model_info()
+    return info.num_free_kv_blocks, info.num_kv_blocks
+
+
+def main() -> None:
+    count, seed = int(sys.argv[1]), int(sys.argv[2])
+    root = Path(tempfile.mkdtemp(prefix="combos-"))
+    global PROFILE_DIR
+    PROFILE_DIR = root / "profiles"
+    model, other = tiny_model(root, "target", 0), tiny_model(root, "draft", 1)
+    eagle = root / "eagle"
+    train_tiny_drafter(model, eagle)
+    drafts = {"none": ["--spec-method", "none"], "ngram": ["--spec-method", "ngram"],
+              "draft_model": ["--spec-method", "draft_model", "--draft-model", str(other)],
+              "eagle": ["--spec-method", "eagle", "--eagle-drafter", str(eagle)],
+              "eagle_ngram": ["--spec-method", "eagle_ngram", "--eagle-drafter", str(eagle)]}
+    base = LocalStack(str(model), ["--num-threads", "1", "--spec-method", "none", "--kv-cache-memory-gb", "0.02"],
+                      ["--max-inflight-steps", "1"])
+    base.start()
+    try:
+        reference = run_all(base.address, 0.0)
+    finally:
+        base.stop()
+    rng = random.Random(seed)
+    failures = 0
+    for index in range(count):
+        executor, scheduler, stagger, groups = draw(rng, drafts)
+        if "--num-kv-blocks" not in executor:
+            executor += ["--kv-cache-memory-gb", "0.02"]
+        stack = LocalStack(str(model), executor, scheduler, executor_groups=groups)
+        started = time.monotonic()
+        try:
+            stack.start()
+            counts: dict = {}
+            outputs = run_all(stack.address, stagger, counts)
+            free = free_blocks(stack.address)
+            compared = len(outputs) if "none" in executor else len(prompts())
+            mismatched = [i for i, (a, b) in enumerate(zip(outputs[:compared], reference)) if a != b]
+            ok = not mismatched and free[0] == free[1]
+            verdict = f"ok ({counts})" if ok else f"MISMATCH requests {mismatched}, free blocks {free}"
+        except Exception as error:  # noqa: BLE001 - an exploratory run reports every failure and goes on
+            ok, verdict = False, f"ERROR {type(error).__name__}: {error}"
+            print(stack.executors[0].log()[-3000:] if stack.executors else "", file=sys.stderr)
+        finally:
+            stack.stop()
+        failures += not ok
+        print(f"{index:3d} {time.monotonic() - started:5.1f}s stagger {stagger} groups {groups} "
+              f"{' '.join(executor[2:])} | "
+              f"{' '.join(scheduler)}: {verdict}", flush=True)
+    print(f"{count - failures} of {count} configurations gave the reference output")
+
+
+if __name__ == "__main__":
+    main()
