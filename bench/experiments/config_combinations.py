@@ -5,7 +5,10 @@ Every feature's own tests pin its combinations one axis at a time; this draws wh
 stream interval, batch width, staggered arrivals) and checks each against a plain synchronous stack: the same
 greedy tokens for every request (several share long prefixes), every KV block free afterwards, no error.
 
-    PYTHONPATH=.:tests:tests/executor_svc:tests/scheduler_svc python3 bench/experiments/config_combinations.py N SEED
+    PYTHONPATH=.:tests:tests/executor_svc:tests/scheduler_svc:tests/fixtures \
+        python3 bench/experiments/config_combinations.py N SEED [default]
+
+``default``: the real default model with its shipped head instead of the tiny checkpoint (no draft model).
 """
 import random
 import sys
@@ -94,14 +97,22 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="combos-"))
     global PROFILE_DIR
     PROFILE_DIR = root / "profiles"
-    model, other = tiny_model(root, "target", 0), tiny_model(root, "draft", 1)
-    eagle = root / "eagle"
-    train_tiny_drafter(model, eagle)
-    drafts = {"none": ["--spec-method", "none"], "ngram": ["--spec-method", "ngram"],
-              "draft_model": ["--spec-method", "draft_model", "--draft-model", str(other)],
-              "eagle": ["--spec-method", "eagle", "--eagle-drafter", str(eagle)],
-              "eagle_ngram": ["--spec-method", "eagle_ngram", "--eagle-drafter", str(eagle)]}
-    base = LocalStack(str(model), ["--num-threads", "1", "--spec-method", "none", "--kv-cache-memory-gb", "0.02"],
+    if "default" in sys.argv[3:]:
+        from client.model_resolver import resolve_model
+
+        model = resolve_model(None)
+        drafts = {"none": ["--spec-method", "none"], "ngram": ["--spec-method", "ngram"],
+                  "eagle": ["--spec-method", "eagle"], "eagle_ngram": ["--spec-method", "eagle_ngram"]}
+    else:
+        model, other = tiny_model(root, "target", 0), tiny_model(root, "draft", 1)
+        eagle = root / "eagle"
+        train_tiny_drafter(model, eagle)
+        drafts = {"none": ["--spec-method", "none"], "ngram": ["--spec-method", "ngram"],
+                  "draft_model": ["--spec-method", "draft_model", "--draft-model", str(other)],
+                  "eagle": ["--spec-method", "eagle", "--eagle-drafter", str(eagle)],
+                  "eagle_ngram": ["--spec-method", "eagle_ngram", "--eagle-drafter", str(eagle)]}
+    pool = ["--num-kv-blocks", "256"] if "default" in sys.argv[3:] else ["--kv-cache-memory-gb", "0.02"]
+    base = LocalStack(str(model), ["--num-threads", "1", "--spec-method", "none", *pool],
                       ["--max-inflight-steps", "1"])
     base.start()
     try:
@@ -113,7 +124,7 @@ def main() -> None:
     for index in range(count):
         executor, scheduler, stagger, groups = draw(rng, drafts)
         if "--num-kv-blocks" not in executor:
-            executor += ["--kv-cache-memory-gb", "0.02"]
+            executor += pool
         stack = LocalStack(str(model), executor, scheduler, executor_groups=groups)
         started = time.monotonic()
         try:
