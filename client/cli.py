@@ -263,6 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     from client.errors import StepaheadError
     from client.launcher import ServiceStartError
     from client.model_resolver import ModelResolutionError
+    from stepahead_common.ports import PortBindError
 
     handlers = {
         "serve": _run_serve,
@@ -298,6 +299,9 @@ def main(argv: list[str] | None = None) -> None:
     except (StepaheadError, ModelResolutionError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    except PortBindError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
     except ServiceStartError as error:
         # The child's own "error: <field>: ..." line is in the log printed here; a refused setting stays exit 2.
         print(f"error: {error}", file=sys.stderr)

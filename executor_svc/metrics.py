@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
+from stepahead_common.ports import serve_metrics
 from stepahead_proto import executor_pb2
 
 PREFIX = "stepahead_executor"
@@ -61,8 +62,7 @@ class ExecutorMetrics:
 
     def serve_http(self, host: str, port: int) -> int:
         """Serve /metrics on host:port (0: any free port) from a daemon thread; returns the bound port."""
-        server, _ = start_http_server(port, addr=host, registry=self.registry)
-        return server.server_port
+        return serve_metrics(self.registry, host, port)
 
     def observe_step(self, step: executor_pb2.StepRequest, result: executor_pb2.StepResult) -> None:
         """One computed step."""

@@ -34,6 +34,7 @@ from executor_svc.profile_service import model_fingerprint
 from executor_svc.servicer import ExecutorServicer
 from executor_svc.tracing import ExecutorTracing
 from executor_svc.warmup import warm_up
+from stepahead_common.ports import bind_grpc_port
 from stepahead_common.tls import server_credentials
 from stepahead_proto import executor_pb2, executor_pb2_grpc
 
@@ -173,20 +174,16 @@ def serve(config: ExecutorConfig) -> None:
     executor_servicer = ExecutorServicer(compute, metrics)
     executor_pb2_grpc.add_ExecutorServicer_to_server(executor_servicer, server)
     reflection.enable_server_reflection((EXECUTOR_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    address = f"{config.host}:{config.port}"
+    credentials = None
     if config.tls_cert is not None and config.tls_key is not None:
         credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
-        port = server.add_secure_port(address, credentials)
-    else:
-        port = server.add_insecure_port(address)
-    if port == 0:
-        raise OSError(f"port: cannot bind {address}")
+    port = bind_grpc_port(server, f"{config.host}:{config.port}", credentials)
     server.start()
-    if config.metrics_port is not None:
-        metrics_port = metrics.serve_http(config.host, config.metrics_port)
-        print(f"stepahead executor metrics on {config.host}:{metrics_port}", flush=True)
-    print(f"stepahead executor bound to {config.host}:{port}, loading {config.model_dir}", flush=True)
     try:
+        if config.metrics_port is not None:
+            metrics_port = metrics.serve_http(config.host, config.metrics_port)
+            print(f"stepahead executor metrics on {config.host}:{metrics_port}", flush=True)
+        print(f"stepahead executor bound to {config.host}:{port}, loading {config.model_dir}", flush=True)
         runner, description = build_runner(config, tp=ranks.tp)
         warm_up(runner)
     except BaseException:

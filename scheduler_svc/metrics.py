@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from scheduler_svc.engine_load import EngineLoad
 from scheduler_svc.request import Request
 from scheduler_svc.request_timing import RequestTiming
+from stepahead_common.ports import serve_metrics
 from stepahead_proto import generation_pb2
 
 PREFIX = "stepahead_scheduler"
@@ -202,8 +203,7 @@ class SchedulerMetrics:
 
     def serve_http(self, host: str, port: int) -> int:
         """Serve /metrics on host:port (0: any free port) from a daemon thread; returns the bound port."""
-        server, _ = start_http_server(port, addr=host, registry=self.registry)
-        return server.server_port
+        return serve_metrics(self.registry, host, port)
 
     # ---- observations ------------------------------------------------------------------------
     def observe_step(self, compute_s: float, bubble_s: float | None, awaiting_step_s: float = 0.0) -> None:

@@ -32,6 +32,7 @@ from scheduler_svc.spec_policy_setup import speculation_policy
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.tracing import SchedulerTracing
 from scheduler_svc.validation import ModelLimits
+from stepahead_common.ports import bind_grpc_port
 from stepahead_common.tls import server_credentials
 from stepahead_proto import executor_pb2
 
@@ -127,14 +128,10 @@ def _serving_status(ready: bool) -> health_pb2.HealthCheckResponse.ServingStatus
 
 def bind_public_port(server: grpc.aio.Server, config: SchedulerServiceConfig) -> int:
     """Listen for the public gRPC API, with TLS when configured; returns the bound port."""
-    address = f"{config.host}:{config.port}"
+    credentials = None
     if config.tls_cert is not None and config.tls_key is not None:
-        port = server.add_secure_port(address, server_credentials(config.tls_cert, config.tls_key))
-    else:
-        port = server.add_insecure_port(address)
-    if port == 0:
-        raise OSError(f"port: cannot bind {address}")
-    return port
+        credentials = server_credentials(config.tls_cert, config.tls_key)
+    return bind_grpc_port(server, f"{config.host}:{config.port}", credentials)
 
 
 async def start_http_front(
@@ -175,32 +172,31 @@ async def serve(config: SchedulerServiceConfig) -> None:
     port = bind_public_port(server, config)
     await server.start()
     engine.start()
-    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)  # liveness
-    monitor = readiness(config, connections, engine, health_servicer)
-    await monitor.poll_once()
-    monitor_task = asyncio.get_running_loop().create_task(monitor.run_forever())
+    monitor_task: asyncio.Task[None] | None = None
     http_front = None
-    if config.metrics_port is not None:
-        metrics_port = metrics.serve_http(config.host, config.metrics_port)
-        print(f"stepahead scheduler metrics on {config.host}:{metrics_port}", flush=True)
-    if config.http_port is not None:
-        context = ServingContext(
-            engine, tokenizer, limits, api_keys, tracing.http(), lambda: monitor.ready is True,
-            metrics.registry if config.metrics_port is not None else None,
-        )
-        http_front = await start_http_front(config, context, config.http_port)
-        print(f"stepahead scheduler HTTP on {http_front.url}", flush=True)
-    security = ("TLS" if config.tls_enabled else "plaintext") + (", API keys" if api_keys.enabled else "")
-    groups = f", {len(connections)} executor groups" if len(connections) > 1 else ""
-    print(f"stepahead scheduler listening on {config.host}:{port} (model {limits.model_name}, {security}{groups})",
-          flush=True)
-    # SIGTERM (docker stop, process-group stop): drain, then end the server cleanly (buffered spans get exported).
-    shutdown = GracefulShutdown(engine, monitor, lambda: server.stop(grace=1.0), config.shutdown_grace_s)
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, shutdown.begin)
-    try:
+    try:  # from here on, a failed start-up (a metrics or HTTP port in use) stops what already runs
+        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)  # liveness
+        monitor = readiness(config, connections, engine, health_servicer)
+        await monitor.poll_once()
+        monitor_task = asyncio.get_running_loop().create_task(monitor.run_forever())
+        if config.metrics_port is not None:
+            metrics_port = metrics.serve_http(config.host, config.metrics_port)
+            print(f"stepahead scheduler metrics on {config.host}:{metrics_port}", flush=True)
+        if config.http_port is not None:
+            context = ServingContext(
+                engine, tokenizer, limits, api_keys, tracing.http(), lambda: monitor.ready is True,
+                metrics.registry if config.metrics_port is not None else None,
+            )
+            http_front = await start_http_front(config, context, config.http_port)
+            print(f"stepahead scheduler HTTP on {http_front.url}", flush=True)
+        _announce(config, port, limits, api_keys, len(connections))
+        # SIGTERM (docker stop, process-group stop): drain, then end the server cleanly (buffered spans get exported).
+        shutdown = GracefulShutdown(engine, monitor, lambda: server.stop(grace=1.0), config.shutdown_grace_s)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, shutdown.begin)
         await server.wait_for_termination()
     finally:
-        monitor_task.cancel()
+        if monitor_task is not None:
+            monitor_task.cancel()
         if http_front is not None:
             await http_front.stop()
         await engine.stop()
@@ -208,6 +204,14 @@ async def serve(config: SchedulerServiceConfig) -> None:
         for connection in connections:
             await connection.channel.close()
         tracing.shutdown()
+
+
+def _announce(config: SchedulerServiceConfig, port: int, limits: ModelLimits, api_keys: ApiKeyChecker,
+              num_groups: int) -> None:
+    security = ("TLS" if config.tls_enabled else "plaintext") + (", API keys" if api_keys.enabled else "")
+    groups = f", {num_groups} executor groups" if num_groups > 1 else ""
+    print(f"stepahead scheduler listening on {config.host}:{port} (model {limits.model_name}, {security}{groups})",
+          flush=True)
 
 
 def run(config: SchedulerServiceConfig) -> None:

@@ -16,6 +16,8 @@ from collections.abc import Generator
 import uvicorn
 from starlette.types import ASGIApp
 
+from stepahead_common.ports import PortBindError
+
 logger = logging.getLogger(__name__)
 
 
@@ -61,7 +63,8 @@ class HttpFront:
         try:
             sock = socket.create_server((self.host, self.port), family=family)
         except OSError as error:
-            raise OSError(f"http_port: cannot bind {self.host}:{self.port} ({error.strerror or error})") from None
+            raise PortBindError(f"http_port: cannot listen on {self.host}:{self.port} ({error.strerror or error})"
+                                ) from None
         self.port = sock.getsockname()[1]
         self._task = asyncio.get_running_loop().create_task(self._server.serve(sockets=[sock]))
         while not self._server.started and not self._task.done():
