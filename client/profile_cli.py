@@ -52,11 +52,13 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
     """Profile a running executor, or one started for the purpose; write and return the document."""
     from client.launcher import ServiceProcess, wait_until_serving
     from client.model_resolver import resolve_model
+    from client.out_paths import writable_file
     from client.stack import EXECUTOR_BOUND
     from executor_svc.cli_args import executor_flags
     from scheduler_svc.spec_profile import write_document
     from stepahead_proto import executor_pb2
 
+    writable_file("out", args.out)
     model_dir = str(resolve_model(args.model))
     executor = None
     address = args.executor

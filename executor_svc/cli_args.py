@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from executor_svc.config import (
     ATTENTION_BACKENDS,
@@ -101,7 +102,11 @@ def add_metrics_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: int, host: str) -> ExecutorConfig:
-    """Build the validated config from parsed flags."""
+    """Build the validated config from parsed flags; a drafter directory that cannot be read is a ValueError
+    naming its flag, before anything loads."""
+    _require_config_json("draft_model", args.draft_model)
+    if args.spec_method in EAGLE_METHODS:
+        _require_config_json("eagle_drafter", getattr(args, "eagle_drafter", None))
     return ExecutorConfig(
         model_dir=model_dir,
         model_name=getattr(args, "served_model_name", "") or "",
@@ -132,6 +137,15 @@ def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: in
         tls_client_ca=getattr(args, "tls_client_ca", None),
         tensor_parallel_size=args.tensor_parallel_size,
     )
+
+
+def _require_config_json(flag: str, directory: str | None) -> None:
+    if directory is None:
+        return
+    if not Path(directory).is_dir():
+        raise ValueError(f"{flag}: {directory} is not a directory")
+    if not (Path(directory) / "config.json").is_file():
+        raise ValueError(f"{flag}: {directory} has no config.json")
 
 
 def executor_flags(args: argparse.Namespace) -> list[str]:

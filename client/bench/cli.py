@@ -109,9 +109,11 @@ def run_bench(args: argparse.Namespace) -> dict:
     from client.bench.speculation import speculation_ratios
     from client.bench.tracing_compare import tracing_ratios
     from client.model_resolver import resolve_model
+    from client.out_paths import writable_dir
 
     if args.rounds < 1:
         raise ValueError(f"--rounds: must be >= 1, got {args.rounds}")
+    writable_dir("out", args.out)
     if args.concurrency is None:
         from client.bench.sweep_run import DEFAULT_SWEEP_CONCURRENCY
 

@@ -41,10 +41,13 @@ def add_soak_parser(commands) -> None:
 
 def run_soak(args: argparse.Namespace) -> dict[str, Any]:
     """Run the soak; print and return the report (exit code 1 when something leaked or hung)."""
+    from client.out_paths import writable_file
     from client.stack import LocalStack
 
     if args.server is not None and args.kill_executor_every_s is not None:
         raise SystemExit("error: --kill-executor-every-s needs a self-started stack (no --server)")
+    if args.out:
+        writable_file("out", args.out)
     stack = None if args.server is not None else _start_stack(args)
     try:
         address = args.server or stack.address  # type: ignore[union-attr]

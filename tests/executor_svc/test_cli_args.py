@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from client import cli
 from executor_svc.cli_args import executor_config_from_args, executor_flags
 
@@ -15,3 +17,23 @@ def test_cpu_weight_packing_is_on_by_default_and_the_flag_turns_it_off_for_serve
     serve = parser.parse_args(["serve", "--no-cpu-weight-packing"])
     assert "--no-cpu-weight-packing" in executor_flags(serve)
     assert "--no-cpu-weight-packing" not in executor_flags(parser.parse_args(["serve"]))
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--spec-method", "draft_model", "--draft-model", "{missing}"], "draft_model: {missing} is not a directory"),
+    (["--spec-method", "draft_model", "--draft-model", "{empty}"], "draft_model: {empty} has no config.json"),
+    (["--spec-method", "eagle", "--eagle-drafter", "{missing}"], "eagle_drafter: {missing} is not a directory"),
+    (["--spec-method", "eagle_ngram", "--eagle-drafter", "{empty}"], "eagle_drafter: {empty} has no config.json"),
+])
+def test_a_drafter_directory_that_cannot_be_read_names_its_flag_before_loading(flags, message, tmp_path):
+    places = {"missing": str(tmp_path / "missing"), "empty": str(tmp_path)}
+    argv = ["executor", "--model", "m", *[flag.format(**places) for flag in flags]]
+    with pytest.raises(ValueError) as error:
+        executor_config_from_args(cli._build_parser().parse_args(argv), "m", 0, "127.0.0.1")
+    assert str(error.value) == message.format(**places)
+
+
+def test_a_readable_drafter_directory_passes(tiny_model_dir):
+    args = cli._build_parser().parse_args(["executor", "--model", "m", "--spec-method", "draft_model",
+                                           "--draft-model", str(tiny_model_dir)])
+    assert executor_config_from_args(args, "m", 0, "127.0.0.1").draft_model_dir == str(tiny_model_dir)
