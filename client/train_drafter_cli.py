@@ -35,6 +35,7 @@ def run_train_drafter(args: argparse.Namespace) -> dict:
     import torch
 
     from client.model_resolver import resolve_model
+    from client.out_paths import writable_dir
     from executor_svc.drafter_training.run import DataSettings, TrainDrafterJob, train_drafter
     from executor_svc.drafter_training.trainer import TrainSettings
 
@@ -47,6 +48,7 @@ def run_train_drafter(args: argparse.Namespace) -> dict:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.minutes < 0:
         raise ValueError(f"minutes: must be >= 0, got {args.minutes}")
+    writable_dir("out", args.out)
     data = DataSettings(num_prompts=args.num_prompts, held_out_prompts=args.held_out_prompts,
                         max_new_tokens=args.max_new_tokens, draft_vocab_size=args.draft_vocab_size)
     train = TrainSettings(epochs=args.epochs, batch_entries=args.batch_entries, learning_rate=args.learning_rate)

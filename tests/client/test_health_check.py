@@ -49,3 +49,17 @@ def test_unknown_service_and_no_server_fail(health_server, capsys):
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]  # closed again below: nothing listens there
     assert health_status(f"127.0.0.1:{closed_port}", timeout_s=1.0) in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--tls-ca", "{dir}/missing.pem"], "error: tls_ca: cannot read '{dir}/missing.pem' (No such file or directory)"),
+    (["--tls-ca", "{dir}/plain.txt"], "error: tls_ca: '{dir}/plain.txt' is not a PEM file"),
+    (["--tls-cert", "{dir}/plain.txt"], "error: tls_key: required with tls_cert"),
+])
+def test_an_unreadable_tls_file_names_its_option_and_exits_2(flags, message, tmp_path, capsys):
+    (tmp_path / "plain.txt").write_text("not a certificate\n")
+    argv = ["health", "127.0.0.1:1", *[flag.format(dir=tmp_path) for flag in flags]]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    assert message.format(dir=tmp_path) in capsys.readouterr().err

@@ -35,6 +35,7 @@ def test_a_directory_given_as_the_file_is_refused(tmp_path):
     ["bench", "--no-hf", "--out", "{bad}"],
     ["profile", "--out", "{bad}/profile.json"],
     ["soak", "--minutes", "1", "--out", "{bad}/soak.json"],
+    ["train-drafter", "--out", "{bad}"],
 ])
 def test_commands_refuse_an_unwritable_out_before_starting(argv, tmp_path, capsys):
     from client.cli import main
