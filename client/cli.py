@@ -263,6 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     from client.errors import StepaheadError
     from client.launcher import ServiceStartError
     from client.model_resolver import ModelResolutionError
+    from scheduler_svc.executor_connections import ExecutorUnreachableError
     from stepahead_common.ports import PortBindError
 
     handlers = {
@@ -299,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
     except (StepaheadError, ModelResolutionError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    except PortBindError as error:
+    except (PortBindError, ExecutorUnreachableError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(1) from None
     except ServiceStartError as error:

@@ -36,7 +36,7 @@ async def _measure(address: str, model_dir: str, max_num_seqs: int) -> dict[str,
 
     async with grpc.aio.insecure_channel(address) as channel:
         stub = executor_pb2_grpc.ExecutorStub(channel)
-        description = await describe_executor(stub, 600.0)
+        description = await describe_executor(stub, 600.0, address)
         return await measure(stub, Tokenizer.from_dir(model_dir), description, batch_grid(max_num_seqs))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 
@@ -11,6 +12,8 @@ import grpc
 from scheduler_svc.config import SchedulerServiceConfig
 from stepahead_common.tls import channel_credentials
 from stepahead_proto import executor_pb2, executor_pb2_grpc
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -31,19 +34,36 @@ def executor_channel(config: SchedulerServiceConfig, address: str) -> grpc.aio.C
     return grpc.aio.secure_channel(address, credentials)
 
 
-async def describe_executor(stub: executor_pb2_grpc.ExecutorStub, timeout_s: float) -> executor_pb2.ExecutorDescription:
-    """Wait for the executor (it may still be loading weights) and read what to plan with."""
-    deadline = time.monotonic() + timeout_s
+class ExecutorUnreachableError(ConnectionError):
+    """An executor did not answer within the connect timeout; the message names its address."""
+
+
+WAITING_LOG_INTERVAL_S = 30.0
+
+
+async def describe_executor(stub: executor_pb2_grpc.ExecutorStub, timeout_s: float,
+                            address: str = "the executor") -> executor_pb2.ExecutorDescription:
+    """Wait for the executor (it may still be loading weights) and read what to plan with; logs every 30 s
+    while it waits, and raises ExecutorUnreachableError once ``timeout_s`` has passed."""
+    started = time.monotonic()
+    deadline = started + timeout_s
     while True:
         remaining = deadline - time.monotonic()
         try:
             description: executor_pb2.ExecutorDescription = await stub.Describe(
-                executor_pb2.DescribeRequest(), wait_for_ready=True, timeout=max(remaining, 0.1)
+                executor_pb2.DescribeRequest(), wait_for_ready=True,
+                timeout=max(min(remaining, WAITING_LOG_INTERVAL_S), 0.1),
             )
             return description
         except grpc.aio.AioRpcError as error:
-            if error.code() != grpc.StatusCode.UNAVAILABLE or remaining <= 0:
+            retryable = error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+            if not retryable:
                 raise
+            if time.monotonic() >= deadline:
+                raise ExecutorUnreachableError(
+                    f"executor: no answer from {address} within {timeout_s:.0f} s ({error.code().name}: "
+                    f"{error.details()})") from None
+            logger.info("waiting for the executor at %s (%.0f s so far)", address, time.monotonic() - started)
         await asyncio.sleep(0.2)
 
 
@@ -53,7 +73,8 @@ async def connect_executors(config: SchedulerServiceConfig) -> list[ExecutorConn
     stubs = [executor_pb2_grpc.ExecutorStub(channel) for channel in channels]
     try:
         descriptions = await asyncio.gather(
-            *(describe_executor(stub, config.executor_connect_timeout_s) for stub in stubs)
+            *(describe_executor(stub, config.executor_connect_timeout_s, address)
+              for stub, address in zip(stubs, config.executor_addresses))
         )
     except BaseException:
         for channel in channels:

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import socket
+
+import grpc
 import pytest
 
+from scheduler_svc import executor_connections
 from scheduler_svc.config import SchedulerServiceConfig
-from scheduler_svc.executor_connections import ExecutorConnection, check_same_model
+from scheduler_svc.executor_connections import (
+    ExecutorConnection,
+    ExecutorUnreachableError,
+    check_same_model,
+    describe_executor,
+)
 from scheduler_svc.server import model_limits
-from stepahead_proto import executor_pb2
+from stepahead_proto import executor_pb2, executor_pb2_grpc
 
 
 def config(addresses) -> SchedulerServiceConfig:
@@ -52,3 +63,19 @@ def test_the_longest_request_fits_every_group():
     limits = model_limits(config(("a:1", "b:2")), [description(num_kv_blocks=8), description(num_kv_blocks=40)],
                           tokenizer)  # type: ignore[arg-type]
     assert limits.max_model_len == 8 * 16
+
+
+def test_an_executor_that_never_answers_is_named_after_the_timeout(caplog, monkeypatch):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+
+    async def main() -> None:
+        async with grpc.aio.insecure_channel(address) as channel:
+            await describe_executor(executor_pb2_grpc.ExecutorStub(channel), 1.2, address)
+
+    monkeypatch.setattr(executor_connections, "WAITING_LOG_INTERVAL_S", 0.5)
+    with caplog.at_level(logging.INFO), pytest.raises(ExecutorUnreachableError,
+                                                      match=f"^executor: no answer from {address} within 1 s"):
+        asyncio.run(main())
+    assert f"waiting for the executor at {address}" in caplog.text
