@@ -47,6 +47,7 @@ async def describe_executor(stub: executor_pb2_grpc.ExecutorStub, timeout_s: flo
     while it waits, and raises ExecutorUnreachableError once ``timeout_s`` has passed."""
     started = time.monotonic()
     deadline = started + timeout_s
+    next_log = started + WAITING_LOG_INTERVAL_S
     while True:
         remaining = deadline - time.monotonic()
         try:
@@ -63,7 +64,9 @@ async def describe_executor(stub: executor_pb2_grpc.ExecutorStub, timeout_s: flo
                 raise ExecutorUnreachableError(
                     f"executor: no answer from {address} within {timeout_s:.0f} s ({error.code().name}: "
                     f"{error.details()})") from None
-            logger.info("waiting for the executor at %s (%.0f s so far)", address, time.monotonic() - started)
+            if time.monotonic() >= next_log:  # a loading executor answers UNAVAILABLE at once: log, not spam
+                logger.info("waiting for the executor at %s (%.0f s so far)", address, time.monotonic() - started)
+                next_log += WAITING_LOG_INTERVAL_S
         await asyncio.sleep(0.2)
 
 

@@ -78,4 +78,31 @@ def test_an_executor_that_never_answers_is_named_after_the_timeout(caplog, monke
     with caplog.at_level(logging.INFO), pytest.raises(ExecutorUnreachableError,
                                                       match=f"^executor: no answer from {address} within 1 s"):
         asyncio.run(main())
-    assert f"waiting for the executor at {address}" in caplog.text
+    assert 1 <= caplog.text.count(f"waiting for the executor at {address}") <= 2  # every 0.5 s, not every retry
+
+
+class _LoadingExecutor(executor_pb2_grpc.ExecutorServicer):
+    """An executor still loading its weights: Describe answers UNAVAILABLE at once."""
+
+    async def Describe(self, request, context):
+        await context.abort(grpc.StatusCode.UNAVAILABLE, "executor is loading")
+
+
+def test_a_loading_executor_is_retried_quietly_until_the_timeout(caplog, monkeypatch):
+    async def main() -> str:
+        server = grpc.aio.server()
+        executor_pb2_grpc.add_ExecutorServicer_to_server(_LoadingExecutor(), server)
+        address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(address) as channel:
+                with pytest.raises(ExecutorUnreachableError, match="UNAVAILABLE: executor is loading"):
+                    await describe_executor(executor_pb2_grpc.ExecutorStub(channel), 1.2, address)
+        finally:
+            await server.stop(None)
+        return address
+
+    monkeypatch.setattr(executor_connections, "WAITING_LOG_INTERVAL_S", 0.5)
+    with caplog.at_level(logging.INFO):
+        address = asyncio.run(main())
+    assert 1 <= caplog.text.count(f"waiting for the executor at {address}") <= 2  # ~6 retries, 2 lines at most
