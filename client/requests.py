@@ -184,6 +184,8 @@ def _set_prompt(
         found = ", ".join(given) if given else "none"
         raise ValueError(f"pass exactly one of prompt, messages, token_ids (got: {found})")
     if prompt is not None:
+        if not isinstance(prompt, str):
+            raise ValueError(f"prompt: must be a string, got {type(prompt).__name__} {prompt!r}")
         request.text = prompt
     elif messages is not None:
         if len(messages) == 0:
@@ -193,7 +195,7 @@ def _set_prompt(
         assert token_ids is not None  # exactly one of the three forms is given
         if len(token_ids) == 0:
             raise ValueError("token_ids must contain at least one token id")
-        request.token_ids.ids.extend(token_ids)
+        _extend_field(request.token_ids.ids, "token_ids", token_ids)
 
 
 def _chat_message(message: Message, index: int) -> generation_pb2.ChatMessage:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -180,3 +181,14 @@ def test_timeouts() -> None:
 def test_a_value_the_message_cannot_carry_is_refused_before_sending_naming_the_option(options, field) -> None:
     with pytest.raises(ValueError, match=rf"^{field}: "):
         build_generate_request(prompt="hi", **options)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"prompt": 5}, "prompt: must be a string, got int 5"),
+    ({"prompt": b"hi"}, "prompt: must be a string, got bytes b'hi'"),
+    ({"token_ids": ["a", "b"]}, "token_ids: ['a', 'b'] is not a valid value"),
+    ({"token_ids": [1, 2**40]}, "token_ids: [1, 1099511627776] is not a valid value"),
+])
+def test_a_prompt_of_the_wrong_type_names_its_argument(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+        build_generate_request(**kwargs)
