@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Sequence
 
 import torch
 
@@ -45,6 +46,14 @@ PAD_DRAFT = -1
 
 class StepError(ValueError):
     """A StepRequest contradicts the executor's state (a scheduler bug or a protocol mismatch)."""
+
+
+def _check_ids_below(ids: Sequence[int], limit: int, request_id: str, field: str) -> None:
+    """StepError naming the field unless every id is in [0, limit): an id outside would index past the
+    embedding or the KV cache (on CUDA, a write past a kernel's buffer that nothing checks)."""
+    if ids and (min(ids) < 0 or max(ids) >= limit):
+        bad = next(value for value in ids if not 0 <= value < limit)
+        raise StepError(f"{field}: {request_id!r} has id {bad}, outside [0, {limit})")
 
 
 class ModelRunner:
@@ -95,6 +104,9 @@ class ModelRunner:
     def _add_new(self, new: executor_pb2.NewRequestData) -> ScheduledWork:
         if new.request_id in self.requests:
             raise StepError(f"new_requests: {new.request_id!r} is already on the executor")
+        for field in ("prompt_token_ids", "output_token_ids"):
+            _check_ids_below(getattr(new, field), self.vocab_size, new.request_id, field)
+        _check_ids_below(new.block_ids, self.kv_cache.num_blocks, new.request_id, "block_ids")
         state = ExecutorRequestState(
             request_id=new.request_id,
             prompt_token_ids=list(new.prompt_token_ids),
@@ -129,6 +141,7 @@ class ModelRunner:
                 f"cached_requests: {cached.request_id!r} num_computed_tokens {cached.num_computed_tokens} "
                 f"!= executor's {state.num_computed_tokens}"
             )
+        _check_ids_below(cached.new_block_ids, self.kv_cache.num_blocks, cached.request_id, "new_block_ids")
         state.block_ids.extend(cached.new_block_ids)
         return ScheduledWork(state, cached.num_scheduled_tokens, cached.num_draft_tokens, cached.num_spec_tokens)
 

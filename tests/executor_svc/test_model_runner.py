@@ -4,6 +4,8 @@ also when the batch is reordered and requests join and leave."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from step_plans import BATCHES, PENALISED, outputs_of, plan_steps, requests_plain
 from tiny_models import make_tiny_llama
@@ -11,7 +13,7 @@ from tiny_models import make_tiny_llama
 from executor_svc.config import ExecutorConfig
 from executor_svc.model_runner import StepError
 from executor_svc.server import build_runner
-from stepahead_proto import sampling_pb2
+from stepahead_proto import executor_pb2, sampling_pb2
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +106,31 @@ def test_speculative_requests_settle_and_verify_as_without_deferral(model_dir):
     runner = runner_for(model_dir, defer=True, spec_method="ngram", num_spec_tokens=2)
     assert run_ahead(runner, steps, 1, unread) == expected
     assert unread[-1] > 0  # the last step (d alone) is plain again, so it is deferred
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("prompt_token_ids", [5, 256, 7], "prompt_token_ids: 'bad' has id 256, outside [0, 256)"),
+    ("prompt_token_ids", [5, -1], "prompt_token_ids: 'bad' has id -1, outside [0, 256)"),
+    ("output_token_ids", [999], "output_token_ids: 'bad' has id 999, outside [0, 256)"),
+    ("block_ids", [0, 40], "block_ids: 'bad' has id 40, outside [0, 40)"),
+])
+def test_a_new_request_with_an_id_outside_the_vocabulary_or_the_cache_is_a_step_error(
+        model_dir, field, value, message):
+    runner = runner_for(model_dir, defer=False)
+    new = executor_pb2.NewRequestData(request_id="bad", prompt_token_ids=[5, 6, 7], block_ids=[0],
+                                      num_scheduled_tokens=3)
+    getattr(new, field)[:] = value
+    with pytest.raises(StepError, match=re.escape(message)):
+        runner.execute(executor_pb2.StepRequest(step_id=1, new_requests=[new]))
+    assert "bad" not in runner.requests
+
+
+def test_a_block_outside_the_cache_given_to_a_running_request_is_a_step_error(model_dir):
+    runner = runner_for(model_dir, defer=False)
+    new = executor_pb2.NewRequestData(request_id="r", prompt_token_ids=[5, 6, 7], block_ids=[0],
+                                      num_scheduled_tokens=3)
+    runner.execute(executor_pb2.StepRequest(step_id=1, new_requests=[new]))
+    cached = executor_pb2.CachedRequestData(request_id="r", new_block_ids=[41], num_computed_tokens=3,
+                                            num_scheduled_tokens=1)
+    with pytest.raises(StepError, match=re.escape("new_block_ids: 'r' has id 41, outside [0, 40)")):
+        runner.execute(executor_pb2.StepRequest(step_id=2, cached_requests=[cached]))
