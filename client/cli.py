@@ -7,7 +7,6 @@ environment (see client/env_defaults.py); docker-compose.yml configures the serv
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
@@ -39,6 +38,7 @@ def _add_client_tls_arguments(parser: argparse.ArgumentParser, api_key: bool = T
 
 def _build_parser() -> argparse.ArgumentParser:
     from client.cli_values import non_negative_int, positive_float, positive_int
+    from client.generate_cli import add_generate_arguments
     from executor_svc.cli_args import add_executor_arguments, add_executor_tls_arguments, add_metrics_argument
     from scheduler_svc.cli_args import add_scheduler_arguments, add_spec_tokens_argument
 
@@ -77,15 +77,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_metrics_argument(executor)
 
     generate = commands.add_parser("generate", help="stream a completion from a running server")
-    generate.add_argument("prompt")
-    generate.add_argument("--server", default=f"127.0.0.1:{DEFAULT_PORT}")
-    generate.add_argument("--max-tokens", type=int, default=None)
-    generate.add_argument("--temperature", type=float, default=None)
-    generate.add_argument("--top-p", type=float, default=None)
-    generate.add_argument("--top-k", type=int, default=None)
-    generate.add_argument("--seed", type=int, default=None)
-    generate.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
-    generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    add_generate_arguments(generate)
     _add_client_tls_arguments(generate)
 
     health = commands.add_parser("health", help="exit 0 if a service reports SERVING (container health checks)")
@@ -218,22 +210,6 @@ def _supervise(stack: LocalStack, stop: threading.Event, max_restarts: int, reco
             print(f"{executor.name} restarted on {stack.executor_addresses[index]}", file=sys.stderr, flush=True)
 
 
-def _run_generate(args: argparse.Namespace) -> None:
-    from client import Client
-
-    prompt_kwargs = {"prompt": args.prompt} if args.raw else {"messages": [{"role": "user", "content": args.prompt}]}
-    params = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-                  seed=args.seed)
-    with Client(args.server, tls_ca=args.tls_ca, api_key=args.api_key) as client:
-        if args.json:
-            result = client.generate(**prompt_kwargs, **params)
-            print(json.dumps(result.to_dict(), indent=2))
-            return
-        for chunk in client.generate_stream(**prompt_kwargs, **params):
-            print(chunk.text, end="", flush=True)
-        print()
-
-
 def _run_health(args: argparse.Namespace) -> None:
     from client.health_check import SERVING, health_status
 
@@ -261,6 +237,7 @@ def main(argv: list[str] | None = None) -> None:
 
     args = resolve_env_defaults(_build_parser().parse_args(argv))
     from client.errors import StepaheadError
+    from client.generate_cli import run_generate
     from client.launcher import ServiceStartError
     from client.model_resolver import ModelResolutionError
     from scheduler_svc.executor_connections import ExecutorUnreachableError
@@ -270,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
         "serve": _run_serve,
         "scheduler": _run_scheduler,
         "executor": _run_executor,
-        "generate": _run_generate,
+        "generate": run_generate,
         "health": _run_health,
         "make-certs": _run_make_certs,
     }

@@ -1,0 +1,94 @@
+"""`stepahead generate`: one completion from a running server, streamed as text or printed as JSON.
+
+Every request parameter of the SDK has a flag; unset flags leave the server's defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+DEFAULT_SERVER = "127.0.0.1:50051"  # the scheduler's default --port on this host
+
+
+def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
+    """The prompt, the server and the request parameters of `stepahead generate`."""
+    generate.add_argument("prompt")
+    generate.add_argument("--server", default=DEFAULT_SERVER)
+    generate.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
+    generate.add_argument("--system", default=None, help="a system message before the prompt (not with --raw)")
+    generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    sampling = generate.add_argument_group("sampling (unset: the server's defaults; temperature 0 = greedy)")
+    for flag, kind in (("--temperature", float), ("--top-p", float), ("--top-k", int), ("--min-p", float),
+                       ("--repetition-penalty", float), ("--presence-penalty", float),
+                       ("--frequency-penalty", float), ("--seed", int)):
+        sampling.add_argument(flag, type=kind, default=None)
+    sampling.add_argument("--logprobs", type=int, default=None, metavar="N",
+                          help="the sampled token's logprob and the N most likely (shown with --json)")
+    sampling.add_argument("--logit-bias", action="append", default=[], metavar="ID=BIAS", type=_bias,
+                          help="add BIAS in [-100, 100] to token ID's logit (repeatable)")
+    stopping = generate.add_argument_group("stopping")
+    stopping.add_argument("--max-tokens", type=int, default=None)
+    stopping.add_argument("--min-tokens", type=int, default=None)
+    stopping.add_argument("--stop", action="append", default=[], metavar="TEXT", help="stop string (repeatable)")
+    stopping.add_argument("--stop-token-id", action="append", default=[], type=int, metavar="ID",
+                          help="stop token id (repeatable)")
+    stopping.add_argument("--ignore-eos", action="store_true", help="keep generating past the end-of-sequence token")
+    stopping.add_argument("--include-stop-str", action="store_true", help="keep the matched stop string in the text")
+    generate.add_argument("--keep-special-tokens", action="store_true",
+                          help="detokenize special tokens too (default: skipped)")
+    generate.add_argument("--no-speculation", action="store_true",
+                          help="opt this request out of speculative decoding")
+
+
+def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The Client.generate keywords the flags ask for (unset ones left out)."""
+    if args.raw:
+        if args.system is not None:
+            raise ValueError("system: a system message needs the chat template (drop --raw)")
+        kwargs: dict[str, Any] = {"prompt": args.prompt}
+    else:
+        system = [{"role": "system", "content": args.system}] if args.system is not None else []
+        kwargs = {"messages": [*system, {"role": "user", "content": args.prompt}]}
+    for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
+                 "frequency_penalty", "seed", "logprobs", "max_tokens", "min_tokens"):
+        if getattr(args, name) is not None:
+            kwargs[name] = getattr(args, name)
+    if args.logit_bias:
+        kwargs["logit_bias"] = dict(args.logit_bias)
+    if args.stop:
+        kwargs["stop"] = list(args.stop)
+    if args.stop_token_id:
+        kwargs["stop_token_ids"] = list(args.stop_token_id)
+    for flag, name, value in (("ignore_eos", "ignore_eos", True), ("include_stop_str", "include_stop_str_in_output",
+                              True), ("keep_special_tokens", "skip_special_tokens", False),
+                              ("no_speculation", "disable_speculation", True)):
+        if getattr(args, flag):
+            kwargs[name] = value
+    return kwargs
+
+
+def run_generate(args: argparse.Namespace) -> None:
+    """Send the request; stream its text to stdout, or print the whole result as JSON with --json."""
+    from client import Client
+
+    kwargs = generate_kwargs(args)
+    with Client(args.server, tls_ca=args.tls_ca, api_key=args.api_key) as client:
+        if args.json:
+            print(json.dumps(client.generate(**kwargs).to_dict(), indent=2))
+            return
+        for chunk in client.generate_stream(**kwargs):
+            print(chunk.text, end="", flush=True)
+        print()
+
+
+def _bias(text: str) -> tuple[int, float]:
+    token, sep, bias = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return int(token), float(bias)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be ID=BIAS (an integer token id and a number), got {text!r}"
+                                         ) from None
