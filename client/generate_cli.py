@@ -61,12 +61,19 @@ def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["stop"] = list(args.stop)
     if args.stop_token_id:
         kwargs["stop_token_ids"] = list(args.stop_token_id)
-    for flag, name, value in (("ignore_eos", "ignore_eos", True), ("include_stop_str", "include_stop_str_in_output",
-                              True), ("keep_special_tokens", "skip_special_tokens", False),
-                              ("no_speculation", "disable_speculation", True)):
+    for flag, (name, value) in _SWITCHES.items():
         if getattr(args, flag):
             kwargs[name] = value
     return kwargs
+
+
+_SWITCHES = {
+    "ignore_eos": ("ignore_eos", True),
+    "include_stop_str": ("include_stop_str_in_output", True),
+    "keep_special_tokens": ("skip_special_tokens", False),
+    "no_speculation": ("disable_speculation", True),
+}
+"""Switch flag -> the request option it sets, and to what."""
 
 
 def run_generate(args: argparse.Namespace) -> None:
