@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from stepahead_common.tls import channel_credentials
+from stepahead_common.tls import channel_credentials, check_pem_file
 
 API_KEY_VARIABLE = "STEPAHEAD_API_KEY"
 
@@ -30,11 +30,7 @@ def _credentials(tls: bool | None, tls_ca: str | None) -> grpc.ChannelCredential
         if tls_ca is not None:
             raise ValueError("tls_ca is given but tls=False")
         return None
-    if tls_ca is not None:
-        try:
-            open(tls_ca, "rb").close()
-        except OSError as error:
-            raise ValueError(f"tls_ca: cannot read {tls_ca!r} ({error.strerror or error})") from None
+    check_pem_file(tls_ca, "tls_ca")
     return channel_credentials(tls_ca)
 
 

@@ -42,7 +42,7 @@ WAITING_LOG_INTERVAL_S = 30.0
 
 
 async def describe_executor(stub: executor_pb2_grpc.ExecutorStub, timeout_s: float,
-                            address: str = "the executor") -> executor_pb2.ExecutorDescription:
+                            address: str) -> executor_pb2.ExecutorDescription:
     """Wait for the executor (it may still be loading weights) and read what to plan with; logs every 30 s
     while it waits, and raises ExecutorUnreachableError once ``timeout_s`` has passed."""
     started = time.monotonic()

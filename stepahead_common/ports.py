@@ -14,7 +14,7 @@ class PortBindError(OSError):
 
 
 def bind_grpc_port(server: grpc.Server | grpc.aio.Server, address: str,
-                   credentials: grpc.ServerCredentials | None = None, field: str = "port") -> int:
+                   credentials: grpc.ServerCredentials | None = None) -> int:
     """Add a listening port to ``server`` (TLS with ``credentials``); returns the bound port number."""
     try:
         if credentials is not None:
@@ -24,7 +24,7 @@ def bind_grpc_port(server: grpc.Server | grpc.aio.Server, address: str,
     except RuntimeError:  # grpcio raises where older versions returned 0
         port = 0
     if port == 0:
-        raise PortBindError(f"{field}: cannot listen on {address} (the port is in use, or the host is not an "
+        raise PortBindError(f"port: cannot listen on {address} (the port is in use, or the host is not an "
                             "address of this machine)")
     return port
 

@@ -129,3 +129,14 @@ def tracer(exporter):
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider.get_tracer("test")
+
+
+@pytest.fixture
+def taken_port():
+    """A 127.0.0.1 port something else listens on for the test's duration."""
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]

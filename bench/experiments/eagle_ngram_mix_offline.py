@@ -20,6 +20,7 @@ import os
 import itertools
 
 import torch
+from eagle_offline_setup import accepted_prefix as accepted
 from eagle_offline_setup import load_setup, unrolled_drafts
 from executor_svc.drafters.ngram import NgramDrafter
 
@@ -36,15 +37,6 @@ if os.environ.get("FULL_VOCAB"):
 def lookup(seq, j, step, n):
     """The lookup's up-to-n drafts after context position j plus ``step`` true tokens."""
     return ngram.lookup(seq.token_ids[: j + 2 + step], n)
-
-
-def accepted(drafts, truth):
-    count_ = 0
-    for d, t in zip(drafts, truth):
-        if d != t:
-            break
-        count_ += 1
-    return count_
 
 
 def mixes(seq, batch, j, head_drafts):

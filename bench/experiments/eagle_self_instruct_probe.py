@@ -13,13 +13,12 @@ template prompts, at equal size, as fine-tuning data for the shipped head.
     python3 bench/experiments/eagle_self_instruct_probe.py [N=384] [EPOCHS=1]
 """
 import copy
-import itertools
 import random
 import sys
 import time
 
 import torch
-from eagle_offline_setup import load_setup, unrolled_drafts
+from eagle_offline_setup import accepted_prefix, load_setup, unrolled_drafts
 from transformers import AutoTokenizer
 
 from executor_svc.drafter_training.dataset import label_to_draft_map
@@ -90,14 +89,8 @@ def walked_al(candidate):
     for seq in seqs:
         batch, outs, alive = unrolled_drafts(candidate, trainer, seq, K)
         drafts = torch.stack([candidate.draft_vocab[out.logits.argmax(-1)] for out in outs], dim=1)
-        accepted = {}
-        for j in torch.nonzero(alive).flatten().tolist():
-            a = 0
-            for s in range(K):
-                if int(drafts[j, s]) != int(batch.labels[j + 1 + s]):
-                    break
-                a += 1
-            accepted[j] = a
+        accepted = {j: accepted_prefix(drafts[j].tolist(), batch.labels[j + 1:j + 1 + K].tolist())
+                    for j in torch.nonzero(alive).flatten().tolist()}
         j = min(accepted) if accepted else None
         while j in accepted:
             steps += 1

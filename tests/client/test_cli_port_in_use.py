@@ -3,22 +3,12 @@ and stops what it had already started (no traceback, no noise from servers left 
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 
 pytestmark = pytest.mark.stack
-
-
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from concurrent import futures
 
 import grpc
@@ -11,14 +9,6 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from stepahead_common.ports import PortBindError, bind_grpc_port, serve_metrics
-
-
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 def test_a_free_grpc_port_is_bound_and_returned():
