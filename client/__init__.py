@@ -21,6 +21,7 @@ from client.types import (
     ModelInfo,
     PositionLogprobs,
     Timings,
+    TokenizeResult,
     TokenLogprob,
     Usage,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "StepaheadError",
     "Timings",
     "TokenLogprob",
+    "TokenizeResult",
     "UnauthenticatedError",
     "UnavailableError",
     "Usage",

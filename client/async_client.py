@@ -13,12 +13,14 @@ from client.channels import open_aio_channel, resolve_api_key
 from client.errors import UnavailableError, error_from_rpc
 from client.requests import (
     Message,
+    build_detokenize_request,
     build_generate_request,
+    build_tokenize_request,
     call_metadata,
     check_timeout,
     resolve_timeout,
 )
-from client.types import GenerationChunk, GenerationResult, ModelInfo, ResultBuilder
+from client.types import GenerationChunk, GenerationResult, ModelInfo, ResultBuilder, TokenizeResult
 from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 if TYPE_CHECKING:
@@ -169,6 +171,43 @@ class AsyncClient:
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
         return ModelInfo.from_proto(response)
+
+    async def tokenize(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Message] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+    ) -> TokenizeResult:
+        """The token ids generate would start from for ``prompt`` (raw text) or ``messages`` (chat template
+        applied), without generating: to check a prompt against ``max_model_len``."""
+        request = build_tokenize_request(prompt, messages=messages, model=model)
+        try:
+            response = await self._stub.Tokenize(
+                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+        return TokenizeResult.from_proto(response)
+
+    async def detokenize(
+        self,
+        token_ids: Sequence[int],
+        *,
+        skip_special_tokens: bool | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        """The text of ``token_ids`` (special tokens dropped unless ``skip_special_tokens=False``)."""
+        request = build_detokenize_request(token_ids, skip_special_tokens=skip_special_tokens, model=model)
+        try:
+            response = await self._stub.Detokenize(
+                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+        return str(response.text)
 
     async def wait_for_ready(self, timeout: float) -> None:
         """Wait until the channel is connected; UnavailableError after `timeout` seconds."""

@@ -39,6 +39,7 @@ def _add_client_tls_arguments(parser: argparse.ArgumentParser, api_key: bool = T
 def _build_parser() -> argparse.ArgumentParser:
     from client.cli_values import non_negative_int, positive_float, positive_int
     from client.generate_cli import add_generate_arguments
+    from client.tokenize_cli import add_tokenize_arguments
     from executor_svc.cli_args import add_executor_arguments, add_executor_tls_arguments, add_metrics_argument
     from scheduler_svc.cli_args import add_scheduler_arguments, add_spec_tokens_argument
 
@@ -79,6 +80,10 @@ def _build_parser() -> argparse.ArgumentParser:
     generate = commands.add_parser("generate", help="stream a completion from a running server")
     add_generate_arguments(generate)
     _add_client_tls_arguments(generate)
+
+    tokenize = commands.add_parser("tokenize", help="a prompt's token ids on a running server (chat template applied)")
+    add_tokenize_arguments(tokenize)
+    _add_client_tls_arguments(tokenize)
 
     health = commands.add_parser("health", help="exit 0 if a service reports SERVING (container health checks)")
     health.add_argument("address", help="host:port of a scheduler or executor")
@@ -175,7 +180,8 @@ def _run_serve(args: argparse.Namespace) -> None:
         address = stack.start()
         assert stack.scheduler is not None  # started by stack.start()
         http = f" and {stack.http_url}" if stack.http_url else ""
-        print(f"stepahead serving {model_dir} on {address}{http} (Ctrl-C to stop)", flush=True)
+        metrics = f"metrics on {stack.metrics_address}; " if stack.metrics_address else ""
+        print(f"stepahead serving {model_dir} on {address}{http} ({metrics}Ctrl-C to stop)", flush=True)
         _supervise(stack, stop, args.executor_max_restarts, args.executor_recovery_timeout_s)
     finally:
         stack.stop(scheduler_timeout_s=args.shutdown_grace_s + 5.0)  # the scheduler drains, then exits
@@ -240,6 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     from client.generate_cli import run_generate
     from client.launcher import ServiceStartError
     from client.model_resolver import ModelResolutionError
+    from client.tokenize_cli import run_tokenize
     from scheduler_svc.executor_connections import ExecutorUnreachableError
     from stepahead_common.ports import PortBindError
 
@@ -248,6 +255,7 @@ def main(argv: list[str] | None = None) -> None:
         "scheduler": _run_scheduler,
         "executor": _run_executor,
         "generate": run_generate,
+        "tokenize": run_tokenize,
         "health": _run_health,
         "make-certs": _run_make_certs,
     }

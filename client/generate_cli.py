@@ -14,10 +14,7 @@ DEFAULT_SERVER = "127.0.0.1:50051"  # the scheduler's default --port on this hos
 
 def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
     """The prompt, the server and the request parameters of `stepahead generate`."""
-    generate.add_argument("prompt")
-    generate.add_argument("--server", default=DEFAULT_SERVER)
-    generate.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
-    generate.add_argument("--system", default=None, help="a system message before the prompt (not with --raw)")
+    add_prompt_arguments(generate)
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
     sampling = generate.add_argument_group("sampling (unset: the server's defaults; temperature 0 = greedy)")
     for flag, kind in (("--temperature", float), ("--top-p", float), ("--top-k", int), ("--min-p", float),
@@ -42,15 +39,27 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
                           help="opt this request out of speculative decoding")
 
 
-def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The Client.generate keywords the flags ask for (unset ones left out)."""
+def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
+    """The prompt and the server, shared by `generate` and `tokenize`."""
+    parser.add_argument("prompt")
+    parser.add_argument("--server", default=DEFAULT_SERVER)
+    parser.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
+    parser.add_argument("--system", default=None, help="a system message before the prompt (not with --raw)")
+
+
+def prompt_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``prompt`` (with --raw) or ``messages`` (the prompt as a user message, after --system's)."""
     if args.raw:
         if args.system is not None:
             raise ValueError("system: a system message needs the chat template (drop --raw)")
-        kwargs: dict[str, Any] = {"prompt": args.prompt}
-    else:
-        system = [{"role": "system", "content": args.system}] if args.system is not None else []
-        kwargs = {"messages": [*system, {"role": "user", "content": args.prompt}]}
+        return {"prompt": args.prompt}
+    system = [{"role": "system", "content": args.system}] if args.system is not None else []
+    return {"messages": [*system, {"role": "user", "content": args.prompt}]}
+
+
+def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The Client.generate keywords the flags ask for (unset ones left out)."""
+    kwargs = prompt_kwargs(args)
     for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
                  "frequency_penalty", "seed", "logprobs", "max_tokens", "min_tokens"):
         if getattr(args, name) is not None:

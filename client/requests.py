@@ -98,6 +98,36 @@ def build_generate_request(
     return request
 
 
+def build_tokenize_request(
+    prompt: str | None = None, *, messages: Sequence[Message] | None = None, model: str | None = None
+) -> generation_pb2.TokenizeRequest:
+    """A TokenizeRequest for exactly one of ``prompt`` (raw text) or ``messages`` (chat).
+
+    Raises:
+        ValueError: not exactly one of prompt/messages, an empty message list or a malformed message.
+    """
+    request = generation_pb2.TokenizeRequest(model=model or "")
+    if (prompt is None) == (messages is None):
+        raise ValueError("pass exactly one of prompt, messages")
+    if prompt is not None:
+        request.text = _prompt_text(prompt)
+    else:
+        assert messages is not None  # exactly one of the two is given
+        request.chat.CopyFrom(_chat_prompt(messages))
+    return request
+
+
+def build_detokenize_request(
+    token_ids: Sequence[int], *, skip_special_tokens: bool | None = None, model: str | None = None
+) -> generation_pb2.DetokenizeRequest:
+    """A DetokenizeRequest; ValueError when ``token_ids`` are not int32 values."""
+    request = generation_pb2.DetokenizeRequest(model=model or "")
+    _extend_field(request.token_ids, "token_ids", token_ids)
+    if skip_special_tokens is not None:
+        request.skip_special_tokens = skip_special_tokens
+    return request
+
+
 def build_sampling_params(options: Mapping[str, Any]) -> sampling_pb2.SamplingParams:
     """SamplingParams with only the options that are given and not None.
 
@@ -184,18 +214,26 @@ def _set_prompt(
         found = ", ".join(given) if given else "none"
         raise ValueError(f"pass exactly one of prompt, messages, token_ids (got: {found})")
     if prompt is not None:
-        if not isinstance(prompt, str):
-            raise ValueError(f"prompt: must be a string, got {type(prompt).__name__} {prompt!r}")
-        request.text = prompt
+        request.text = _prompt_text(prompt)
     elif messages is not None:
-        if len(messages) == 0:
-            raise ValueError("messages must contain at least one message")
-        request.chat.messages.extend(_chat_message(m, i) for i, m in enumerate(messages))
+        request.chat.CopyFrom(_chat_prompt(messages))
     else:
         assert token_ids is not None  # exactly one of the three forms is given
         if len(token_ids) == 0:
             raise ValueError("token_ids must contain at least one token id")
         _extend_field(request.token_ids.ids, "token_ids", token_ids)
+
+
+def _prompt_text(prompt: object) -> str:
+    if not isinstance(prompt, str):
+        raise ValueError(f"prompt: must be a string, got {type(prompt).__name__} {prompt!r}")
+    return prompt
+
+
+def _chat_prompt(messages: Sequence[Message]) -> generation_pb2.ChatPrompt:
+    if len(messages) == 0:
+        raise ValueError("messages must contain at least one message")
+    return generation_pb2.ChatPrompt(messages=[_chat_message(m, i) for i, m in enumerate(messages)])
 
 
 def _chat_message(message: Message, index: int) -> generation_pb2.ChatMessage:

@@ -10,6 +10,7 @@ from stepahead_common.tls import channel_credentials
 EXECUTOR_BOUND = r"executor bound to (\S+),"
 SCHEDULER_LISTENING = r"scheduler listening on (\S+) "
 SCHEDULER_HTTP = r"scheduler HTTP on (\S+)"
+SCHEDULER_METRICS = r"scheduler metrics on (\S+)"
 
 
 class LocalStack:
@@ -20,7 +21,7 @@ class LocalStack:
     ``executor_cpus[i]`` (a taskset list such as "0" or "2-3"). With --tls-cert among the scheduler's flags its
     health is checked over TLS trusting ``tls_ca``; without a CA to trust, the line the scheduler prints once
     it is serving is the readiness signal. ``http_url`` is the HTTP front's base URL when --http-port is among
-    the flags.
+    the flags, ``metrics_address`` the scheduler's /metrics host:port when --metrics-port is.
     """
 
     def __init__(
@@ -57,6 +58,7 @@ class LocalStack:
         self.address = ""
         self.executor_addresses: list[str] = []
         self.http_url: str | None = None
+        self.metrics_address: str | None = None
 
     @property
     def executor(self) -> ServiceProcess:
@@ -98,6 +100,7 @@ class LocalStack:
         self.scheduler = ServiceProcess("scheduler", argv, self._env)
         self.address = self.scheduler.start(SCHEDULER_LISTENING, timeout_s)
         self.http_url = self.scheduler.find(SCHEDULER_HTTP)
+        self.metrics_address = self.scheduler.find(SCHEDULER_METRICS)
         if "--tls-cert" not in self._scheduler_flags:
             wait_until_serving(self.address, timeout_s)
         elif self._tls_ca is not None:

@@ -277,3 +277,22 @@ class ModelInfo(_AsDict):
             num_waiting=msg.num_waiting,
             stats=EngineStats.from_proto(msg.stats),
         )
+
+
+@dataclass(frozen=True)
+class TokenizeResult(_AsDict):
+    """A prompt's tokens as the server's model reads them (chat template applied), and its length limit."""
+
+    token_ids: tuple[int, ...]
+    max_model_len: int
+    """Longest prompt + output in tokens: a prompt of at least this many tokens is refused by generate."""
+
+    @property
+    def count(self) -> int:
+        """Number of prompt tokens."""
+        return len(self.token_ids)
+
+    @classmethod
+    def from_proto(cls, msg: generation_pb2.TokenizeResponse) -> TokenizeResult:
+        """Build from a TokenizeResponse message."""
+        return cls(token_ids=tuple(msg.token_ids), max_model_len=msg.max_model_len)

@@ -1,5 +1,6 @@
 """The target's forward over one step's flattened batch: replayed from a captured graph when one fits,
-eager otherwise (prefill chunks, batches larger than the largest captured bucket, or no graphs at all)."""
+eager otherwise (prefill chunks longer than a captured query length, batches larger than the largest captured
+bucket, or no graphs at all)."""
 
 from __future__ import annotations
 

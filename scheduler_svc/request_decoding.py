@@ -52,7 +52,8 @@ def _guard_unary(method: Callable[..., Any], on_malformed: Callable[[], None]) -
 
 
 def add_generation_service(servicer: Any, server: grpc.aio.Server, on_malformed: Callable[[], None]) -> None:
-    """Register ``servicer``'s Generate, Abort and GetModelInfo with parse errors answered INVALID_ARGUMENT."""
+    """Register ``servicer``'s Generate, Abort, GetModelInfo, Tokenize and Detokenize with parse errors answered
+    INVALID_ARGUMENT."""
     pb = generation_pb2
     handlers = {
         "Generate": grpc.unary_stream_rpc_method_handler(
@@ -69,6 +70,16 @@ def add_generation_service(servicer: Any, server: grpc.aio.Server, on_malformed:
             _guard_unary(servicer.GetModelInfo, on_malformed),
             request_deserializer=_lenient(pb.GetModelInfoRequest),
             response_serializer=pb.ModelInfo.SerializeToString,
+        ),
+        "Tokenize": grpc.unary_unary_rpc_method_handler(
+            _guard_unary(servicer.Tokenize, on_malformed),
+            request_deserializer=_lenient(pb.TokenizeRequest),
+            response_serializer=pb.TokenizeResponse.SerializeToString,
+        ),
+        "Detokenize": grpc.unary_unary_rpc_method_handler(
+            _guard_unary(servicer.Detokenize, on_malformed),
+            request_deserializer=_lenient(pb.DetokenizeRequest),
+            response_serializer=pb.DetokenizeResponse.SerializeToString,
         ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 
 from scheduler_svc.engine import AdmissionClosedError, EngineError
 from scheduler_svc.engine_groups import ServingEngine
 from scheduler_svc.scheduler import DuplicateRequestError, QueueFullError
+from scheduler_svc.tokenization import detokenize, tokenize
 from scheduler_svc.tokenizer import Tokenizer
-from scheduler_svc.validation import ModelLimits, build_request
+from scheduler_svc.validation import InvalidRequestError, ModelLimits, build_request
 from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -20,7 +21,8 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 # The generated servicer base is untyped (mypy skips the *_pb2_grpc modules).
 class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignore[misc]
-    """Generate, Abort and GetModelInfo over the engine. Holds no scheduling logic of its own."""
+    """Generate, Abort, GetModelInfo, Tokenize and Detokenize over the engine. Holds no scheduling logic of its
+    own."""
 
     def __init__(self, engine: ServingEngine, tokenizer: Tokenizer, limits: ModelLimits) -> None:
         self.engine = engine
@@ -79,6 +81,26 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
             num_waiting=load.num_waiting,
             stats=self._stats(),
         )
+
+    async def Tokenize(
+        self, request: generation_pb2.TokenizeRequest, context: Context
+    ) -> generation_pb2.TokenizeResponse:
+        try:
+            return tokenize(request, self.tokenizer, self.limits)
+        except InvalidRequestError as error:
+            await self._refuse_invalid(context, error)
+
+    async def Detokenize(
+        self, request: generation_pb2.DetokenizeRequest, context: Context
+    ) -> generation_pb2.DetokenizeResponse:
+        try:
+            return detokenize(request, self.tokenizer, self.limits)
+        except InvalidRequestError as error:
+            await self._refuse_invalid(context, error)
+
+    async def _refuse_invalid(self, context: Context, error: InvalidRequestError) -> NoReturn:
+        self.engine.metrics.count_error(grpc.StatusCode.INVALID_ARGUMENT.name)
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
 
     def _stats(self) -> generation_pb2.EngineStats:
         """The engine's counters, with the process's CPU time read now."""

@@ -21,6 +21,8 @@ MAX_PROMPT_CHARS_PER_TOKEN = 64
 """A text or chat prompt longer than this many characters per token of max_model_len is refused before it is
 tokenized: it cannot fit (tokens of real text average 3-5 characters), and tokenizing it costs CPU."""
 CHAT_ROLES = ("system", "user", "assistant", "tool")
+PromptRequest = generation_pb2.GenerateRequest | generation_pb2.TokenizeRequest
+"""A message with GenerateRequest's ``prompt`` oneof (TokenizeRequest has its text and chat forms)."""
 
 
 class InvalidRequestError(ValueError):
@@ -49,13 +51,13 @@ def _check(condition: bool, field: str, message: str) -> None:
 
 def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limits: ModelLimits) -> Request:
     """Validate every field of ``pb`` and resolve defaults. Raises InvalidRequestError."""
-    _check(pb.model in ("", limits.model_name), "model", f"unknown model {pb.model!r}; served: {limits.model_name!r}")
+    check_model_name(pb.model, limits)
     _check(
         len(pb.request_id) <= MAX_REQUEST_ID_CHARS,
         "request_id",
         f"{len(pb.request_id)} characters; at most {MAX_REQUEST_ID_CHARS}",
     )
-    prompt_ids = _prompt_token_ids(pb, tokenizer, limits)
+    prompt_ids = prompt_token_ids(pb, tokenizer, limits)
     _check(
         len(prompt_ids) < limits.max_model_len,
         "prompt",
@@ -73,50 +75,64 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
     )
 
 
-def _prompt_token_ids(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limits: ModelLimits) -> list[int]:
+def check_model_name(model: str, limits: ModelLimits) -> None:
+    """InvalidRequestError unless ``model`` is empty or the served model's name."""
+    _check(model in ("", limits.model_name), "model", f"unknown model {model!r}; served: {limits.model_name!r}")
+
+
+def prompt_token_ids(pb: PromptRequest, tokenizer: Tokenizer, limits: ModelLimits) -> list[int]:
+    """The prompt's token ids, as the model reads them (chat template applied); InvalidRequestError naming the
+    field when the prompt is missing, empty, too long to tokenize, or out of the vocabulary."""
     kind = pb.WhichOneof("prompt")
-    _check(kind is not None, "prompt", "one of text, chat or token_ids is required")
-    _check_prompt_size(pb, kind, limits.max_model_len)
-    vocab_size = limits.vocab_size
-    if kind == "text":
+    forms = "text, chat or token_ids" if isinstance(pb, generation_pb2.GenerateRequest) else "text or chat"
+    _check(kind is not None, "prompt", f"one of {forms} is required")
+    if kind == "token_ids" and isinstance(pb, generation_pb2.GenerateRequest):
+        ids = _given_token_ids(pb.token_ids, limits)
+    elif kind == "text":
+        _check_prompt_chars("text", len(pb.text), limits.max_model_len)
         _check(pb.text != "", "text", "the prompt is empty")
         ids = tokenizer.encode(pb.text)
-    elif kind == "chat":
-        messages = [{"role": m.role, "content": m.content} for m in pb.chat.messages]
-        _check(bool(messages), "chat.messages", "at least one message is required")
-        for index, message in enumerate(messages):
-            _check(
-                message["role"] in CHAT_ROLES,
-                f"chat.messages[{index}].role",
-                f"{message['role']!r} is not one of {', '.join(CHAT_ROLES)}",
-            )
-        try:
-            ids = tokenizer.apply_chat_template(messages)
-        except ValueError as error:
-            raise InvalidRequestError("chat", f"the chat template failed: {error}") from error
     else:
-        ids = list(pb.token_ids.ids)
-        _check(bool(ids), "token_ids.ids", "the prompt is empty")
-        for index, token_id in enumerate(ids):
-            _check(
-                0 <= token_id < vocab_size,
-                f"token_ids.ids[{index}]",
-                f"{token_id} is outside the vocabulary [0, {vocab_size})",
-            )
+        ids = _chat_token_ids(pb.chat, tokenizer, limits)
     _check(bool(ids), "prompt", "the prompt tokenizes to no tokens")
     return ids
 
 
-def _check_prompt_size(pb: generation_pb2.GenerateRequest, kind: str | None, max_model_len: int) -> None:
-    """Refuse a prompt that cannot fit before tokenizing or scanning it."""
-    if kind == "token_ids":
-        count = len(pb.token_ids.ids)
-        _check(count < max_model_len, "prompt",
-               f"{count} tokens leave no room to generate within the model's limit of {max_model_len} tokens")
-        return
-    chars = len(pb.text) if kind == "text" else sum(len(m.content) + len(m.role) for m in pb.chat.messages)
+def _given_token_ids(prompt: generation_pb2.TokenIdsPrompt, limits: ModelLimits) -> list[int]:
+    count, max_model_len = len(prompt.ids), limits.max_model_len
+    _check(count < max_model_len, "prompt",
+           f"{count} tokens leave no room to generate within the model's limit of {max_model_len} tokens")
+    ids = list(prompt.ids)
+    _check(bool(ids), "token_ids.ids", "the prompt is empty")
+    for index, token_id in enumerate(ids):
+        _check(
+            0 <= token_id < limits.vocab_size,
+            f"token_ids.ids[{index}]",
+            f"{token_id} is outside the vocabulary [0, {limits.vocab_size})",
+        )
+    return ids
+
+
+def _chat_token_ids(chat: generation_pb2.ChatPrompt, tokenizer: Tokenizer, limits: ModelLimits) -> list[int]:
+    _check_prompt_chars("chat", sum(len(m.content) + len(m.role) for m in chat.messages), limits.max_model_len)
+    messages = [{"role": m.role, "content": m.content} for m in chat.messages]
+    _check(bool(messages), "chat.messages", "at least one message is required")
+    for index, message in enumerate(messages):
+        _check(
+            message["role"] in CHAT_ROLES,
+            f"chat.messages[{index}].role",
+            f"{message['role']!r} is not one of {', '.join(CHAT_ROLES)}",
+        )
+    try:
+        return tokenizer.apply_chat_template(messages)
+    except ValueError as error:
+        raise InvalidRequestError("chat", f"the chat template failed: {error}") from error
+
+
+def _check_prompt_chars(field: str, chars: int, max_model_len: int) -> None:
+    """Refuse a prompt that cannot fit before tokenizing it."""
     limit = MAX_PROMPT_CHARS_PER_TOKEN * max_model_len
-    _check(chars <= limit, kind or "prompt",
+    _check(chars <= limit, field,
            f"{chars} characters cannot fit the model's limit of {max_model_len} tokens (at most {limit} characters)")
 
 

@@ -50,6 +50,16 @@ class GenerationStub:
                 request_serializer=stepahead__proto_dot_generation__pb2.GetModelInfoRequest.SerializeToString,
                 response_deserializer=stepahead__proto_dot_generation__pb2.ModelInfo.FromString,
                 _registered_method=True)
+        self.Tokenize = channel.unary_unary(
+                '/stepahead.v1.Generation/Tokenize',
+                request_serializer=stepahead__proto_dot_generation__pb2.TokenizeRequest.SerializeToString,
+                response_deserializer=stepahead__proto_dot_generation__pb2.TokenizeResponse.FromString,
+                _registered_method=True)
+        self.Detokenize = channel.unary_unary(
+                '/stepahead.v1.Generation/Detokenize',
+                request_serializer=stepahead__proto_dot_generation__pb2.DetokenizeRequest.SerializeToString,
+                response_deserializer=stepahead__proto_dot_generation__pb2.DetokenizeResponse.FromString,
+                _registered_method=True)
 
 
 class GenerationServicer:
@@ -78,6 +88,21 @@ class GenerationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Tokenize(self, request, context):
+        """Tokenize a prompt exactly as Generate would (chat template included), without generating:
+        to count its tokens against max_model_len before sending it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Detokenize(self, request, context):
+        """Turn token ids back into text, as the output detokenizer does.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GenerationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -95,6 +120,16 @@ def add_GenerationServicer_to_server(servicer, server):
                     servicer.GetModelInfo,
                     request_deserializer=stepahead__proto_dot_generation__pb2.GetModelInfoRequest.FromString,
                     response_serializer=stepahead__proto_dot_generation__pb2.ModelInfo.SerializeToString,
+            ),
+            'Tokenize': grpc.unary_unary_rpc_method_handler(
+                    servicer.Tokenize,
+                    request_deserializer=stepahead__proto_dot_generation__pb2.TokenizeRequest.FromString,
+                    response_serializer=stepahead__proto_dot_generation__pb2.TokenizeResponse.SerializeToString,
+            ),
+            'Detokenize': grpc.unary_unary_rpc_method_handler(
+                    servicer.Detokenize,
+                    request_deserializer=stepahead__proto_dot_generation__pb2.DetokenizeRequest.FromString,
+                    response_serializer=stepahead__proto_dot_generation__pb2.DetokenizeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -179,6 +214,60 @@ class Generation:
             '/stepahead.v1.Generation/GetModelInfo',
             stepahead__proto_dot_generation__pb2.GetModelInfoRequest.SerializeToString,
             stepahead__proto_dot_generation__pb2.ModelInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Tokenize(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stepahead.v1.Generation/Tokenize',
+            stepahead__proto_dot_generation__pb2.TokenizeRequest.SerializeToString,
+            stepahead__proto_dot_generation__pb2.TokenizeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Detokenize(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stepahead.v1.Generation/Detokenize',
+            stepahead__proto_dot_generation__pb2.DetokenizeRequest.SerializeToString,
+            stepahead__proto_dot_generation__pb2.DetokenizeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -79,8 +79,7 @@ def chat_plan(body: ChatCompletionRequest, served_model: str) -> GenerationPlan:
     if not body.messages:
         raise invalid("messages", "at least one message is required")
     prompt = generation_pb2.GenerateRequest(model=served_model)
-    for index, message in enumerate(body.messages):
-        prompt.chat.messages.add(role=ROLE_ALIASES.get(message.role, message.role), content=_content(message, index))
+    prompt.chat.CopyFrom(chat_prompt(body.messages))
     max_tokens, max_param = body.max_tokens, "max_tokens"
     if body.max_completion_tokens is not None:
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
@@ -113,20 +112,25 @@ def build_engine_requests(plan: GenerationPlan, tokenizer: Tokenizer, limits: Mo
 
 def api_error(error: InvalidRequestError, plan: GenerationPlan) -> ApiError:
     """A validation error of the shared gRPC checks, renamed to the OpenAI parameter."""
+    return renamed_error(error, plan.endpoint, plan.max_tokens_param)
+
+
+def renamed_error(error: InvalidRequestError, endpoint: Endpoint, max_tokens_param: str = "max_tokens") -> ApiError:
+    """A 400 for a validation error of the shared gRPC checks, naming the HTTP parameter of ``endpoint``."""
     message = str(error)[len(error.field) + 2 :]
-    return invalid(_param_name(error.field, plan), message)
+    return invalid(_param_name(error.field, endpoint, max_tokens_param), message)
 
 
-def _param_name(field: str, plan: GenerationPlan) -> str:
-    prompt_param = "messages" if plan.endpoint == "chat" else "prompt"
+def _param_name(field: str, endpoint: Endpoint, max_tokens_param: str) -> str:
+    prompt_param = "messages" if endpoint == "chat" else "prompt"
     section, _, rest = field.partition(".")
     if section == "sampling":
         if rest == "logprobs":
-            return "top_logprobs" if plan.endpoint == "chat" else "logprobs"
+            return "top_logprobs" if endpoint == "chat" else "logprobs"
         return _INDEX.sub("", rest)
     if section == "stopping":
         if rest == "max_tokens":
-            return plan.max_tokens_param
+            return max_tokens_param
         return _INDEX.sub("", rest) if rest.startswith("stop[") else rest
     if section == "chat":
         return "messages" + rest.removeprefix("messages") if rest else "messages"
@@ -228,6 +232,14 @@ def _refuse_unsupported_chat(body: ChatCompletionRequest) -> None:
             raise invalid(f"messages[{index}].tool_calls", "tool calling is not supported")
     if body.response_format is not None and body.response_format.get("type", "text") != "text":
         raise invalid("response_format", "only {'type': 'text'} is supported")
+
+
+def chat_prompt(messages: list[ChatMessage]) -> generation_pb2.ChatPrompt:
+    """``messages`` as the gRPC API's ChatPrompt (OpenAI's "developer" role is "system"; text parts joined)."""
+    prompt = generation_pb2.ChatPrompt()
+    for index, message in enumerate(messages):
+        prompt.messages.add(role=ROLE_ALIASES.get(message.role, message.role), content=_content(message, index))
+    return prompt
 
 
 def _content(message: ChatMessage, index: int) -> str:

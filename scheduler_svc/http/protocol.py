@@ -101,4 +101,24 @@ class CompletionRequest(SamplingFields):
     best_of: Int32 | None = None
 
 
+class TokenizeRequest(_Strict):
+    """``POST /tokenize`` (vLLM's shape): ``prompt`` (text) or ``messages`` (chat template applied)."""
+
+    model: str | None = None
+    prompt: str | None = None
+    messages: list[ChatMessage] | None = None
+    add_special_tokens: bool | None = None
+    """Only true (what the completions endpoint does with a text prompt) is served."""
+    add_generation_prompt: bool | None = None
+    """Only true (what the chat endpoint renders) is served."""
+
+
+class DetokenizeRequest(_Strict):
+    """``POST /detokenize`` (vLLM's shape)."""
+
+    model: str | None = None
+    tokens: list[Int32]
+    skip_special_tokens: bool | None = None
+
+
 Endpoint = Literal["chat", "completion"]

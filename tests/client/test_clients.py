@@ -20,7 +20,7 @@ import grpc
 import pytest
 
 import client as sdk
-from client import AsyncClient, Client, GenerationResult, ModelInfo, Timings, Usage
+from client import AsyncClient, Client, GenerationResult, ModelInfo, Timings, TokenizeResult, Usage
 from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 HANG_ID = "hang-1"
@@ -38,6 +38,7 @@ class FakeGeneration(generation_pb2_grpc.GenerationServicer):
 
     def __init__(self) -> None:
         self.requests: list[generation_pb2.GenerateRequest] = []
+        self.tokenize_requests: list[generation_pb2.TokenizeRequest] = []
         self.interrupted = threading.Event()
         self.hanging = threading.Event()
         self._release = threading.Event()
@@ -74,6 +75,20 @@ class FakeGeneration(generation_pb2_grpc.GenerationServicer):
         if aborted:
             self._release.set()
         return generation_pb2.AbortResponse(aborted=aborted)
+
+    def Tokenize(self, request, context):  # noqa: N802 - gRPC method name
+        """One id per character of the text, or per message (its content's length)."""
+        self.tokenize_requests.append(request)
+        if request.text.startswith("fail:"):
+            context.abort(grpc.StatusCode[request.text.removeprefix("fail:")], "fake failure")
+        ids = [ord(c) for c in request.text] if request.HasField("text") else [
+            len(m.content) for m in request.chat.messages]
+        return generation_pb2.TokenizeResponse(token_ids=ids, max_model_len=2048)
+
+    def Detokenize(self, request, context):  # noqa: N802 - gRPC method name
+        """The ids as characters, with "<s>" in front when special tokens are kept."""
+        special = "<s>" if request.HasField("skip_special_tokens") and not request.skip_special_tokens else ""
+        return generation_pb2.DetokenizeResponse(text=special + "".join(chr(i) for i in request.token_ids))
 
     def GetModelInfo(self, request, context):  # noqa: N802 - gRPC method name
         return generation_pb2.ModelInfo(
@@ -287,6 +302,33 @@ def test_model_info(client: Client) -> None:
     )
 
 
+def test_tokenize_and_detokenize(client: Client, fake: FakeGeneration) -> None:
+    result = client.tokenize("abc", model="fake")
+    assert result == TokenizeResult(token_ids=(97, 98, 99), max_model_len=2048) and result.count == 3
+    chat = client.tokenize(messages=[{"role": "system", "content": "hi"}, {"role": "user", "content": "hello"}])
+    assert chat.token_ids == (2, 5)
+    sent_text, sent_chat = fake.tokenize_requests
+    assert (sent_text.text, sent_text.model) == ("abc", "fake")
+    assert [(m.role, m.content) for m in sent_chat.chat.messages] == [("system", "hi"), ("user", "hello")]
+    assert client.detokenize([104, 105]) == "hi"
+    assert client.detokenize([104, 105], skip_special_tokens=False) == "<s>hi"
+    with pytest.raises(sdk.InvalidArgumentError, match="fake failure"):
+        client.tokenize("fail:INVALID_ARGUMENT")
+
+
+def test_bad_tokenize_arguments_fail_before_any_rpc(client: Client, fake: FakeGeneration) -> None:
+    for kwargs in ({}, {"prompt": "a", "messages": [{"role": "user", "content": "a"}]}):
+        with pytest.raises(ValueError, match="exactly one of prompt, messages"):
+            client.tokenize(**kwargs)
+    with pytest.raises(ValueError, match="at least one message"):
+        client.tokenize(messages=[])
+    with pytest.raises(ValueError, match="prompt: must be a string"):
+        client.tokenize(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="token_ids"):
+        client.detokenize([2**40])
+    assert fake.tokenize_requests == []
+
+
 def test_wait_for_ready(client: Client) -> None:
     client.wait_for_ready(timeout=WAIT_S)
 
@@ -393,6 +435,14 @@ def test_async_abort_and_model_info(address: str, fake: FakeGeneration) -> None:
     aborted, unknown, rest, info = asyncio.run(scenario())
     assert (aborted, unknown, rest) == (True, False, ["abort"])
     assert info.model == "fake" and info.eos_token_ids == (2, 7)
+
+
+def test_async_tokenize_and_detokenize(address: str) -> None:
+    async def scenario() -> tuple[TokenizeResult, str]:
+        async with AsyncClient(address) as async_client:
+            return await async_client.tokenize("ab"), await async_client.detokenize([97], skip_special_tokens=False)
+
+    assert asyncio.run(scenario()) == (TokenizeResult(token_ids=(97, 98), max_model_len=2048), "<s>a")
 
 
 def test_async_dead_server(dead_address: str) -> None:

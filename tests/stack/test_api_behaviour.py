@@ -187,3 +187,23 @@ def test_stop_string_and_stop_token(stack):
         min_tokens = client.generate(token_ids=PROMPT, max_tokens=30, temperature=0.0, ignore_eos=True,
                                      stop_token_ids=[stop_token], min_tokens=first_index + 2)
         assert len(min_tokens.token_ids) > first_index + 1
+
+
+def test_tokenize_gives_generates_prompt_and_detokenize_its_text(stack):
+    messages = [{"role": "user", "content": "The quick brown fox"}]
+    with Client(stack.address) as client:
+        counted = client.tokenize(messages=messages)
+        result = client.generate(messages=messages, temperature=0.0, max_tokens=12, ignore_eos=True)
+        assert counted.count == result.usage.prompt_tokens and counted.max_model_len == 256
+        again = client.generate(token_ids=counted.token_ids, temperature=0.0, max_tokens=12, ignore_eos=True)
+        assert again.token_ids == result.token_ids
+        assert client.detokenize(result.token_ids) == result.text
+        long_prompt = client.tokenize("the lazy dog sleeps " * 80)
+        assert long_prompt.count >= 256  # counted, though generate would refuse it
+        for call, kwargs, field in ((client.tokenize, dict(prompt="hi", model="other"), "model"),
+                                    (client.tokenize, dict(messages=[{"role": "robot", "content": "hi"}]),
+                                     "chat.messages[0].role"),
+                                    (client.detokenize, dict(token_ids=[5, 400]), "token_ids[1]")):
+            with pytest.raises(InvalidArgumentError) as caught:
+                call(**kwargs)
+            assert caught.value.details.startswith(field)

@@ -1,13 +1,14 @@
 """Fuzzing the public Generate RPC with hypothesis: random and hostile values in every GenerateRequest field
 (huge strings, out-of-vocabulary ids, extreme, negative, NaN and infinite numbers, thousands of stop strings,
 duplicate ids, invalid UTF-8, oversize and malformed messages), sent through a raw channel so no SDK check
-hides anything. Only proper status codes come back, the server stays up, and at the end no KV block is
-held and no request is left in the scheduler. Derandomized: the same cases every run."""
+hides anything; Tokenize and Detokenize likewise. Only proper status codes come back, the server stays up, and
+at the end no KV block is held and no request is left in the scheduler. Derandomized: the same cases every run."""
 
 from __future__ import annotations
 
 import math
 import time
+from typing import Any, NamedTuple
 
 import grpc
 import pytest
@@ -20,7 +21,10 @@ from stepahead_proto import generation_pb2, sampling_pb2
 pytestmark = pytest.mark.stack
 
 GENERATE = "/stepahead.v1.Generation/Generate"
+TOKENIZE = "/stepahead.v1.Generation/Tokenize"
+DETOKENIZE = "/stepahead.v1.Generation/Detokenize"
 NUM_CASES = 2000
+NUM_TOKENIZER_CASES = 300
 MAX_MESSAGE_BYTES = 64 * 1024  # the stack's --max-request-bytes, so oversize cases are cheap to make
 ALLOWED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ALREADY_EXISTS,
            grpc.StatusCode.RESOURCE_EXHAUSTED}
@@ -108,6 +112,37 @@ def generate_requests(draw) -> bytes:
     return data
 
 
+@st.composite
+def tokenizer_requests(draw) -> tuple[str, bytes]:
+    """A hostile Tokenize or Detokenize request: (method path, serialized message)."""
+    model = draw(st.sampled_from(["", "", "tiny_llama0", "other-model", "\x00"]))
+    if draw(st.booleans()):
+        request = generation_pb2.DetokenizeRequest(model=model)
+        request.token_ids.extend(draw(st.lists(INT32, max_size=6)) + [5] * draw(st.sampled_from([0, 0, 600])))
+        if draw(st.booleans()):
+            request.skip_special_tokens = draw(st.booleans())
+        method = DETOKENIZE
+    else:
+        request = generation_pb2.TokenizeRequest(model=model)
+        prompt = draw(st.sampled_from(["text", "chat", "none"]))
+        if prompt == "text":
+            request.text = draw(TEXT)
+        elif prompt == "chat":
+            for _ in range(draw(st.integers(0, 3))):
+                request.chat.messages.add(role=draw(st.sampled_from(["user", "system", "robot", ""])),
+                                          content=draw(TEXT))
+        method = TOKENIZE
+    data = request.SerializeToString()
+    damage = draw(st.sampled_from(["none"] * 6 + ["truncate", "garbage", "oversize"]))
+    if damage == "truncate" and data:
+        data = data[: draw(st.integers(0, len(data) - 1))]
+    elif damage == "garbage":
+        data = draw(st.binary(min_size=1, max_size=64))
+    elif damage == "oversize":
+        data += b"\x0a" + _varint(MAX_MESSAGE_BYTES) + b"m" * MAX_MESSAGE_BYTES  # model = 64 KiB of "m"
+    return method, data
+
+
 def _varint(value: int) -> bytes:
     out = bytearray()
     while True:
@@ -115,6 +150,16 @@ def _varint(value: int) -> bytes:
         out.append(byte | (0x80 if value else 0))
         if not value:
             return bytes(out)
+
+
+class FuzzTarget(NamedTuple):
+    """The stack under fuzz, its raw Generate call, the status codes seen so far, and a raw channel to it."""
+
+    stack: Any
+    generate: Any
+    codes: list[grpc.StatusCode]
+    channel: grpc.Channel
+    tokenizer_codes: list[grpc.StatusCode]
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +173,7 @@ def fuzz_target(tiny_model_dir):
     generate = channel.unary_stream(GENERATE, request_serializer=lambda data: data,
                                     response_deserializer=generation_pb2.GenerateResponse.FromString)
     try:
-        yield stack, generate, []
+        yield FuzzTarget(stack, generate, [], channel, [])
     finally:
         channel.close()
         stack.stop()
@@ -139,7 +184,7 @@ def fuzz_target(tiny_model_dir):
                                  HealthCheck.data_too_large, HealthCheck.large_base_example])
 @given(data=generate_requests())
 def test_generate_answers_every_hostile_request_with_a_proper_status(fuzz_target, data):
-    _, generate, codes = fuzz_target
+    generate, codes = fuzz_target.generate, fuzz_target.codes
     try:
         for _ in generate(data, timeout=30):
             pass
@@ -151,10 +196,29 @@ def test_generate_answers_every_hostile_request_with_a_proper_status(fuzz_target
     codes.append(code)
 
 
+@settings(max_examples=NUM_TOKENIZER_CASES, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large, HealthCheck.large_base_example])
+@given(case=tokenizer_requests())
+def test_tokenize_and_detokenize_answer_every_hostile_request_with_a_proper_status(fuzz_target, case):
+    method, data = case
+    call = fuzz_target.channel.unary_unary(method, request_serializer=lambda raw: raw,
+                                           response_deserializer=lambda raw: raw)
+    try:
+        call(data, timeout=30)
+        code = grpc.StatusCode.OK
+    except grpc.RpcError as error:
+        code = error.code()
+        allowed = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED}
+        assert code in allowed and error.details(), (code, error.details(), data[:200])
+    fuzz_target.tokenizer_codes.append(code)
+
+
 def test_after_the_fuzz_the_server_is_up_with_nothing_held(fuzz_target):
-    stack, _, codes = fuzz_target
-    assert len(codes) >= NUM_CASES  # hypothesis ran every case (the fuzz test runs first in this module)
-    assert {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT} <= set(codes)
+    stack, codes, tokenizer_codes = fuzz_target.stack, fuzz_target.codes, fuzz_target.tokenizer_codes
+    assert len(codes) >= NUM_CASES  # hypothesis ran every case (the fuzz tests run first in this module)
+    assert len(tokenizer_codes) >= NUM_TOKENIZER_CASES
+    assert {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT} <= set(codes) & set(tokenizer_codes)
     with Client(stack.address) as client:
         deadline = time.monotonic() + 10
         while True:

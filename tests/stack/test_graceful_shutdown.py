@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -82,9 +83,14 @@ def test_requests_still_running_after_the_grace_end_with_unavailable(tiny_model_
 def test_serve_forwards_sigterm_and_exits_0(tiny_model_dir):
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEPAHEAD_")}
     serve = ServiceProcess("serve", ServiceProcess.cli_argv(
-        "serve", "--model", str(tiny_model_dir), "--port", "0", "--num-threads", "1", "--shutdown-grace-s", "60"), env)
+        "serve", "--model", str(tiny_model_dir), "--port", "0", "--num-threads", "1", "--shutdown-grace-s", "60",
+        "--metrics-port", "0"), env)
     try:
         address = serve.start(r"stepahead serving \S+ on (\S+) ", timeout_s=300)
+        metrics_address = serve.find(r"stepahead serving .* \(metrics on (\S+);")
+        assert metrics_address is not None, serve.log()  # --metrics-port 0: serve says which port it got
+        with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=10) as response:
+            assert b"stepahead_scheduler_requests_running" in response.read()
         outcomes, threads = start_streams(address, 2)
         os.kill(serve.process.pid, signal.SIGTERM)
         assert serve.process.wait(timeout=90) == 0, serve.log()

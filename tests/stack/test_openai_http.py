@@ -261,6 +261,16 @@ def test_health_metrics_and_http_counters(stack, model_name):
     assert "stepahead_scheduler_time_to_first_token_seconds_bucket" in metrics.text
 
 
+def test_tokenize_and_detokenize_agree_with_grpc_and_the_chat_usage(stack, model_name):
+    with httpx.Client(base_url=stack.http_url) as http, Client(stack.address) as client:
+        counted = http.post("/tokenize", json={"model": model_name, "messages": MESSAGES}).json()
+        assert counted["tokens"] == list(client.tokenize(messages=MESSAGES).token_ids)
+        reply = sync_openai(stack).chat.completions.create(model=model_name, messages=MESSAGES, **GREEDY)
+        assert counted["count"] == reply.usage.prompt_tokens
+        text = http.post("/detokenize", json={"tokens": counted["tokens"][:5]}).json()["prompt"]
+        assert text == client.detokenize(counted["tokens"][:5])
+
+
 def test_traceparent_is_continued(stack, model_name, receiver):
     trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
     with sync_openai(stack) as client:

@@ -95,6 +95,8 @@ def test_missing_or_wrong_key_is_unauthenticated(secure_stack, certs, key, monke
         assert "key-alpha" not in str(caught.value)
         with pytest.raises(UnauthenticatedError):
             client.model_info()
+        with pytest.raises(UnauthenticatedError):
+            client.tokenize("hi")
     status = health_status(secure_stack.address, "stepahead.v1.Generation", tls_ca=str(certs.ca))
     assert status == "SERVING"  # health needs no key
 

@@ -1,0 +1,108 @@
+"""``POST /tokenize`` and ``POST /detokenize``, in vLLM's shapes, over the gRPC API's Tokenize and Detokenize.
+
+/tokenize takes ``prompt`` (text, tokenized as /v1/completions does) or ``messages`` (rendered with the chat
+template as /v1/chat/completions does) and answers ``{"count", "max_model_len", "tokens"}``; /detokenize takes
+``tokens`` and answers ``{"prompt": text}``. Both need the API key when one is configured; errors have OpenAI's
+shape and name the parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from scheduler_svc.http.completions import parse_body, read_body
+from scheduler_svc.http.context import ServingContext
+from scheduler_svc.http.conversion import chat_prompt, check_model, renamed_error
+from scheduler_svc.http.errors import ApiError, invalid
+from scheduler_svc.http.protocol import DetokenizeRequest, Endpoint, TokenizeRequest
+from scheduler_svc.http.unrecognized import refuse_unrecognized
+from scheduler_svc.tokenization import detokenize, tokenize
+from scheduler_svc.validation import InvalidRequestError
+from stepahead_proto import generation_pb2
+
+TOKENIZE_ROUTE = "/tokenize"
+DETOKENIZE_ROUTE = "/detokenize"
+
+
+class TokenizeRoutes:
+    """The two tokenizer endpoints."""
+
+    def __init__(self, context: ServingContext) -> None:
+        self.context = context
+
+    async def tokenize(self, request: Request) -> Response:
+        """``POST /tokenize``."""
+        return await self._serve(request, TOKENIZE_ROUTE, self._tokenize)
+
+    async def detokenize(self, request: Request) -> Response:
+        """``POST /detokenize``."""
+        return await self._serve(request, DETOKENIZE_ROUTE, self._detokenize)
+
+    async def _serve(self, request: Request, route: str, answer: Callable[[bytes], dict[str, Any]]) -> Response:
+        trace = self.context.tracing.start("POST", route, request.headers)
+        metrics = self.context.engine.metrics
+        try:
+            self.context.authorize(request.headers)
+            body = answer(await read_body(request))
+        except ApiError as error:
+            trace.close(error.status, error.message)
+            metrics.count_error(error.code.name)
+            metrics.observe_http(route, error.status)
+            headers = {"WWW-Authenticate": "Bearer"} if error.code == grpc.StatusCode.UNAUTHENTICATED else None
+            return error.response(headers)
+        trace.close(200)
+        metrics.observe_http(route, 200)
+        return JSONResponse(body)
+
+    def _tokenize(self, raw: bytes) -> dict[str, Any]:
+        body = parse_body(TokenizeRequest, raw)
+        served = self.context.limits.model_name
+        check_model(body.model, served)
+        refuse_unrecognized(body)
+        request = generation_pb2.TokenizeRequest(model=served)
+        endpoint: Endpoint
+        if body.prompt is not None and body.messages is None:
+            endpoint = "completion"
+            _refuse_not_true(body.add_special_tokens, "add_special_tokens")
+            if body.add_generation_prompt is not None:
+                raise invalid("add_generation_prompt", "applies to messages only")
+            request.text = body.prompt
+        elif body.messages is not None and body.prompt is None:
+            endpoint = "chat"
+            _refuse_not_true(body.add_generation_prompt, "add_generation_prompt")
+            if body.add_special_tokens is not None:
+                raise invalid("add_special_tokens", "applies to prompt only (the chat template adds special tokens)")
+            request.chat.CopyFrom(chat_prompt(body.messages))
+        else:
+            raise invalid("prompt", "give exactly one of prompt or messages")
+        try:
+            response = tokenize(request, self.context.tokenizer, self.context.limits)
+        except InvalidRequestError as error:
+            raise renamed_error(error, endpoint) from None
+        tokens = list(response.token_ids)
+        return {"count": len(tokens), "max_model_len": response.max_model_len, "tokens": tokens}
+
+    def _detokenize(self, raw: bytes) -> dict[str, Any]:
+        body = parse_body(DetokenizeRequest, raw)
+        served = self.context.limits.model_name
+        check_model(body.model, served)
+        refuse_unrecognized(body)
+        request = generation_pb2.DetokenizeRequest(model=served, token_ids=body.tokens)
+        if body.skip_special_tokens is not None:
+            request.skip_special_tokens = body.skip_special_tokens
+        try:
+            response = detokenize(request, self.context.tokenizer, self.context.limits)
+        except InvalidRequestError as error:
+            param = error.field.replace("token_ids", "tokens", 1)
+            raise invalid(param, str(error)[len(error.field) + 2 :]) from None
+        return {"prompt": response.text}
+
+
+def _refuse_not_true(value: bool | None, param: str) -> None:
+    if value is False:
+        raise invalid(param, "only true is supported")
