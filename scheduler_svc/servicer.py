@@ -99,7 +99,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
             await self._refuse_invalid(context, error)
 
     async def _refuse_invalid(self, context: Context, error: InvalidRequestError) -> NoReturn:
-        self.engine.metrics.count_error(grpc.StatusCode.INVALID_ARGUMENT.name)
+        # Not counted in requests_failed_total: no generation was asked for (as GetModelInfo, it is not a request).
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
 
     def _stats(self) -> generation_pb2.EngineStats:

@@ -49,9 +49,8 @@ class TokenizeRoutes:
         try:
             self.context.authorize(request.headers)
             body = answer(await read_body(request))
-        except ApiError as error:
+        except ApiError as error:  # counted by route and status only: no generation was asked for
             trace.close(error.status, error.message)
-            metrics.count_error(error.code.name)
             metrics.observe_http(route, error.status)
             headers = {"WWW-Authenticate": "Bearer"} if error.code == grpc.StatusCode.UNAUTHENTICATED else None
             return error.response(headers)

@@ -47,8 +47,11 @@ def test_tokenize_counts_what_the_completion_endpoints_feed_the_model(tokenizer)
         chat_ids = (await client.post("/tokenize", json={"messages": MESSAGES, "add_generation_prompt": True})).json()
         assert chat_ids["tokens"] == tokenizer.apply_chat_template(
             [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}])
+        assert (await client.post("/tokenize", json={"prompt": ""})).status_code == 400
         metrics = (await client.get("/metrics")).text
         assert 'stepahead_scheduler_http_requests_total{route="/tokenize",status="200"}' in metrics
+        assert 'stepahead_scheduler_http_requests_total{route="/tokenize",status="400"} 1.0' in metrics
+        assert 'requests_failed_total{code="INVALID_ARGUMENT"}' not in metrics  # no generation was refused
 
     serve(tokenizer, test)
 
