@@ -9,7 +9,8 @@ here stay theirs. Tokens are arbitrary (never EOS), so every request runs to max
 
     PYTHONPATH=.:proto python3 bench/experiments/emulated_executor.py ROUNDS [STEP_MS PER_TOKEN_MS]
 
-For each round, concurrency 1 and 16, scheduler settings (inflight 1/2/3, stream interval 1/4, multi-step 1/4):
+For each round, concurrency 1 and 16, scheduler settings (inflight 1/2/3, stream interval 1/4, multi-step 1/4; see
+CONFIGS):
 tok/s, the bubble (executor idle between steps / wall) and the part of it before the StepRequest arrived.
 Needs the small checkpoint's directory for the tokenizer (`stepahead bench --small-model` builds it).
 """
@@ -66,14 +67,25 @@ class EmulatedExecutor(executor_pb2_grpc.ExecutorServicer):
             model_fingerprint="emulated")
 
     def Execute(self, request_iterator, context):  # noqa: N802 - gRPC method name
+        # Three threads, as a GPU executor overlaps them: gRPC's reader, the "device" (which starts the next
+        # step the moment the previous one ends, if it has arrived), and this handler sending the results.
         arrivals: queue.Queue = queue.Queue()
+        results: queue.Queue = queue.Queue()
 
         def read() -> None:
-            for step in request_iterator:
-                arrivals.put((step, time.time()))
+            try:
+                for step in request_iterator:
+                    arrivals.put((step, time.time()))
+            except grpc.RpcError:
+                pass  # the scheduler went away (each measurement stops it)
             arrivals.put(None)
 
         threading.Thread(target=read, daemon=True).start()
+        threading.Thread(target=self._compute_loop, args=(arrivals, results), daemon=True).start()
+        while (result := results.get()) is not None:
+            yield result
+
+    def _compute_loop(self, arrivals: queue.Queue, results: queue.Queue) -> None:
         last_end = 0.0
         while (item := arrivals.get()) is not None:
             step, received = item
@@ -82,11 +94,12 @@ class EmulatedExecutor(executor_pb2_grpc.ExecutorServicer):
             for sub_step in range(max(step.num_steps, 1)):
                 start = max(time.time(), last_end)
                 outputs, tokens = self._compute(step, sub_step)
-                time.sleep(self.step_s + self.per_token_s * min(tokens - 1, 15))
+                time.sleep(max(0.0, start + self.step_s + self.per_token_s * min(tokens - 1, 15) - time.time()))
                 last_end = time.time()
-                yield executor_pb2.StepResult(step_id=step.step_id, outputs=outputs, compute_start_s=start,
-                                              compute_end_s=last_end, forward_s=last_end - start, sub_step=sub_step,
-                                              received_s=received)
+                results.put(executor_pb2.StepResult(
+                    step_id=step.step_id, outputs=outputs, compute_start_s=start, compute_end_s=last_end,
+                    forward_s=last_end - start, sub_step=sub_step, received_s=received))
+        results.put(None)
 
     def _compute(self, step: executor_pb2.StepRequest, sub_step: int) -> tuple[list, int]:
         outputs, tokens = [], 0
@@ -162,6 +175,8 @@ CONFIGS = {
     "inflight 2, interval 4": ["--max-inflight-steps", "2", "--stream-interval", "4"],
     "inflight 2, multi-step 4": ["--max-inflight-steps", "2", "--num-scheduler-steps", "4"],
     "inflight 2, ms 4, int 4": ["--max-inflight-steps", "2", "--num-scheduler-steps", "4", "--stream-interval", "4"],
+    "inflight 3, interval 4": ["--max-inflight-steps", "3", "--stream-interval", "4"],
+    "inflight 3, ms 4, int 4": ["--max-inflight-steps", "3", "--num-scheduler-steps", "4", "--stream-interval", "4"],
 }
 
 
