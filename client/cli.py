@@ -42,9 +42,11 @@ def _build_parser() -> argparse.ArgumentParser:
     from client.tokenize_cli import add_tokenize_arguments
     from executor_svc.cli_args import add_executor_arguments, add_executor_tls_arguments, add_metrics_argument
     from scheduler_svc.cli_args import add_scheduler_arguments, add_spec_tokens_argument
+    from stepahead_common.version import package_version
 
     parser = argparse.ArgumentParser(prog="stepahead",
                                      description="LLM serving: a scheduler and an executor over gRPC.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="start scheduler + executor as two processes")

@@ -261,6 +261,8 @@ class ModelInfo(_AsDict):
     num_running: int
     num_waiting: int
     stats: EngineStats = EngineStats()
+    server_version: str = ""
+    """The server's stepahead version (empty from a server older than the field)."""
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.ModelInfo) -> ModelInfo:
@@ -276,6 +278,7 @@ class ModelInfo(_AsDict):
             num_running=msg.num_running,
             num_waiting=msg.num_waiting,
             stats=EngineStats.from_proto(msg.stats),
+            server_version=msg.server_version,
         )
 
 

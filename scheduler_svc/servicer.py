@@ -14,6 +14,7 @@ from scheduler_svc.scheduler import DuplicateRequestError, QueueFullError
 from scheduler_svc.tokenization import detokenize, tokenize
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.validation import InvalidRequestError, ModelLimits, build_request
+from stepahead_common.version import package_version
 from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -80,6 +81,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
             num_running=load.num_running,
             num_waiting=load.num_waiting,
             stats=self._stats(),
+            server_version=package_version(),
         )
 
     async def Tokenize(

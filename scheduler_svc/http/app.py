@@ -32,6 +32,7 @@ def create_app(context: ServingContext) -> FastAPI:
     app.add_api_route("/v1/models/{model:path}", info.get_model, methods=["GET"])
     app.add_api_route("/health", info.health, methods=["GET"])
     app.add_api_route("/metrics", info.metrics, methods=["GET"])
+    app.add_api_route("/version", info.version, methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _server_error)
     return app

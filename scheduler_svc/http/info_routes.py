@@ -1,8 +1,9 @@
-"""``GET /v1/models``, ``GET /v1/models/{model}``, ``GET /health`` and ``GET /metrics``.
+"""``GET /v1/models``, ``GET /v1/models/{model}``, ``GET /health``, ``GET /metrics`` and ``GET /version``.
 
 /health is readiness, the same status the gRPC health service reports for stepahead.v1.Generation
 (200 ``{"status": "SERVING"}`` or 503 ``NOT_SERVING``); like gRPC health it needs no API key, and
-neither does /metrics (Prometheus scrapes it), which exists only when metrics are on.
+neither does /metrics (Prometheus scrapes it), which exists only when metrics are on, nor /version (vLLM's
+route: ``{"version": ...}``, the installed stepahead's).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from scheduler_svc.http.context import ServingContext
 from scheduler_svc.http.conversion import check_model
 from scheduler_svc.http.errors import ApiError
+from stepahead_common.version import package_version
 
 
 class InfoRoutes:
@@ -56,6 +58,10 @@ class InfoRoutes:
         if self.context.is_ready():
             return JSONResponse({"status": "SERVING"})
         return JSONResponse({"status": "NOT_SERVING"}, status_code=503)
+
+    async def version(self, request: Request) -> Response:
+        """``GET /version``: the server's stepahead version."""
+        return JSONResponse({"version": package_version()})
 
     async def metrics(self, request: Request) -> Response:
         """``GET /metrics``: the scheduler's Prometheus registry, in the text exposition format."""

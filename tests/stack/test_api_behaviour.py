@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import version
 
 import grpc
 import pytest
@@ -198,6 +199,7 @@ def test_tokenize_gives_generates_prompt_and_detokenize_its_text(stack):
         again = client.generate(token_ids=counted.token_ids, temperature=0.0, max_tokens=12, ignore_eos=True)
         assert again.token_ids == result.token_ids
         assert client.detokenize(result.token_ids) == result.text
+        assert client.model_info().server_version == version("stepahead")
         long_prompt = client.tokenize("the lazy dog sleeps " * 80)
         assert long_prompt.count >= 256  # counted, though generate would refuse it
         for call, kwargs, field in ((client.tokenize, dict(prompt="hi", model="other"), "model"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from importlib.metadata import version
 from typing import Any
 
 import httpx
@@ -332,6 +333,7 @@ def test_api_keys_guard_v1_but_not_health(tokenizer):
 def test_health_follows_readiness_and_metrics_follow_the_switch(tokenizer):
     async def test(client, served):
         assert (await client.get("/health")).json() == {"status": "SERVING"}
+        assert (await client.get("/version")).json() == {"version": version("stepahead")}
         served.ready = False
         response = await client.get("/health")
         assert response.status_code == 503 and response.json() == {"status": "NOT_SERVING"}
