@@ -106,11 +106,14 @@ def build_tracer_provider(config: TracingConfig) -> TracerProvider:
     The provider flushes its spans at interpreter exit; call shutdown() to flush earlier.
     """
     # Imported here so that a service with tracing off never loads the SDK.
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: config.service_name}))
+    from stepahead_common.version import package_version
+
+    resource = Resource.create({SERVICE_NAME: config.service_name, SERVICE_VERSION: package_version()})
+    provider = TracerProvider(resource=resource)
     for name in config.exporters:
         provider.add_span_processor(BatchSpanProcessor(load_span_exporter(name, config.otlp_protocol)))
     return provider

@@ -76,3 +76,16 @@ def test_off_loads_no_sdk():
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_provider_names_the_service_and_its_version():
+    from importlib.metadata import version
+
+    from stepahead_common.tracing_config import build_tracer_provider
+
+    provider = build_tracer_provider(config(OTEL_SERVICE_NAME="mine", OTEL_TRACES_EXPORTER="none"))
+    try:
+        attributes = provider.resource.attributes
+        assert (attributes["service.name"], attributes["service.version"]) == ("mine", version("stepahead"))
+    finally:
+        provider.shutdown()
