@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import itertools
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from client.bench.forward_setup import ForwardSetup
+from client.bench.load_runs import interval_label, load_runs
 
 
 def add_bench_parser(commands) -> None:
@@ -76,6 +76,10 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--also-spec-method", nargs="+", default=[], choices=SPEC_METHODS, metavar="METHOD",
                        help="more drafters to run beside --spec-method in every round, each on a stack of its own "
                             "(compares drafters in one run)")
+    bench.add_argument("--reuse-executor", action="store_true",
+                       help="configurations that differ only in scheduler settings (--max-inflight-steps, "
+                            "--num-scheduler-steps, --stream-interval) share one executor, only the scheduler "
+                            "restarting, and one bare-forward timing per concurrency (sweeps on a GPU)")
     bench.add_argument("--pin-executors", action="store_true",
                        help="run executor i on CPU i only (taskset), with --num-threads threads each")
     add_scheduler_arguments(bench, several_inflight_values=True, public_api=False)
@@ -152,7 +156,7 @@ def run_bench(args: argparse.Namespace) -> dict:
         write_json({**report, "partial": stage}, out / f"bench-{stamp}.partial.json")
 
     for round_index in range(args.rounds):
-        runs, tracing = _load_runs(model_dir, prompts, args, round_index)
+        runs, tracing = load_runs(model_dir, prompts, args, round_index, _measure)
         report["runs"] += runs
         save_partial(f"after the load runs of round {round_index}")
         if tracing:
@@ -220,82 +224,6 @@ def _weight_floor(model_dir: str, setup: ForwardSetup) -> dict:
 
     bandwidth = measure_copy_bandwidth(torch.device(setup.device))
     return weight_read_floor(model_dir, getattr(torch, setup.dtype_name), bandwidth)
-
-
-def _load_runs(
-    model_dir: str, prompts: list[str], args: argparse.Namespace, round_index: int = 0
-) -> tuple[list[dict], dict | None]:
-    """One round of every load configuration, each on a fresh stack; with --tracing, on stacks with
-    tracing off and on.
-
-    Returns the runs and, with --tracing, what the in-process OTLP receiver saw.
-    """
-    from client.bench.baselines import measure_bare_decode_forward_in_subprocess
-    from client.bench.groups_compare import executor_cpus, group_label
-    from client.bench.http_compare import api_label
-    from client.bench.otlp_receiver import OtlpReceiver
-    from client.bench.rounds import round_order
-    from client.bench.speculation import spec_variants
-    from client.bench.tracing_compare import mode_label, stack_env, step_trace_rate, tracing_order
-    from client.stack import LocalStack
-    from executor_svc.cli_args import executor_flags
-    from scheduler_svc.cli_args import scheduler_flags
-
-    runs: list[dict] = []
-    receiver = OtlpReceiver(keep_spans=False) if args.tracing else None
-    modes = tracing_order(args.tracing_rounds) if args.tracing else [None]
-    try:
-        endpoint = receiver.start() if receiver else ""
-        # Reversed in odd rounds, so the first configuration (sync, in the usual order) is not always the one to pay
-        # a round's start-up costs.
-        grid = itertools.product(args.max_inflight_steps, args.num_scheduler_steps, args.executor_groups,
-                                 args.stream_interval)
-        configurations = round_order(list(grid), round_index)
-        variants = spec_variants(args.spec_method, args.also_spec_method)
-        for inflight, num_steps, groups, interval in configurations:
-            flags = scheduler_flags(argparse.Namespace(**{
-                **vars(args), "max_inflight_steps": inflight, "num_scheduler_steps": num_steps,
-                "stream_interval": interval}))
-            if "http" in args.api:
-                flags += ["--http-port", "0"]
-            for tracing_on, spec_method in itertools.product(modes, variants):
-                env = None if tracing_on is None else stack_env(tracing_on, endpoint)
-                suffix = ("" if num_steps == 1 else f" steps={num_steps}") + interval_label(interval) + group_label(
-                    groups, args.executor_groups) + ("" if tracing_on is None else mode_label(tracing_on)) + (
-                    "" if args.spec_method == "none" else f" spec={spec_method}")
-                draft_model = args.draft_model if spec_method == "draft_model" else None
-                executor_args = argparse.Namespace(
-                    **{**vars(args), "spec_method": spec_method, "draft_model": draft_model})
-                stack = LocalStack(model_dir, executor_flags(executor_args), flags, host=args.host, env=env,
-                                   executor_groups=groups, executor_cpus=executor_cpus(groups, args.pin_executors))
-                with stack:
-                    for concurrency in args.concurrency:
-                        group = []
-                        for api in round_order(args.api, round_index):
-                            run = _measure(stack, prompts, concurrency, inflight, args, suffix + api_label(api), api)
-                            group.append({**run, "api": api, "spec_method": spec_method, "round": round_index,
-                                          "num_scheduler_steps": num_steps, "executor_groups": groups,
-                                          "stream_interval": interval})
-                        # Timed right after the runs, on their contexts (greedy: every API decodes the same):
-                        # machine drift between the two stays small.
-                        setup = args.forward_setup
-                        bare = measure_bare_decode_forward_in_subprocess(
-                            model_dir, args.num_threads, group[0]["decode_contexts"], setup=setup)
-                        graph = None
-                        if setup.is_cuda and not args.enforce_eager:  # the step as the executor replays it
-                            graph = measure_bare_decode_forward_in_subprocess(
-                                model_dir, args.num_threads, group[0]["decode_contexts"], setup=setup, graphs=True)
-                        for run in group:
-                            run["bare_forward"] = bare
-                            if graph is not None:
-                                run["bare_forward_graph"] = graph
-                            runs.append(run if tracing_on is None else {**run, "tracing": tracing_on})
-    finally:
-        if receiver:
-            receiver.stop()
-    if receiver is None:
-        return runs, None
-    return runs, {"step_trace_rate": step_trace_rate(), "spans_received": receiver.num_spans}
 
 
 def _measure(
@@ -408,11 +336,6 @@ def _ratios(report: dict) -> dict:
             values.setdefault(f"throughput_over_sync[{label}]", []).append(
                 run["throughput_tok_s"] / sync["throughput_tok_s"])
     return {name: statistics.median(samples) for values in per_label.values() for name, samples in values.items()}
-
-
-def interval_label(interval: int) -> str:
-    """A run label's part for --stream-interval (none for the default 1)."""
-    return "" if interval == 1 else f" interval={interval}"
 
 
 def _sync_gap_ms(run: dict) -> float | None:

@@ -40,12 +40,33 @@ def test_bench_reports_sync_and_async_against_bare_forwards(tiny_model_dir, tmp_
     assert not list(tmp_path.glob("*.partial.json"))  # a complete run leaves only its report
 
 
+def test_reuse_executor_starts_one_executor_and_times_one_bare_forward_per_concurrency(tiny_model_dir, tmp_path,
+                                                                                      monkeypatch):
+    from client.bench import baselines
+    from client.stack import LocalStack
+
+    starts, bare_calls = [], []
+    start, bare = LocalStack.start, baselines.measure_bare_decode_forward_in_subprocess
+    monkeypatch.setattr(LocalStack, "start", lambda self, *a, **k: starts.append(1) or start(self, *a, **k))
+    monkeypatch.setattr(baselines, "measure_bare_decode_forward_in_subprocess",
+                        lambda *a, **k: bare_calls.append(1) or bare(*a, **k))
+    main(["bench", "--model", str(tiny_model_dir), "--no-hf", "--concurrency", "1", "2", "--num-prompts", "2",
+          "--max-tokens", "4", "--max-inflight-steps", "1", "2", "--stream-interval", "1", "2", "--num-threads", "1",
+          "--reuse-executor", "--out", str(tmp_path)])
+    report = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
+    assert [run["label"] for run in report["runs"]] == [
+        f"c={c} inflight={i}{s}" for i in (1, 2) for s in ("", " interval=2") for c in (1, 2)]
+    assert (len(starts), len(bare_calls)) == (1, 2)  # one executor; one bare forward per concurrency
+    for run in report["runs"]:
+        assert run["bare_forward"]["batch_size"] == run["concurrency"] and run["output_tokens"] > 0
+
+
 def test_a_run_cut_short_in_the_baselines_leaves_its_load_runs(tiny_model_dir, tmp_path, monkeypatch):
     def cut_short(*args, **kwargs):
         raise RuntimeError("cut short, as by a time limit")
 
     load_run = {"label": "c=1 inflight=1", "concurrency": 1}
-    monkeypatch.setattr("client.bench.cli._load_runs", lambda *args: ([load_run], None))
+    monkeypatch.setattr("client.bench.cli.load_runs", lambda *args: ([load_run], None))
     monkeypatch.setattr("client.bench.baselines.hf_generate_throughput", cut_short)
     with pytest.raises(RuntimeError, match="cut short"):
         main(["bench", "--model", str(tiny_model_dir), "--concurrency", "1", "--out", str(tmp_path)])
