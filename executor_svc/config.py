@@ -93,6 +93,12 @@ class ExecutorConfig:
         return self.defer_token_readback
 
     def __post_init__(self) -> None:
+        self._check_serving()
+        self._check_model_and_cache()
+        self._check_speculation()
+        self._check_tls_and_ranks()
+
+    def _check_serving(self) -> None:
         _require(bool(self.model_dir), "model_dir", "must be set")
         _require(0 <= self.port < 65536, "port", f"must be in [0, 65535], got {self.port}")
         _require(
@@ -100,6 +106,12 @@ class ExecutorConfig:
             "metrics_port",
             f"must be in [0, 65535], got {self.metrics_port}",
         )
+        _require(self.max_num_seqs >= 1, "max_num_seqs", f"must be >= 1, got {self.max_num_seqs}")
+        _require(
+            self.num_threads is None or self.num_threads >= 1, "num_threads", f"must be >= 1, got {self.num_threads}"
+        )
+
+    def _check_model_and_cache(self) -> None:
         _require(self.dtype in SUPPORTED_DTYPES, "dtype", f"must be one of {SUPPORTED_DTYPES}, got {self.dtype!r}")
         _require(
             self.device == "cpu" or self.device.startswith("cuda"),
@@ -123,8 +135,15 @@ class ExecutorConfig:
             f"must be >= 2, got {self.max_model_len}",
         )
         _require(
-            self.num_threads is None or self.num_threads >= 1, "num_threads", f"must be >= 1, got {self.num_threads}"
+            self.attention_backend in ATTENTION_BACKENDS,
+            "attention_backend",
+            f"must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}",
         )
+        _require(
+            self.load_format in LOAD_FORMATS, "load_format", f"must be one of {LOAD_FORMATS}, got {self.load_format!r}"
+        )
+
+    def _check_speculation(self) -> None:
         _require(
             self.spec_method in SPEC_METHODS, "spec_method", f"must be one of {SPEC_METHODS}, got {self.spec_method!r}"
         )
@@ -140,19 +159,12 @@ class ExecutorConfig:
             f"is only used with spec_method eagle, eagle_ngram or auto, got spec_method {self.spec_method!r}",
         )
         _require(
-            self.attention_backend in ATTENTION_BACKENDS,
-            "attention_backend",
-            f"must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}",
-        )
-        _require(self.max_num_seqs >= 1, "max_num_seqs", f"must be >= 1, got {self.max_num_seqs}")
-        _require(
-            self.load_format in LOAD_FORMATS, "load_format", f"must be one of {LOAD_FORMATS}, got {self.load_format!r}"
-        )
-        _require(
             1 <= self.ngram_min_n <= self.ngram_max_n,
             "ngram_min_n",
             f"must be in [1, ngram_max_n], got {self.ngram_min_n}",
         )
+
+    def _check_tls_and_ranks(self) -> None:
         check_pair(self.tls_cert, self.tls_key, "tls_cert", "tls_key")
         _require(
             self.tls_client_ca is None or self.tls_cert is not None,
