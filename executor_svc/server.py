@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import grpc
 import torch
@@ -83,25 +83,10 @@ def build_runner(
         make_capture = None
     elif make_capture is None and device.type == "cuda" and not config.enforce_eager and is_graph_safe(backend):
         make_capture = cuda_graph_factory()
-    head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
-    kv_start, kv_end = tp.split(hf_config.num_key_value_heads, "num_key_value_heads")  # as the model splits them
-    num_kv_heads = kv_end - kv_start
-    # Every rank must have the same number of blocks: size them for the rank holding the most KV heads.
-    most_kv_heads = -(-hf_config.num_key_value_heads // tp.world_size)
-    layout = (hf_config.num_hidden_layers, config.block_size, most_kv_heads, head_dim)
-    num_blocks = config.num_kv_blocks or max(
-        1, int(config.kv_cache_memory_gb * 2**30) // PagedKVCache.bytes_per_block(*layout, dtype)
-    )
-    kv_cache = PagedKVCache(
-        hf_config.num_hidden_layers,
-        num_blocks,
-        config.block_size,
-        num_kv_heads,
-        head_dim,
-        dtype,
-        device,
-        scratch_blocks=1 if make_capture is not None else 0,  # padded rows of a replayed step may write there
-    )
+    # A replayed step's padded rows may write to a scratch block.
+    scratch_blocks = 1 if make_capture is not None else 0
+    kv_cache = _allocate_kv_cache(config, hf_config, dtype, device, tp, scratch_blocks)
+    num_blocks = kv_cache.num_blocks
     # A verify step reads up to K positions past the request's length.
     max_blocks_per_seq = -(-(max_model_len + 1 + config.num_spec_tokens) // config.block_size)
     draft_backend = build_attention_backend(config.attention_backend, device)
@@ -118,7 +103,29 @@ def build_runner(
         logger.info("captured %d step graphs in %.1f s", len(graphs.shapes), time.monotonic() - started)
     runner = ModelRunner(model, kv_cache, config.block_size, hf_config.vocab_size, device, drafter,
                          defer_readback=config.defers_token_readback, graphs=graphs)
-    description = executor_pb2.ExecutorDescription(
+    return runner, _describe(config, hf_config, max_model_len, num_blocks, device, backend.name, drafter)
+
+
+def _allocate_kv_cache(config: ExecutorConfig, hf_config: Any, dtype: torch.dtype, device: torch.device,
+                       tp: TensorParallel, scratch_blocks: int) -> PagedKVCache:
+    """The target's paged KV cache: --num-kv-blocks, or as many blocks as --kv-cache-memory-gb holds (plus
+    ``scratch_blocks`` beyond those the scheduler hands out)."""
+    head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
+    kv_start, kv_end = tp.split(hf_config.num_key_value_heads, "num_key_value_heads")  # as the model splits them
+    # Every rank must have the same number of blocks: size them for the rank holding the most KV heads.
+    most_kv_heads = -(-hf_config.num_key_value_heads // tp.world_size)
+    layout = (hf_config.num_hidden_layers, config.block_size, most_kv_heads, head_dim)
+    num_blocks = config.num_kv_blocks or max(
+        1, int(config.kv_cache_memory_gb * 2**30) // PagedKVCache.bytes_per_block(*layout, dtype)
+    )
+    return PagedKVCache(hf_config.num_hidden_layers, num_blocks, config.block_size, kv_end - kv_start, head_dim, dtype,
+                        device, scratch_blocks=scratch_blocks)
+
+
+def _describe(config: ExecutorConfig, hf_config: Any, max_model_len: int, num_blocks: int, device: torch.device,
+              attention_backend: str, drafter: Any) -> executor_pb2.ExecutorDescription:
+    """What Describe answers: the served model's limits, the cache, the drafter and the weights' fingerprint."""
+    return executor_pb2.ExecutorDescription(
         model=config.model_name or Path(config.model_dir).name,
         max_model_len=max_model_len,
         vocab_size=hf_config.vocab_size,
@@ -127,13 +134,12 @@ def build_runner(
         num_kv_blocks=num_blocks,
         device=str(device),
         dtype=config.torch_dtype_name,
-        attention_backend=backend.name,
+        attention_backend=attention_backend,
         num_threads=torch.get_num_threads(),
         spec_method=drafter.name if drafter is not None else "none",
         max_num_spec_tokens=config.num_spec_tokens if drafter is not None else 0,
         model_fingerprint=model_fingerprint(config, drafter.source_dir if drafter is not None else None),
     )
-    return runner, description
 
 
 def _warm_up_eager_kernels(model: torch.nn.Module, kv_cache: PagedKVCache, backend: object, drafter: object,
