@@ -293,8 +293,8 @@ def _first_run_per_concurrency(runs: list[dict]) -> dict[int, dict]:
 
 
 def _ratios(report: dict) -> dict:
-    """The acceptance ratios per configuration (label), each the median over the rounds: ITL vs the bare
-    forward timed after the same run, throughput vs HF at equal batch and vs sync, both of the same round;
+    """The acceptance ratios per configuration (label), each the median over the rounds: ITL (TPOT for runs with
+    several tokens per stream message) vs the bare forward timed after the same run, throughput vs HF at equal batch and vs sync, both of the same round;
     for sync runs, the bare forward vs the executor's idle gap between steps."""
     per_label: dict[str, dict[str, list[float]]] = {}
     hf = {(h.get("round", 0), h["batch_size"]): h["throughput_tok_s"] for h in report["hf"]}
@@ -303,20 +303,23 @@ def _ratios(report: dict) -> dict:
     for run in _grpc_runs(report["runs"]):
         c, label = run["concurrency"], run["label"]
         values = per_label.setdefault(label, {})
-        values.setdefault(f"itl_p50_over_bare_forward_batch{c}[{label}]", []).append(
-            run["itl_ms_p50"] / run["bare_forward"]["median_ms"])
+        # With several tokens per stream message most ITL samples are 0: compare the time per output token instead.
+        key, name = ("itl_ms_p50", "itl_p50") if run.get("stream_interval", 1) == 1 else ("tpot_ms_mean", "tpot")
+        latency = run.get(key)  # reports written before TPOT existed have none
+        if latency is not None:
+            values.setdefault(f"{name}_over_bare_forward_batch{c}[{label}]", []).append(
+                latency / run["bare_forward"]["median_ms"])
         graph_forward = run.get("bare_forward_graph")
-        if graph_forward is not None:
-            values.setdefault(f"itl_p50_over_graph_forward_batch{c}[{label}]", []).append(
-                run["itl_ms_p50"] / graph_forward["median_ms"])
+        if graph_forward is not None and latency is not None:
+            values.setdefault(f"{name}_over_graph_forward_batch{c}[{label}]", []).append(
+                latency / graph_forward["median_ms"])
         compiled = hf_compiled.get(run.get("round", 0))
         if compiled is not None and c == 1:
             values.setdefault(f"throughput_over_hf_compiled_batch1[{label}]", []).append(
                 run["throughput_tok_s"] / compiled)
         floor = report.get("weight_floor")
-        if floor is not None:
-            values.setdefault(f"itl_p50_over_weight_floor_batch{c}[{label}]", []).append(
-                run["itl_ms_p50"] / floor["floor_ms"])
+        if floor is not None and latency is not None:
+            values.setdefault(f"{name}_over_weight_floor_batch{c}[{label}]", []).append(latency / floor["floor_ms"])
         hf_same_round = hf.get((run.get("round", 0), c))
         if hf_same_round is not None:
             values.setdefault(f"throughput_over_hf_batch{c}[{label}]", []).append(

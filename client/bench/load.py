@@ -31,6 +31,14 @@ class RequestRecord:
         return [b - a for a, b in zip(self.token_times, self.token_times[1:])]
 
     @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (last token - first token) / (tokens - 1); None with fewer than
+        two. Unlike the ITL samples it does not depend on how many tokens each stream message carries."""
+        if self.num_tokens < 2 or len(self.token_times) < 2:
+            return None
+        return (self.token_times[-1] - self.token_times[0]) / (self.num_tokens - 1)
+
+    @property
     def decode_contexts(self) -> list[int]:
         """Tokens in context when each output token after the first was computed (one per ITL sample)."""
         return [self.prompt_tokens + i for i in range(1, self.num_tokens)]

@@ -93,14 +93,18 @@ def write_plot(report: dict, path: Path) -> None:
 
 def format_table(report: dict) -> str:
     """A plain-text summary of every run and baseline."""
-    lines = [f"{'run':<28}{'tok/s':>9}{'TTFT p50':>10}{'ITL p50':>9}{'ITL p99':>9}{'step':>7}{'bubble':>8}{'reqs':>6}"]
+    lines = [f"{'run':<28}{'tok/s':>9}{'TTFT p50':>10}{'ITL p50':>9}{'ITL p99':>9}{'TPOT':>7}{'step':>7}"
+             f"{'bubble':>8}{'reqs':>6}"]
     several_rounds = any(r.get("round", 0) for r in report["runs"])
     labels = [f"{r['label']} r{r.get('round', 0)}" if several_rounds else r["label"] for r in report["runs"]]
     for label, r in zip(labels, report["runs"]):
         lines.append(f"{label:<28}{r['throughput_tok_s']:>9.1f}{r['ttft_ms_p50']:>10.1f}"
-                     f"{r['itl_ms_p50']:>9.1f}{r['itl_ms_p99']:>9.1f}{r['executor_step_ms_mean']:>7.1f}"
+                     f"{r['itl_ms_p50']:>9.1f}{r['itl_ms_p99']:>9.1f}{r.get('tpot_ms_mean', float('nan')):>7.1f}"
+                     f"{r['executor_step_ms_mean']:>7.1f}"
                      f"{100 * r['bubble_fraction']:>7.1f}%{r['num_requests']:>6}")
-    lines.append("(ms; step = the executor's mean compute time per step during the run)")
+    lines.append("(ms; TPOT = time per output token after the first, mean over requests: unlike the per-token ITL"
+                 " it is not 0 for tokens that share a stream message; step = the executor's mean compute time per"
+                 " step during the run)")
     lines.append(f"{'run':<28}{'TTFT p99':>10}{'StepReq/tok':>12}{'sched/tok':>10}{'sched CPU ms/tok':>17}"
                  f"{'awaiting step':>14}{'result in':>10}{'step out':>9}")
     for label, r in zip(labels, report["runs"]):

@@ -24,6 +24,7 @@ def summarize(result: LoadResult) -> dict:
     tokens = sum(r.num_tokens for r in result.records)
     ttfts = [r.ttft_s for r in result.records if r.token_times]
     itls = [gap for r in result.records for gap in r.itl_samples]
+    tpots = [tpot for r in result.records if (tpot := r.tpot_s) is not None]
     return {
         "concurrency": result.concurrency,
         "num_requests": len(result.records),
@@ -35,6 +36,8 @@ def summarize(result: LoadResult) -> dict:
         "itl_ms_p50": 1000 * percentile(itls, 50),
         "itl_ms_p99": 1000 * percentile(itls, 99),
         "itl_ms_mean": 1000 * statistics.fmean(itls) if itls else float("nan"),
+        # ITL samples are per token: with several tokens per message (--stream-interval, speculation) most are 0.
+        "tpot_ms_mean": 1000 * statistics.fmean(tpots) if tpots else float("nan"),
         "decode_contexts": decode_context_quantiles(result, result.concurrency),
         **speculation_summary(result),
     }

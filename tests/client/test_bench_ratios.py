@@ -65,3 +65,12 @@ def test_the_bench_takes_several_stream_intervals_and_passes_each_to_its_schedul
     flags = scheduler_flags(argparse.Namespace(**{**vars(args), "max_inflight_steps": 2, "num_scheduler_steps": 1,
                                                   "stream_interval": 4}))
     assert flags[flags.index("--stream-interval") + 1] == "4"
+
+
+def test_runs_with_several_tokens_per_message_compare_their_tpot_not_their_itl():
+    chunked = {**run("c=16 inflight=2 interval=4", 0, 130.0, 0.0, 3.0), "stream_interval": 4, "tpot_ms_mean": 3.6,
+               "bare_forward_graph": {"median_ms": 2.0}}
+    ratios = _ratios({"hf": [], "runs": [chunked]})
+    assert ratios["tpot_over_bare_forward_batch16[c=16 inflight=2 interval=4]"] == pytest.approx(1.2)
+    assert ratios["tpot_over_graph_forward_batch16[c=16 inflight=2 interval=4]"] == pytest.approx(1.8)
+    assert not any(name.startswith("itl_p50") for name in ratios)

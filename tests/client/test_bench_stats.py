@@ -32,3 +32,13 @@ def test_quantiles_of_a_run_without_decode_steps_are_still_a_batch():
 def test_summary_carries_one_context_per_concurrent_sequence():
     result = LoadResult(concurrency=2, wall_s=1.0, records=[record(10, 5), record(20, 5)])
     assert len(summarize(result)["decode_contexts"]) == 2
+
+
+def test_tpot_is_the_per_token_time_when_messages_carry_several_tokens():
+    # Two messages of four tokens, one second apart: three of every four ITL samples are 0.
+    bursts = RequestRecord(sent_at=0.0, token_times=[1.0] * 4 + [2.0] * 4, num_tokens=8, prompt_tokens=3)
+    steady = record(prompt_tokens=3, num_tokens=5)  # a token every 10 ms
+    summary = summarize(LoadResult(concurrency=2, wall_s=2.0, records=[bursts, steady, record(3, 1)]))
+    assert summary["itl_ms_p50"] == 0.0
+    assert bursts.tpot_s == 1.0 / 7 and record(3, 1).tpot_s is None
+    assert summary["tpot_ms_mean"] == (1000 / 7 + 10.0) / 2
