@@ -268,6 +268,7 @@ def _measure(
     summary["step_delivery_ms_mean"] = 1000 * summary["step_delivery_s"] / max(summary["step_requests"], 1)
     summary["executor_forward_ms_mean"] = 1000 * summary["executor_forward_s"] / max(summary["steps"], 1)
     summary["itl_p50_over_executor_step"] = summary["itl_ms_p50"] / summary["executor_step_ms_mean"]
+    summary["tpot_over_executor_step"] = summary["tpot_ms_mean"] / summary["executor_step_ms_mean"]
     _done(f"{summary['label']}: {summary['throughput_tok_s']:.1f} tok/s, "
           f"bubble {100 * summary['bubble_fraction']:.1f}% ({100 * summary['bubble_awaiting_step_fraction']:.1f}% "
           "awaiting the step)")
