@@ -295,8 +295,9 @@ def _first_run_per_concurrency(runs: list[dict]) -> dict[int, dict]:
 
 def _ratios(report: dict) -> dict:
     """The acceptance ratios per configuration (label), each the median over the rounds: ITL (TPOT for runs with
-    several tokens per stream message) vs the bare forward timed after the same run, throughput vs HF at equal batch and vs sync, both of the same round;
-    for sync runs, the bare forward vs the executor's idle gap between steps."""
+    several tokens per stream message) vs the bare forward timed after the same run, throughput vs HF at equal
+    batch and vs sync, both of the same round; for sync runs, the bare forward vs the executor's idle gap between
+    steps."""
     per_label: dict[str, dict[str, list[float]]] = {}
     hf = {(h.get("round", 0), h["batch_size"]): h["throughput_tok_s"] for h in report["hf"]}
     hf_compiled = {h.get("round", 0): h["throughput_tok_s"] for h in report.get("hf_compiled", [])}
