@@ -10,6 +10,7 @@ import grpc
 
 from scheduler_svc.engine import AdmissionClosedError, EngineError
 from scheduler_svc.engine_groups import ServingEngine
+from scheduler_svc.prompt_work import prompt_chars, run_prompt_work
 from scheduler_svc.scheduler import DuplicateRequestError, QueueFullError
 from scheduler_svc.tokenization import detokenize, tokenize
 from scheduler_svc.tokenizer import Tokenizer
@@ -34,7 +35,8 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
         self, request: generation_pb2.GenerateRequest, context: Context
     ) -> AsyncIterator[generation_pb2.GenerateResponse]:
         try:
-            scheduled = build_request(request, self.tokenizer, self.limits)
+            scheduled = await run_prompt_work(prompt_chars(request), build_request, request, self.tokenizer,
+                                              self.limits)
             queue = self.engine.add_request(scheduled)
         except DuplicateRequestError as error:
             self.engine.metrics.count_error(grpc.StatusCode.ALREADY_EXISTS.name)
@@ -88,7 +90,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
         self, request: generation_pb2.TokenizeRequest, context: Context
     ) -> generation_pb2.TokenizeResponse:
         try:
-            return tokenize(request, self.tokenizer, self.limits)
+            return await run_prompt_work(prompt_chars(request), tokenize, request, self.tokenizer, self.limits)
         except InvalidRequestError as error:
             await self._refuse_invalid(context, error)
 

@@ -30,6 +30,7 @@ from scheduler_svc.http.protocol import ChatCompletionRequest, CompletionRequest
 from scheduler_svc.http.responses import ResponseBuilder
 from scheduler_svc.http.streaming import DONE, ClientDisconnected, EventStream, sse_event, unless_disconnected
 from scheduler_svc.http.tracing import RequestTrace
+from scheduler_svc.prompt_work import prompt_chars, run_prompt_work
 from stepahead_proto import generation_pb2
 
 logger = logging.getLogger(__name__)
@@ -93,7 +94,9 @@ class CompletionRoutes:
         try:
             context.authorize(request.headers)
             plan = make_plan(await read_body(request))
-            engine_requests = build_engine_requests(plan, context.tokenizer, context.limits)
+            chars = sum(prompt_chars(pb) for pb in plan.requests)
+            engine_requests = await run_prompt_work(chars, build_engine_requests, plan, context.tokenizer,
+                                                     context.limits)
             run = EngineRun(context.engine, plan, trace)
             run.start(engine_requests)
             builder = ResponseBuilder(plan, self.texts, f"{id_prefix}-{uuid.uuid4().hex}", int(time.time()))

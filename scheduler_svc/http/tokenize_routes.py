@@ -8,7 +8,7 @@ shape and name the parameter.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -21,6 +21,7 @@ from scheduler_svc.http.conversion import chat_prompt, check_model, renamed_erro
 from scheduler_svc.http.errors import ApiError, invalid
 from scheduler_svc.http.protocol import DetokenizeRequest, Endpoint, TokenizeRequest
 from scheduler_svc.http.unrecognized import refuse_unrecognized
+from scheduler_svc.prompt_work import prompt_chars, run_prompt_work
 from scheduler_svc.tokenization import detokenize, tokenize
 from scheduler_svc.validation import InvalidRequestError
 from stepahead_proto import generation_pb2
@@ -43,12 +44,13 @@ class TokenizeRoutes:
         """``POST /detokenize``."""
         return await self._serve(request, DETOKENIZE_ROUTE, self._detokenize)
 
-    async def _serve(self, request: Request, route: str, answer: Callable[[bytes], dict[str, Any]]) -> Response:
+    async def _serve(self, request: Request, route: str,
+                     answer: Callable[[bytes], Awaitable[dict[str, Any]]]) -> Response:
         trace = self.context.tracing.start("POST", route, request.headers)
         metrics = self.context.engine.metrics
         try:
             self.context.authorize(request.headers)
-            body = answer(await read_body(request))
+            body = await answer(await read_body(request))
         except ApiError as error:  # counted by route and status only: no generation was asked for
             trace.close(error.status, error.message)
             metrics.observe_http(route, error.status)
@@ -58,7 +60,7 @@ class TokenizeRoutes:
         metrics.observe_http(route, 200)
         return JSONResponse(body)
 
-    def _tokenize(self, raw: bytes) -> dict[str, Any]:
+    async def _tokenize(self, raw: bytes) -> dict[str, Any]:
         body = parse_body(TokenizeRequest, raw)
         served = self.context.limits.model_name
         check_model(body.model, served)
@@ -80,13 +82,14 @@ class TokenizeRoutes:
         else:
             raise invalid("prompt", "give exactly one of prompt or messages")
         try:
-            response = tokenize(request, self.context.tokenizer, self.context.limits)
+            response = await run_prompt_work(prompt_chars(request), tokenize, request, self.context.tokenizer,
+                                             self.context.limits)
         except InvalidRequestError as error:
             raise renamed_error(error, endpoint) from None
         tokens = list(response.token_ids)
         return {"count": len(tokens), "max_model_len": response.max_model_len, "tokens": tokens}
 
-    def _detokenize(self, raw: bytes) -> dict[str, Any]:
+    async def _detokenize(self, raw: bytes) -> dict[str, Any]:
         body = parse_body(DetokenizeRequest, raw)
         served = self.context.limits.model_name
         check_model(body.model, served)

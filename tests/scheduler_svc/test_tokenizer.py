@@ -201,3 +201,27 @@ def test_byte_fallback_tokens_are_known_only_with_a_byte_fallback_decoder(tmp_pa
     byte_level = Tokenizer.from_dir(build_byte_level(tmp_path / "bl"))
     assert not any(byte_level.is_byte_fallback(i) for i in range(byte_level.vocab_size))
 
+
+
+def test_encoding_a_long_text_leaves_other_threads_running(tmp_path):
+    import threading
+    import time
+
+    ours = Tokenizer.from_dir(build_byte_level(tmp_path))
+    text = "The quick brown fox jumps over the lazy dog; the dog sleeps. " * 10000
+    took: list[float] = []
+
+    def encode() -> None:
+        start = time.perf_counter()
+        ours.encode(text)
+        took.append(time.perf_counter() - start)
+
+    worker = threading.Thread(target=encode)
+    last, longest_gap = time.perf_counter(), 0.0
+    worker.start()
+    while worker.is_alive():  # this thread needs the GIL for every iteration
+        now = time.perf_counter()
+        longest_gap, last = max(longest_gap, now - last), now
+    worker.join()
+    assert longest_gap < took[0] / 2, (longest_gap, took[0])  # holding the GIL, the gap would be the whole encode
+    assert ours.encode(text[:200]) == ours.inner.encode(text[:200]).ids

@@ -1,0 +1,40 @@
+"""Long prompts are tokenized in a worker thread, so the engine loop keeps stepping and streaming meanwhile.
+
+Tokenizing is the one piece of a request's admission whose cost grows with the prompt: 0.3 s for the longest text
+the default model's limits let through (validation.MAX_PROMPT_CHARS_PER_TOKEN), all of it on the event loop that
+sends every step and every stream message. The tokenizer releases the GIL while it encodes (Tokenizer.encode), so
+in a thread it costs the loop nothing; short prompts stay on the loop, where a thread hand-off would cost more than
+their tokenization.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar
+
+from stepahead_proto import generation_pb2
+
+INLINE_PROMPT_CHARS = 8192
+"""Prompts of at most this many characters (about 2 ms of tokenization) are tokenized on the event loop."""
+
+Result = TypeVar("Result")
+PromptMessage = generation_pb2.GenerateRequest | generation_pb2.TokenizeRequest
+
+
+def prompt_chars(pb: PromptMessage) -> int:
+    """Characters of text the request's prompt needs tokenized (a token-id prompt needs none)."""
+    kind = pb.WhichOneof("prompt")
+    if kind == "text":
+        return len(pb.text)
+    if kind == "chat":
+        return sum(len(message.content) for message in pb.chat.messages)
+    return 0
+
+
+async def run_prompt_work(chars: int, work: Callable[..., Result], *args: object) -> Result:
+    """``work(*args)``: on the event loop for a prompt of at most INLINE_PROMPT_CHARS characters, else in a
+    worker thread (exceptions propagate either way)."""
+    if chars <= INLINE_PROMPT_CHARS:
+        return work(*args)
+    return await asyncio.to_thread(work, *args)
