@@ -49,15 +49,20 @@ def _check(condition: bool, field: str, message: str) -> None:
         raise InvalidRequestError(field, message)
 
 
-def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limits: ModelLimits) -> Request:
-    """Validate every field of ``pb`` and resolve defaults. Raises InvalidRequestError."""
+def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limits: ModelLimits,
+                  prompt_ids: list[int] | None = None) -> Request:
+    """Validate every field of ``pb`` and resolve defaults. Raises InvalidRequestError.
+
+    ``prompt_ids``: the ids of ``pb``'s prompt when a request with the same prompt was built before (HTTP's ``n``
+    samples of one prompt): not tokenized again."""
     check_model_name(pb.model, limits)
     _check(
         len(pb.request_id) <= MAX_REQUEST_ID_CHARS,
         "request_id",
         f"{len(pb.request_id)} characters; at most {MAX_REQUEST_ID_CHARS}",
     )
-    prompt_ids = prompt_token_ids(pb, tokenizer, limits)
+    if prompt_ids is None:
+        prompt_ids = prompt_token_ids(pb, tokenizer, limits)
     _check(
         len(prompt_ids) < limits.max_model_len,
         "prompt",

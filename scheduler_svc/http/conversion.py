@@ -103,11 +103,19 @@ def completion_plan(body: CompletionRequest, served_model: str) -> GenerationPla
 
 
 def build_engine_requests(plan: GenerationPlan, tokenizer: Tokenizer, limits: ModelLimits) -> list[Request]:
-    """Validate every choice's request exactly as the gRPC API does (chat template and all)."""
+    """Validate every choice's request exactly as the gRPC API does (chat template and all); each prompt is
+    tokenized once, however many samples (``n``) it has."""
+    requests: list[Request] = []
+    prompt_ids: dict[int, list[int]] = {}
     try:
-        return [build_request(pb, tokenizer, limits) for pb in plan.requests]
+        for pb, prompt in zip(plan.requests, plan.prompt_index):
+            known = prompt_ids.get(prompt)
+            request = build_request(pb, tokenizer, limits, None if known is None else list(known))
+            prompt_ids[prompt] = request.prompt_token_ids
+            requests.append(request)
     except InvalidRequestError as error:
         raise api_error(error, plan) from None
+    return requests
 
 
 def api_error(error: InvalidRequestError, plan: GenerationPlan) -> ApiError:

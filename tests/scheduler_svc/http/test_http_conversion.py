@@ -107,3 +107,23 @@ def test_grpc_codes_map_to_http_statuses_and_openai_types(code, status):
     assert set(body) == {"message", "type", "param", "code"}
     expected = "server_error" if status >= 500 else "rate_limit_error" if status == 429 else "invalid_request_error"
     assert body["type"] == expected
+
+
+def test_each_prompt_is_tokenized_once_whatever_n(tmp_path):
+    from tiny_tokenizers import build_byte_level
+
+    from scheduler_svc.http.conversion import build_engine_requests
+    from scheduler_svc.tokenizer import Tokenizer
+    from scheduler_svc.validation import ModelLimits
+
+    tokenizer = Tokenizer.from_dir(build_byte_level(tmp_path))
+    encoded: list[str] = []
+    encode = tokenizer.encode
+    tokenizer.encode = lambda text, add_special_tokens=True: encoded.append(text) or encode(text, add_special_tokens)
+    limits = ModelLimits("m", 256, tokenizer.vocab_size, frozenset({2}), 16)
+    plan = completion_plan(CompletionRequest(prompt=["hello world", "the lazy dog"], n=4, seed=1), "m")
+    requests = build_engine_requests(plan, tokenizer, limits)
+    assert encoded == ["hello world", "the lazy dog"]
+    assert [r.prompt_token_ids for r in requests] == [encode("hello world")] * 4 + [encode("the lazy dog")] * 4
+    assert len({id(r.prompt_token_ids) for r in requests}) == 8  # each request owns its list
+    assert [r.sampling.seed for r in requests] == [1, 2, 3, 4] * 2
