@@ -39,16 +39,14 @@ CHAT_ROUTE = "/v1/chat/completions"
 COMPLETIONS_ROUTE = "/v1/completions"
 CLIENT_CLOSED = 499
 """Logged and counted (never sent) when the client went away first, as nginx does."""
-MAX_BODY_BYTES = 32 * 2**20
-"""Largest request body read (a prompt longer than any context fits many times over)."""
 Body = TypeVar("Body", bound=BaseModel)
 
 
-async def read_body(request: Request, limit: int | None = None) -> bytes:
-    """The request body, or ApiError (400) once it exceeds ``limit`` bytes (MAX_BODY_BYTES; never read further)."""
-    limit = MAX_BODY_BYTES if limit is None else limit
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, or ApiError (400) once it exceeds ``limit`` bytes (never read further)."""
     declared = request.headers.get("content-length", "")
-    too_large = ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"the body is larger than {limit} bytes")
+    too_large = ApiError(grpc.StatusCode.INVALID_ARGUMENT,
+                         f"the body is larger than {limit} bytes (the server's --max-request-bytes)")
     if declared.isdigit() and int(declared) > limit:
         raise too_large
     chunks, size = [], 0
@@ -93,7 +91,7 @@ class CompletionRoutes:
         run: EngineRun | None = None
         try:
             context.authorize(request.headers)
-            plan = make_plan(await read_body(request))
+            plan = make_plan(await read_body(request, context.max_body_bytes))
             chars = sum(prompt_chars(pb) for pb in plan.requests)
             engine_requests = await run_prompt_work(chars, build_engine_requests, plan, context.tokenizer,
                                                      context.limits)

@@ -32,6 +32,9 @@ class ServingContext:
     """The prometheus_client registry /metrics exposes; None: metrics are off and /metrics is 404."""
     created: int = field(default_factory=lambda: int(time.time()))
     """When the model was loaded (the ``created`` of /v1/models), Unix seconds."""
+    max_body_bytes: int = 4 * 2**20
+    """Largest request body read (--max-request-bytes, as for a gRPC message): parsing JSON holds the event loop,
+    about 0.15 s per MiB of token ids, so a body is refused unread past it."""
 
     def authorize(self, headers: Mapping[str, str]) -> None:
         """Raise ApiError (401) unless the headers carry an accepted API key (or none is configured)."""

@@ -50,7 +50,7 @@ class TokenizeRoutes:
         metrics = self.context.engine.metrics
         try:
             self.context.authorize(request.headers)
-            body = await answer(await read_body(request))
+            body = await answer(await read_body(request, self.context.max_body_bytes))
         except ApiError as error:  # counted by route and status only: no generation was asked for
             trace.close(error.status, error.message)
             metrics.observe_http(route, error.status)

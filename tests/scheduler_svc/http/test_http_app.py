@@ -250,15 +250,16 @@ def test_bad_requests_are_400_naming_the_parameter(tokenizer, route, body, param
     serve(tokenizer, test)
 
 
-def test_a_body_over_the_limit_is_refused_unread(tokenizer, monkeypatch):
-    monkeypatch.setattr("scheduler_svc.http.completions.MAX_BODY_BYTES", 1000)
-
+def test_a_body_over_the_limit_is_refused_unread(tokenizer):
     async def test(client, served):
         big = {"prompt": "x" * 2000}
-        response = await client.post(COMPLETIONS, json=big)
-        assert response.status_code == 400 and "larger than 1000 bytes" in response.json()["error"]["message"]
+        for path in (COMPLETIONS, "/tokenize"):
+            response = await client.post(path, json=big)
+            assert response.status_code == 400, path
+            assert "larger than 1000 bytes (the server's --max-request-bytes)" in response.json()["error"]["message"]
+        assert (await client.post(COMPLETIONS, json={"prompt": "hello " * 50, "max_tokens": 1})).status_code == 200
 
-    serve(tokenizer, test)
+    serve(tokenizer, test, max_body_bytes=1000)
 
 
 def test_unknown_fields_are_accepted_only_at_a_neutral_value(tokenizer):
