@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TypeVar
 
+from scheduler_svc.validation import chat_prompt_chars
 from stepahead_proto import generation_pb2
 
 INLINE_PROMPT_CHARS = 8192
@@ -27,8 +28,8 @@ def prompt_chars(pb: PromptMessage) -> int:
     kind = pb.WhichOneof("prompt")
     if kind == "text":
         return len(pb.text)
-    if kind == "chat":
-        return sum(len(message.content) for message in pb.chat.messages)
+    if kind == "chat":  # the template renders every message, empty or not
+        return chat_prompt_chars(pb.chat)
     return 0
 
 

@@ -149,7 +149,10 @@ async def start_http_front(
 async def serve(config: SchedulerServiceConfig) -> None:
     """Run the scheduler until cancelled."""
     tracing = SchedulerTracing.from_env(os.environ)
-    tokenizer = Tokenizer.from_dir(config.model_dir)
+    # Long prompts are tokenized in worker threads with the GIL released (prompt_work.py); without rayon's pool,
+    # which this single-item use does not need.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    tokenizer = Tokenizer.from_dir(config.model_dir, release_gil=True)
     api_keys = ApiKeyChecker(config.load_api_keys())
     connections = await connect_executors(config)
     limits = model_limits(config, [c.description for c in connections], tokenizer)

@@ -26,8 +26,10 @@ class Tokenizer:
         chat_template: str | None,
         special_tokens: dict[str, str],
         eos_token_ids: list[int],
+        release_gil: bool = False,
     ) -> None:
         self._inner = inner
+        self._release_gil = release_gil
         self._chat_template_source = chat_template
         self._compiled_template: jinja2.Template | None = None
         self.special_tokens = dict(special_tokens)
@@ -43,8 +45,13 @@ class Tokenizer:
         """Whether tokens are GPT-2 style byte-level strings (each character stands for one byte)."""
 
     @classmethod
-    def from_dir(cls, model_dir: str | Path) -> Tokenizer:
-        """Load tokenizer.json, the chat template, special tokens and EOS ids from an HF model directory."""
+    def from_dir(cls, model_dir: str | Path, release_gil: bool = False) -> Tokenizer:
+        """Load tokenizer.json, the chat template, special tokens and EOS ids from an HF model directory.
+
+        ``release_gil``: encode through ``encode_batch``, which releases the GIL while it works, so that a long
+        prompt tokenized in a worker thread leaves the event loop running (the scheduler's service). Only for a
+        process that runs ``tokenizers`` with TOKENIZERS_PARALLELISM=false or never forks: with parallelism on,
+        ``encode_batch`` starts rayon's thread pool, and a process forked after that can hang in it."""
         model_dir = Path(model_dir)
         tokenizer_file = model_dir / "tokenizer.json"
         if not tokenizer_file.is_file():
@@ -57,6 +64,7 @@ class Tokenizer:
             chat_template=_chat_template(model_dir, tokenizer_config),
             special_tokens=special_tokens,
             eos_token_ids=_eos_token_ids(model_dir, inner, special_tokens.get("eos_token")),
+            release_gil=release_gil,
         )
 
     @property
@@ -70,11 +78,11 @@ class Tokenizer:
         return self._chat_template_source
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        """Token ids for ``text`` (with the post-processor's BOS/EOS when ``add_special_tokens``).
-
-        Through ``encode_batch``, which (unlike ``encode``) releases the GIL while it works: a long prompt tokenized
-        in a worker thread then leaves the event loop running (0.3 s for 500k characters here)."""
-        return self._inner.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
+        """Token ids for ``text`` (with the post-processor's BOS/EOS when ``add_special_tokens``); the same ids
+        either way, released GIL or not (``from_dir``)."""
+        if self._release_gil:
+            return self._inner.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
+        return self._inner.encode(text, add_special_tokens=add_special_tokens).ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         """Text for ``ids`` through the tokenizer's decoder."""

@@ -15,7 +15,7 @@ def test_prompt_chars_counts_the_text_to_tokenize():
     chat = generation_pb2.ChatPrompt(messages=[generation_pb2.ChatMessage(role="user", content="abc"),
                                                generation_pb2.ChatMessage(role="assistant", content="de")])
     assert prompt_chars(generation_pb2.GenerateRequest(text="hello")) == 5
-    assert prompt_chars(generation_pb2.TokenizeRequest(chat=chat)) == 5
+    assert prompt_chars(generation_pb2.TokenizeRequest(chat=chat)) == 5 + len("user") + len("assistant") + 2 * 16
     assert prompt_chars(generation_pb2.GenerateRequest(token_ids=generation_pb2.TokenIdsPrompt(ids=[1] * 99))) == 0
     assert prompt_chars(generation_pb2.GenerateRequest()) == 0
 

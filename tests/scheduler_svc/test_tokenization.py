@@ -87,3 +87,18 @@ def test_detokenize_round_trips_and_skips_special_tokens_by_default(tokenizer, l
 def test_a_bad_detokenize_request_names_its_field(tokenizer, limits, request_fields, field):
     error = refused(detokenize, generation_pb2.DetokenizeRequest(**request_fields), tokenizer, limits)
     assert error.field == field
+
+
+def test_many_empty_chat_messages_are_refused_before_the_template_renders(tokenizer, limits, monkeypatch):
+    from scheduler_svc.validation import CHAT_MESSAGE_CHARS
+
+    def render(*args):
+        raise AssertionError("rendered")
+
+    monkeypatch.setattr(tokenizer, "apply_chat_template", render)
+    count = MAX_PROMPT_CHARS_PER_TOKEN * MAX_MODEL_LEN // (len("user") + CHAT_MESSAGE_CHARS) + 1
+    empty = chat(*[("user", "")] * count)
+    for request in (generation_pb2.TokenizeRequest(chat=empty), generation_pb2.GenerateRequest(chat=empty)):
+        call = tokenize if isinstance(request, generation_pb2.TokenizeRequest) else build_request
+        error = refused(call, request, tokenizer, limits)
+        assert error.field == "chat" and "cannot fit" in str(error)

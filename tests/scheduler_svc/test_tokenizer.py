@@ -203,11 +203,12 @@ def test_byte_fallback_tokens_are_known_only_with_a_byte_fallback_decoder(tmp_pa
 
 
 
-def test_encoding_a_long_text_leaves_other_threads_running(tmp_path):
+def test_encoding_a_long_text_leaves_other_threads_running(tmp_path, monkeypatch):
     import threading
     import time
 
-    ours = Tokenizer.from_dir(build_byte_level(tmp_path))
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # as the scheduler runs it: no rayon pool in this process
+    ours = Tokenizer.from_dir(build_byte_level(tmp_path), release_gil=True)
     text = "The quick brown fox jumps over the lazy dog; the dog sleeps. " * 10000
     took: list[float] = []
 
