@@ -9,7 +9,7 @@ import argparse
 import json
 from typing import Any
 
-DEFAULT_SERVER = "127.0.0.1:50051"  # the scheduler's default --port on this host
+from client.cli import DEFAULT_PORT
 
 
 def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
@@ -42,7 +42,7 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
 def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
     """The prompt and the server, shared by `generate` and `tokenize`."""
     parser.add_argument("prompt")
-    parser.add_argument("--server", default=DEFAULT_SERVER)
+    parser.add_argument("--server", default=f"127.0.0.1:{DEFAULT_PORT}")
     parser.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
     parser.add_argument("--system", default=None, help="a system message before the prompt (not with --raw)")
 

@@ -13,17 +13,15 @@ import asyncio
 from collections.abc import Callable
 from typing import TypeVar
 
-from scheduler_svc.validation import chat_prompt_chars
-from stepahead_proto import generation_pb2
+from scheduler_svc.validation import PromptRequest, chat_prompt_chars
 
 INLINE_PROMPT_CHARS = 8192
 """Prompts of at most this many characters (about 2 ms of tokenization) are tokenized on the event loop."""
 
 Result = TypeVar("Result")
-PromptMessage = generation_pb2.GenerateRequest | generation_pb2.TokenizeRequest
 
 
-def prompt_chars(pb: PromptMessage) -> int:
+def prompt_chars(pb: PromptRequest) -> int:
     """Characters of text the request's prompt needs tokenized (a token-id prompt needs none)."""
     kind = pb.WhichOneof("prompt")
     if kind == "text":

@@ -35,6 +35,8 @@ class InvalidRequestError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+        self.reason = message
+        """The message without the field's name."""
 
 
 @dataclass(frozen=True)

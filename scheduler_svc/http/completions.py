@@ -92,7 +92,8 @@ class CompletionRoutes:
         try:
             context.authorize(request.headers)
             plan = make_plan(await read_body(request, context.max_body_bytes))
-            chars = sum(prompt_chars(pb) for pb in plan.requests)
+            # n samples of a prompt share its tokenization (build_engine_requests): count each prompt once.
+            chars = sum({index: prompt_chars(pb) for pb, index in zip(plan.requests, plan.prompt_index)}.values())
             engine_requests = await run_prompt_work(chars, build_engine_requests, plan, context.tokenizer,
                                                      context.limits)
             run = EngineRun(context.engine, plan, trace)

@@ -125,8 +125,7 @@ def api_error(error: InvalidRequestError, plan: GenerationPlan) -> ApiError:
 
 def renamed_error(error: InvalidRequestError, endpoint: Endpoint, max_tokens_param: str = "max_tokens") -> ApiError:
     """A 400 for a validation error of the shared gRPC checks, naming the HTTP parameter of ``endpoint``."""
-    message = str(error)[len(error.field) + 2 :]
-    return invalid(_param_name(error.field, endpoint, max_tokens_param), message)
+    return invalid(_param_name(error.field, endpoint, max_tokens_param), error.reason)
 
 
 def _param_name(field: str, endpoint: Endpoint, max_tokens_param: str) -> str:

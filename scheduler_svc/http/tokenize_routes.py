@@ -100,8 +100,7 @@ class TokenizeRoutes:
         try:
             response = detokenize(request, self.context.tokenizer, self.context.limits)
         except InvalidRequestError as error:
-            param = error.field.replace("token_ids", "tokens", 1)
-            raise invalid(param, str(error)[len(error.field) + 2 :]) from None
+            raise invalid(error.field.replace("token_ids", "tokens", 1), error.reason) from None
         return {"prompt": response.text}
 
 
