@@ -15,11 +15,11 @@ import threading
 from typing import TYPE_CHECKING
 
 from client.env_defaults import RepeatableOption
+from scheduler_svc.config import DEFAULT_PORT
 
 if TYPE_CHECKING:
     from client.stack import LocalStack
 
-DEFAULT_PORT = 50051
 
 
 def _add_model_argument(parser: argparse.ArgumentParser) -> None:

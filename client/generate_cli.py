@@ -9,7 +9,7 @@ import argparse
 import json
 from typing import Any
 
-from client.cli import DEFAULT_PORT
+from scheduler_svc.config import DEFAULT_PORT
 
 
 def add_generate_arguments(generate: argparse.ArgumentParser) -> None:

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from scheduler_svc.api_keys import read_api_key_file
 from stepahead_common.tls import check_pair, check_pem_file
 
+DEFAULT_PORT = 50051
+"""Where the public API listens unless told otherwise (and where the CLI's clients look for it)."""
+
 
 def _require(condition: bool, field_name: str, message: str) -> None:
     if not condition:
@@ -76,7 +79,7 @@ class SchedulerServiceConfig:
     model_name: str = ""
     """Name clients must use in GenerateRequest.model (empty: the executor's model name)."""
     host: str = "127.0.0.1"
-    port: int = 50051
+    port: int = DEFAULT_PORT
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     default_max_tokens: int = 256
     max_request_bytes: int = 4 * 1024 * 1024

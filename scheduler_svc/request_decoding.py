@@ -61,25 +61,17 @@ def add_generation_service(servicer: Any, server: grpc.aio.Server, on_malformed:
             request_deserializer=_lenient(pb.GenerateRequest),
             response_serializer=pb.GenerateResponse.SerializeToString,
         ),
-        "Abort": grpc.unary_unary_rpc_method_handler(
-            _guard_unary(servicer.Abort, on_malformed),
-            request_deserializer=_lenient(pb.AbortRequest),
-            response_serializer=pb.AbortResponse.SerializeToString,
-        ),
-        "GetModelInfo": grpc.unary_unary_rpc_method_handler(
-            _guard_unary(servicer.GetModelInfo, on_malformed),
-            request_deserializer=_lenient(pb.GetModelInfoRequest),
-            response_serializer=pb.ModelInfo.SerializeToString,
-        ),
-        "Tokenize": grpc.unary_unary_rpc_method_handler(
-            _guard_unary(servicer.Tokenize, on_malformed),
-            request_deserializer=_lenient(pb.TokenizeRequest),
-            response_serializer=pb.TokenizeResponse.SerializeToString,
-        ),
-        "Detokenize": grpc.unary_unary_rpc_method_handler(
-            _guard_unary(servicer.Detokenize, on_malformed),
-            request_deserializer=_lenient(pb.DetokenizeRequest),
-            response_serializer=pb.DetokenizeResponse.SerializeToString,
-        ),
     }
+    unary: dict[str, tuple[Any, Any]] = {
+        "Abort": (pb.AbortRequest, pb.AbortResponse),
+        "GetModelInfo": (pb.GetModelInfoRequest, pb.ModelInfo),
+        "Tokenize": (pb.TokenizeRequest, pb.TokenizeResponse),
+        "Detokenize": (pb.DetokenizeRequest, pb.DetokenizeResponse),
+    }
+    for name, (request_type, response_type) in unary.items():
+        handlers[name] = grpc.unary_unary_rpc_method_handler(
+            _guard_unary(getattr(servicer, name), on_malformed),
+            request_deserializer=_lenient(request_type),
+            response_serializer=response_type.SerializeToString,
+        )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))

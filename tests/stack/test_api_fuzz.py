@@ -102,14 +102,8 @@ def generate_requests(draw) -> bytes:
     data = request.SerializeToString()
     damage = draw(st.sampled_from(["none"] * 6 + ["bad_utf8", "truncate", "garbage", "oversize"]))
     if damage == "bad_utf8":  # field 3 (text), length-delimited, with bytes that are not UTF-8
-        data += b"\x1a\x04\xff\xfe\xc3\x28"
-    elif damage == "truncate" and data:
-        data = data[: draw(st.integers(0, len(data) - 1))]
-    elif damage == "garbage":
-        data = draw(st.binary(min_size=1, max_size=64))
-    elif damage == "oversize":
-        data += b"\x12" + _varint(MAX_MESSAGE_BYTES) + b"m" * MAX_MESSAGE_BYTES  # model = 64 KiB of "m"
-    return data
+        return data + b"\x1a\x04\xff\xfe\xc3\x28"
+    return _damaged(draw, data, damage, model_tag=b"\x12")
 
 
 @st.composite
@@ -134,13 +128,19 @@ def tokenizer_requests(draw) -> tuple[str, bytes]:
         method = TOKENIZE
     data = request.SerializeToString()
     damage = draw(st.sampled_from(["none"] * 6 + ["truncate", "garbage", "oversize"]))
+    return method, _damaged(draw, data, damage, model_tag=b"\x0a")
+
+
+def _damaged(draw, data: bytes, damage: str, model_tag: bytes) -> bytes:
+    """``data`` cut short, replaced by garbage, or with 64 KiB of "m" appended as its ``model`` field (whose tag
+    byte is ``model_tag``); unchanged for "none"."""
     if damage == "truncate" and data:
-        data = data[: draw(st.integers(0, len(data) - 1))]
-    elif damage == "garbage":
-        data = draw(st.binary(min_size=1, max_size=64))
-    elif damage == "oversize":
-        data += b"\x0a" + _varint(MAX_MESSAGE_BYTES) + b"m" * MAX_MESSAGE_BYTES  # model = 64 KiB of "m"
-    return method, data
+        return data[: draw(st.integers(0, len(data) - 1))]
+    if damage == "garbage":
+        return draw(st.binary(min_size=1, max_size=64))
+    if damage == "oversize":
+        return data + model_tag + _varint(MAX_MESSAGE_BYTES) + b"m" * MAX_MESSAGE_BYTES
+    return data
 
 
 def _varint(value: int) -> bytes:
