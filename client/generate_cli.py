@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from scheduler_svc.config import DEFAULT_PORT
@@ -25,6 +26,7 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
                           help="the sampled token's logprob and the N most likely (shown with --json)")
     sampling.add_argument("--logit-bias", action="append", default=[], metavar="ID=BIAS", type=_bias,
                           help="add BIAS in [-100, 100] to token ID's logit (repeatable)")
+    add_structured_output_arguments(generate)
     stopping = generate.add_argument_group("stopping")
     stopping.add_argument("--max-tokens", type=int, default=None)
     stopping.add_argument("--min-tokens", type=int, default=None)
@@ -37,6 +39,23 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
                           help="detokenize special tokens too (default: skipped)")
     generate.add_argument("--no-speculation", action="store_true",
                           help="opt this request out of speculative decoding")
+
+
+def add_structured_output_arguments(generate: argparse.ArgumentParser) -> None:
+    """--json-schema, --json-object, --regex, --choice, --grammar: at most one (argparse refuses two)."""
+    group = generate.add_argument_group(
+        "structured output (guided decoding; at most one; unset: free text)",
+        "TEXT|@PATH: the text itself, or @ and a file to read it from")
+    formats = group.add_mutually_exclusive_group()
+    formats.add_argument("--json-schema", type=_json_schema, default=None, metavar="TEXT|@PATH",
+                         help="a JSON Schema: the output is one JSON value valid under it, written compactly")
+    formats.add_argument("--json-object", action="store_true", help="the output is a JSON object")
+    formats.add_argument("--regex", default=None, metavar="REGEX",
+                         help="a regular expression the whole output matches (Rust regex syntax)")
+    formats.add_argument("--choice", action="append", default=[], metavar="TEXT",
+                         help="the output is exactly one of these strings (repeatable)")
+    formats.add_argument("--grammar", type=_text_or_file, default=None, metavar="TEXT|@PATH",
+                         help="a context-free grammar: Lark syntax (as llguidance reads it) or GBNF")
 
 
 def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +89,11 @@ def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["stop"] = list(args.stop)
     if args.stop_token_id:
         kwargs["stop_token_ids"] = list(args.stop_token_id)
+    for name in ("json_schema", "regex", "grammar"):
+        if getattr(args, name) is not None:
+            kwargs[name] = getattr(args, name)
+    if args.choice:
+        kwargs["choice"] = list(args.choice)
     for flag, (name, value) in _SWITCHES.items():
         if getattr(args, flag):
             kwargs[name] = value
@@ -81,6 +105,7 @@ _SWITCHES = {
     "include_stop_str": ("include_stop_str_in_output", True),
     "keep_special_tokens": ("skip_special_tokens", False),
     "no_speculation": ("disable_speculation", True),
+    "json_object": ("json_object", True),
 }
 """Switch flag -> the request option it sets, and to what."""
 
@@ -108,3 +133,26 @@ def _bias(text: str) -> tuple[int, float]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be ID=BIAS (an integer token id and a number), got {text!r}"
                                          ) from None
+
+
+def _text_or_file(value: str) -> str:
+    """The value itself, or with a leading @ the text of the file it names."""
+    if not value.startswith("@"):
+        return value
+    path = Path(value[1:])
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise argparse.ArgumentTypeError(f"cannot read {str(path)!r}: {reason}") from None
+
+
+def _json_schema(value: str) -> str:
+    """JSON text (or @PATH of a file holding it), checked to parse; sent as written."""
+    text = _text_or_file(value)
+    try:
+        json.loads(text)
+    except ValueError as error:
+        source = f"{value[1:]!r} is" if value.startswith("@") else "is"
+        raise argparse.ArgumentTypeError(f"{source} not valid JSON ({error})") from None
+    return text

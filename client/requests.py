@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypedDict
@@ -20,6 +21,12 @@ class GenerateOptions(TypedDict, total=False):
     Stopping: max_tokens, min_tokens, stop (a string or several), stop_token_ids, ignore_eos,
     include_stop_str_in_output. Request: request_id ("" = server-assigned), model ("" = the
     served one), skip_special_tokens, disable_speculation (opt out of speculative decoding).
+    Structured output (guided decoding; at most one, unset: free text): json_schema (a JSON Schema as a dict,
+    serialized with json.dumps, or as JSON text: the output is one JSON value valid under it, written compactly as
+    json.dumps writes it), json_object (True: any JSON object), regex (the whole output matches it; Rust `regex`
+    syntax), choice (a list of strings: the output is exactly one of them), grammar (a context-free grammar, Lark
+    syntax as llguidance reads it or GBNF). The server checks the format itself (a bad schema, regex or grammar is
+    an InvalidRequestError naming it).
     """
 
     request_id: str | None
@@ -42,6 +49,11 @@ class GenerateOptions(TypedDict, total=False):
     include_stop_str_in_output: bool | None
     skip_special_tokens: bool | None
     disable_speculation: bool | None
+    json_schema: Mapping[str, Any] | str | None
+    json_object: bool | None
+    regex: str | None
+    choice: Sequence[str] | None
+    grammar: str | None
 
 
 _SAMPLING_FIELDS = (
@@ -56,6 +68,8 @@ _SAMPLING_FIELDS = (
     "logprobs",
 )
 _STOPPING_SCALAR_FIELDS = ("max_tokens", "min_tokens", "ignore_eos", "include_stop_str_in_output")
+STRUCTURED_OUTPUT_OPTIONS = ("json_schema", "json_object", "regex", "choice", "grammar")
+"""The structured output options, each a kind of SamplingParams.structured_output: at most one may be given."""
 
 
 class ChatMessageLike(Protocol):
@@ -132,7 +146,7 @@ def build_sampling_params(options: Mapping[str, Any]) -> sampling_pb2.SamplingPa
     """SamplingParams with only the options that are given and not None.
 
     Raises ValueError naming the option for a value the message cannot carry (a negative seed, a float
-    where an integer goes, NaN or infinity); the server checks the ranges."""
+    where an integer goes, NaN or infinity, two structured output formats); the server checks the ranges."""
     params = sampling_pb2.SamplingParams()
     for name in _SAMPLING_FIELDS:
         value = options.get(name)
@@ -145,7 +159,45 @@ def build_sampling_params(options: Mapping[str, Any]) -> sampling_pb2.SamplingPa
         _set_field(params, name, value)
     if options.get("logit_bias") is not None:
         _set_logit_bias(params, options["logit_bias"])
+    _set_structured_output(params.structured_output, options)
     return params
+
+
+def _set_structured_output(target: sampling_pb2.StructuredOutput, options: Mapping[str, Any]) -> None:
+    """The one structured output option given (json_object=False counts as not given), if any."""
+    if options.get("json_object") is not None and not isinstance(options["json_object"], bool):
+        raise ValueError(f"json_object: must be True or False, got {options['json_object']!r}")
+    given = [name for name in STRUCTURED_OUTPUT_OPTIONS if options.get(name) is not None and options[name] is not False]
+    if len(given) > 1:
+        raise ValueError(f"{given[1]}: only one structured output format may be given, got {given[0]} and {given[1]}")
+    if not given:
+        return
+    name = given[0]
+    value = options[name]
+    if name == "json_object":
+        target.json_object = True
+    elif name == "json_schema":
+        target.json_schema = _schema_text(value)
+    elif name == "choice":
+        if isinstance(value, str) or not isinstance(value, Sequence):
+            raise ValueError(f"choice: must be a list of strings, got {type(value).__name__} {value!r}")
+        target.choice.SetInParent()  # an empty list is still a (refused) format, not free text
+        _extend_field(target.choice.choices, "choice", value)
+    else:
+        if not isinstance(value, str):
+            raise ValueError(f"{name}: must be a string, got {type(value).__name__} {value!r}")
+        setattr(target, name, value)
+
+
+def _schema_text(schema: Any) -> str:
+    if isinstance(schema, str):
+        return schema
+    if not isinstance(schema, Mapping):
+        raise ValueError(f"json_schema: must be a dict or JSON text, got {type(schema).__name__} {schema!r}")
+    try:
+        return json.dumps(dict(schema), allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"json_schema: cannot be written as JSON ({error})") from None
 
 
 def _set_logit_bias(params: sampling_pb2.SamplingParams, bias: Any) -> None:

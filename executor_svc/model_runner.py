@@ -18,6 +18,8 @@ import torch
 
 from executor_svc.cuda_graphs.step_graphs import StepGraphs
 from executor_svc.drafters.base import Drafter, DraftRequest
+from executor_svc.grammar import GrammarCompiler, GrammarError, RequestGrammar
+from executor_svc.grammar_mask import GrammarMask
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
@@ -70,14 +72,17 @@ class ModelRunner:
         tracer: StepPhaseTracer | None = None,
         defer_readback: bool = False,
         graphs: StepGraphs | None = None,
+        grammars: GrammarCompiler | None = None,
     ) -> None:
-        """``graphs``: captured decode/verify forwards of ``model`` over ``kv_cache`` (None: always eager)."""
+        """``graphs``: captured decode/verify forwards of ``model`` over ``kv_cache`` (None: always eager);
+        ``grammars``: compiles structured output formats (None: requests asking for one are refused)."""
         self.model = model
         self.kv_cache = kv_cache
         self.block_size = block_size
         self.vocab_size = vocab_size
         self.device = device
         self.drafter = drafter
+        self.grammars = grammars
         self.tracer = tracer or StepPhaseTracer()
         """Phase spans of traced steps; a no-op unless the server turned tracing on."""
         self.defer_readback = defer_readback
@@ -120,11 +125,25 @@ class ModelRunner:
         if outside:
             raise StepError(f"new_requests: {new.request_id!r} sampling.logit_bias token id {outside[0]} is outside "
                             f"the vocabulary [0, {self.vocab_size})")
+        if new.sampling.HasField("structured_output"):
+            state.grammar = self._request_grammar(new)
         self.requests[new.request_id] = state
         self.last_tokens.assign(new.request_id)
         if new.num_computed_tokens and self.drafter is not None:
             self.drafter.adopt_cached_prefix(new.request_id, new.num_computed_tokens)
         return ScheduledWork(state, new.num_scheduled_tokens, 0, new.num_spec_tokens)
+
+    def _request_grammar(self, new: executor_pb2.NewRequestData) -> RequestGrammar:
+        """The request's matcher, past the outputs it arrives with (a resumed request)."""
+        if self.grammars is None:
+            raise StepError(f"new_requests: {new.request_id!r} asks for structured output, which this executor "
+                            "cannot apply (no tokenizer.json beside the model)")
+        try:
+            grammar = self.grammars.request_grammar(new.sampling.structured_output)
+        except GrammarError as error:
+            raise StepError(f"new_requests: {new.request_id!r} {error}") from error
+        grammar.consume(list(new.output_token_ids))
+        return grammar
 
     def _update_cached(self, cached: executor_pb2.CachedRequestData) -> ScheduledWork | None:
         """The request's share of the step; None for a request the executor stopped (a multi-step batch
@@ -249,7 +268,8 @@ class ModelRunner:
     def _can_defer(self, item: ScheduledWork) -> bool:
         """Whether the item needs nothing from the host copy of earlier steps' tokens."""
         state = item.state
-        plain = not item.num_drafts and not item.num_spec and not row_has_penalty(state.params)
+        plain = (not item.num_drafts and not item.num_spec and not row_has_penalty(state.params)
+                 and state.grammar is None)
         # An unread token can only be the single input of a decode.
         readable = not state.num_unread_tokens or (
             item.num_tokens == 1 and state.num_computed_tokens == state.num_tokens - 1)
@@ -284,7 +304,22 @@ class ModelRunner:
                 # Row 0 (the only row without drafts) reads the request's own list: no copy per step.
                 outputs.append(state.output_token_ids + real[:j] if j else state.output_token_ids)
                 positions.append(state.num_output_tokens + j)
-        return SamplingMetadata.build(params, prompts, outputs, self.vocab_size, self.device, positions)
+        meta = SamplingMetadata.build(params, prompts, outputs, self.vocab_size, self.device, positions)
+        meta.grammar_mask = self._grammar_mask(groups)
+        return meta
+
+    def _grammar_mask(self, groups: list[SamplingGroup]) -> GrammarMask | None:
+        """The masks of the rows of requests with structured output (their earlier tokens are on the host: such
+        steps are never deferred)."""
+        masks = {}
+        row = 0
+        for group in groups:
+            grammar = group.work.state.grammar
+            if grammar is not None:
+                for j, bits in enumerate(grammar.masks(group.drafts)):
+                    masks[row + j] = bits
+            row += len(group.drafts) + 1
+        return GrammarMask.build(masks, self.device)
 
     # ---- settling and completing -----------------------------------------------------------
     def settle_all(self) -> None:

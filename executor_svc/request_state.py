@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from executor_svc.grammar import RequestGrammar
 from executor_svc.sampling_metadata import RowSamplingParams
 from stepahead_proto import executor_pb2
 
@@ -56,6 +57,8 @@ class ExecutorRequestState:
     """When the request ends (None: never stopped by the executor)."""
     stopped: bool = False
     """True once a multi-step sub-step met a stop condition: later sub-steps and steps skip it."""
+    grammar: RequestGrammar | None = None
+    """Structured output's matcher, fed every output token once it is on the host (None: free text)."""
     token_ids: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -74,3 +77,5 @@ class ExecutorRequestState:
     def append_output(self, token_id: int) -> None:
         self.output_token_ids.append(token_id)
         self.token_ids.append(token_id)
+        if self.grammar is not None:
+            self.grammar.consume([token_id])

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from executor_svc.grammar_mask import GrammarMask
 from executor_svc.host_transfer import host_column_to_device, host_list_to_device
 from executor_svc.logit_bias import LogitBiasTensors, bias_pairs, build_logit_bias
 from executor_svc.penalties import PenaltyTensors, build_penalty_tensors
@@ -143,6 +144,8 @@ class SamplingMetadata:
     penalties: PenaltyTensors | None
     logprobs: LogprobRequest | None
     logit_bias: LogitBiasTensors | None = None
+    grammar_mask: GrammarMask | None = None
+    """Rows constrained by structured output (set by the model runner, which holds the matchers)."""
 
     @property
     def all_greedy(self) -> bool:

@@ -23,6 +23,7 @@ from executor_svc.config import ExecutorConfig
 from executor_svc.cuda_graphs.step_graphs import GraphCapture, StepGraphs, cuda_graph_factory
 from executor_svc.drafters.draft_model import DraftModelDrafter
 from executor_svc.drafters.factory import build_drafter
+from executor_svc.grammar import GrammarCompiler
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_loader import load_hf_config, load_model
@@ -101,9 +102,13 @@ def build_runner(
         started = time.monotonic()
         graphs.capture_all()
         logger.info("captured %d step graphs in %.1f s", len(graphs.shapes), time.monotonic() - started)
+    grammars = GrammarCompiler.for_model(config.model_dir, hf_config.vocab_size,
+                                         eos_token_ids(config.model_dir, hf_config))
     runner = ModelRunner(model, kv_cache, config.block_size, hf_config.vocab_size, device, drafter,
-                         defer_readback=config.defers_token_readback, graphs=graphs)
-    return runner, _describe(config, hf_config, max_model_len, num_blocks, device, backend.name, drafter)
+                         defer_readback=config.defers_token_readback, graphs=graphs, grammars=grammars)
+    description = _describe(config, hf_config, max_model_len, num_blocks, device, backend.name, drafter)
+    description.structured_output = grammars is not None
+    return runner, description
 
 
 def _allocate_kv_cache(config: ExecutorConfig, hf_config: Any, dtype: torch.dtype, device: torch.device,

@@ -55,6 +55,7 @@ def model_limits(
         vocab_size=first.vocab_size,
         eos_token_ids=frozenset(eos),
         default_max_tokens=config.default_max_tokens,
+        structured_output=all(d.structured_output for d in descriptions),
     )
 
 

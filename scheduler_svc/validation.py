@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.tokenizer import Tokenizer
+from stepahead_common.structured_output import StructuredOutputError, grammar_error, grammar_of
 from stepahead_proto import generation_pb2, sampling_pb2
 
 MAX_LOGPROBS = 20
@@ -48,6 +49,8 @@ class ModelLimits:
     vocab_size: int
     eos_token_ids: frozenset[int]
     default_max_tokens: int
+    structured_output: bool = True
+    """Whether the executors can apply SamplingParams.structured_output."""
 
 
 def _check(condition: bool, field: str, message: str) -> None:
@@ -76,6 +79,8 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         f"{limits.max_model_len} tokens",
     )
     _check_sampling(pb.sampling, limits.vocab_size)
+    if pb.sampling.HasField("structured_output"):
+        _check_structured_output(pb.sampling.structured_output, tokenizer, limits)
     stop_params = _stop_params(pb, len(prompt_ids), limits)
     return Request(
         request_id=pb.request_id or uuid.uuid4().hex,
@@ -188,6 +193,21 @@ def _check_logit_bias(p: sampling_pb2.SamplingParams, vocab_size: int) -> None:
         _check(0 <= token_id < vocab_size, field, f"token id {token_id} is outside the vocabulary [0, {vocab_size})")
         _check(math.isfinite(bias) and abs(bias) <= MAX_ABS_LOGIT_BIAS, field,
                f"the bias of token {token_id} must be in [-{MAX_ABS_LOGIT_BIAS:g}, {MAX_ABS_LOGIT_BIAS:g}], got {bias}")
+
+
+def _check_structured_output(format_: sampling_pb2.StructuredOutput, tokenizer: Tokenizer,
+                             limits: ModelLimits) -> None:
+    """The format is well formed and compiles against the model's tokenizer (as the executor will compile it)."""
+    field = "sampling.structured_output"
+    _check(limits.structured_output, field,
+           "this server's executor cannot apply structured output (it has no tokenizer.json beside its model)")
+    try:
+        grammar = grammar_of(format_)
+    except StructuredOutputError as error:
+        raise InvalidRequestError(error.field, error.reason) from error
+    llg_tokenizer = tokenizer.grammar_tokenizer(limits.vocab_size, sorted(limits.eos_token_ids))
+    problem = grammar_error(grammar, llg_tokenizer)
+    _check(problem is None, f"{field}.{format_.WhichOneof('kind')}", f"invalid: {(problem or '').strip()}")
 
 
 def _stop_params(pb: generation_pb2.GenerateRequest, prompt_len: int, limits: ModelLimits) -> StopParams:

@@ -3,12 +3,16 @@
 Every range and prompt check is the gRPC API's own (validation.build_request): this module only
 maps names (``max_completion_tokens`` -> ``stopping.max_tokens``, ``messages`` -> ``chat``) and
 refuses what only exists over HTTP (``n``, ``top_logprobs`` without ``logprobs``, ``logit_bias`` keys that are
-not token ids, unsupported OpenAI parameters). ``n`` samples of one prompt are ``n`` engine requests; with a ``seed``,
+not token ids, two structured output parameters, unsupported OpenAI parameters). The structured output parameters
+(``response_format``, ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar``) all become
+``sampling.structured_output``; the gRPC checks of the format (a bad schema, regex or grammar) are renamed back to
+the parameter the request set. ``n`` samples of one prompt are ``n`` engine requests; with a ``seed``,
 sample ``i`` uses ``seed + i``, so each sample is reproducible on its own.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +25,7 @@ from scheduler_svc.http.protocol import (
     ChatMessage,
     CompletionRequest,
     Endpoint,
+    ResponseFormat,
     SamplingFields,
 )
 from scheduler_svc.http.unrecognized import refuse_unrecognized
@@ -35,6 +40,9 @@ ROLE_ALIASES = {"developer": "system"}
 _SEED_RANGE = (-(2**63), 2**64)
 _INDEX = re.compile(r"\[\d+\]$")
 _INT32_LIMIT = 2**31
+_GUIDED_KINDS = {"json_schema": "guided_json", "regex": "guided_regex", "choice": "guided_choice",
+                 "grammar": "guided_grammar", "json_object": "response_format"}
+"""The parameter a structured output kind most likely came from, where the request is not known."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,9 @@ class GenerationPlan:
     """Top alternatives per position to return; None: no logprobs."""
     max_tokens_param: str = "max_tokens"
     """The parameter the client used for the output length, for error messages."""
+    structured_output_param: str | None = None
+    """The parameter that set the structured output format (``response_format`` or one of vLLM's ``guided_*``), for
+    error messages; None: free text."""
 
 
 def check_model(requested: str | None, served: str) -> None:
@@ -120,18 +131,26 @@ def build_engine_requests(plan: GenerationPlan, tokenizer: Tokenizer, limits: Mo
 
 def api_error(error: InvalidRequestError, plan: GenerationPlan) -> ApiError:
     """A validation error of the shared gRPC checks, renamed to the OpenAI parameter."""
-    return renamed_error(error, plan.endpoint, plan.max_tokens_param)
+    return renamed_error(error, plan.endpoint, plan.max_tokens_param, plan.structured_output_param)
 
 
-def renamed_error(error: InvalidRequestError, endpoint: Endpoint, max_tokens_param: str = "max_tokens") -> ApiError:
-    """A 400 for a validation error of the shared gRPC checks, naming the HTTP parameter of ``endpoint``."""
-    return invalid(_param_name(error.field, endpoint, max_tokens_param), error.reason)
+def renamed_error(
+    error: InvalidRequestError,
+    endpoint: Endpoint,
+    max_tokens_param: str = "max_tokens",
+    structured_output_param: str | None = None,
+) -> ApiError:
+    """A 400 for a validation error of the shared gRPC checks, naming the HTTP parameter of ``endpoint``
+    (``structured_output_param``: the one that set the structured output format, when known)."""
+    return invalid(_param_name(error.field, endpoint, max_tokens_param, structured_output_param), error.reason)
 
 
-def _param_name(field: str, endpoint: Endpoint, max_tokens_param: str) -> str:
+def _param_name(field: str, endpoint: Endpoint, max_tokens_param: str, structured_output_param: str | None) -> str:
     prompt_param = "messages" if endpoint == "chat" else "prompt"
     section, _, rest = field.partition(".")
     if section == "sampling":
+        if rest == "structured_output" or rest.startswith("structured_output."):
+            return _structured_output_param(rest, structured_output_param)
         if rest == "logprobs":
             return "top_logprobs" if endpoint == "chat" else "logprobs"
         return _INDEX.sub("", rest)
@@ -144,6 +163,21 @@ def _param_name(field: str, endpoint: Endpoint, max_tokens_param: str) -> str:
     if section in ("prompt", "text", "token_ids"):
         return prompt_param
     return field
+
+
+def _structured_output_param(rest: str, param: str | None) -> str:
+    """``structured_output.<kind>...`` as the parameter that set it: ``guided_choice[2]`` for a choice's index,
+    ``response_format.json_schema.schema`` for response_format's schema, else the parameter itself (when the
+    request is not known, the one that usually sets that kind)."""
+    kind = rest.split(".")[1] if "." in rest else ""
+    if param is None:
+        param = _GUIDED_KINDS.get(kind, "response_format")
+    index = _INDEX.search(rest)
+    if param == "guided_choice" and index:
+        return param + index.group()
+    if param == "response_format" and kind == "json_schema":
+        return "response_format.json_schema.schema"
+    return param
 
 
 def _plan(
@@ -166,19 +200,69 @@ def _plan(
     if body.seed is not None and not _SEED_RANGE[0] <= body.seed < _SEED_RANGE[1]:
         raise invalid("seed", "must fit in 64 bits")
     stopping = _stopping(body, max_tokens)
+    structured_output, structured_output_param = _structured_output(body)
     requests, prompt_index = [], []
     for index, prompt in enumerate(prompts):
         for sample in range(body.n):
             request = generation_pb2.GenerateRequest()
             request.CopyFrom(prompt)
             request.sampling.CopyFrom(_sampling(body, sample, logprobs))
+            if structured_output is not None:
+                request.sampling.structured_output.CopyFrom(structured_output)
             request.stopping.CopyFrom(stopping)
             if body.skip_special_tokens is not None:
                 request.skip_special_tokens = body.skip_special_tokens
             requests.append(request)
             prompt_index.append(index)
     include_usage = body.stream_options is not None and body.stream_options.include_usage
-    return GenerationPlan(endpoint, model, requests, prompt_index, body.stream, include_usage, logprobs, max_param)
+    return GenerationPlan(endpoint, model, requests, prompt_index, body.stream, include_usage, logprobs, max_param,
+                          structured_output_param)
+
+
+def _structured_output(body: SamplingFields) -> tuple[sampling_pb2.StructuredOutput | None, str | None]:
+    """The format the request sets and the parameter that set it (None, None: free text); 400 naming the second
+    when two are set, in the order response_format, guided_json, guided_regex, guided_choice, guided_grammar.
+
+    Null, an empty string and an empty list set nothing (as for any parameter: a neutral value asks for nothing);
+    ``response_format`` ``{"type": "text"}`` asks for free text. The format's own checks are the gRPC API's."""
+    formats: list[tuple[str, sampling_pb2.StructuredOutput]] = []
+    if body.response_format is not None:
+        response_format = _response_format(body.response_format)
+        if response_format is not None:
+            formats.append(("response_format", response_format))
+    if body.guided_json is not None and body.guided_json != "":
+        schema = body.guided_json if isinstance(body.guided_json, str) else json.dumps(body.guided_json)
+        formats.append(("guided_json", sampling_pb2.StructuredOutput(json_schema=schema)))
+    if body.guided_regex:
+        formats.append(("guided_regex", sampling_pb2.StructuredOutput(regex=body.guided_regex)))
+    if body.guided_choice:
+        choice = sampling_pb2.ChoiceList(choices=body.guided_choice)
+        formats.append(("guided_choice", sampling_pb2.StructuredOutput(choice=choice)))
+    if body.guided_grammar:
+        formats.append(("guided_grammar", sampling_pb2.StructuredOutput(grammar=body.guided_grammar)))
+    if len(formats) > 1:
+        (first, _), (second, _) = formats[:2]
+        raise invalid(second, f"only one structured output format may be set ({first} is set too)")
+    if not formats:
+        return None, None
+    param, format_ = formats[0]
+    return format_, param
+
+
+def _response_format(response_format: ResponseFormat) -> sampling_pb2.StructuredOutput | None:
+    """OpenAI's response_format as a format (None: free text)."""
+    if response_format.type != "json_schema":
+        if response_format.json_schema is not None:
+            raise invalid("response_format.json_schema", "is only allowed with type json_schema")
+        if response_format.type == "text":
+            return None
+        return sampling_pb2.StructuredOutput(json_object=True)
+    if response_format.json_schema is None:
+        raise invalid("response_format.json_schema", "is required with type json_schema")
+    schema = response_format.json_schema.schema_
+    if schema is None:
+        raise invalid("response_format.json_schema.schema", "is required (the JSON Schema the output follows)")
+    return sampling_pb2.StructuredOutput(json_schema=json.dumps(schema))
 
 
 def _sampling(body: SamplingFields, sample: int, logprobs: int | None) -> sampling_pb2.SamplingParams:
@@ -237,8 +321,6 @@ def _refuse_unsupported_chat(body: ChatCompletionRequest) -> None:
     for index, message in enumerate(body.messages):
         if message.tool_calls:
             raise invalid(f"messages[{index}].tool_calls", "tool calling is not supported")
-    if body.response_format is not None and body.response_format.get("type", "text") != "text":
-        raise invalid("response_format", "only {'type': 'text'} is supported")
 
 
 def chat_prompt(messages: list[ChatMessage]) -> generation_pb2.ChatPrompt:

@@ -80,6 +80,8 @@ def from_validation_error(error: ValidationError) -> ApiError:
     if first["type"] == "json_invalid":
         return ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"the body is not valid JSON: {first['msg']}")
     if first["type"] == "model_type":
+        if first["loc"]:  # a nested object (stream_options, response_format) given as something else
+            return invalid(param, "must be a JSON object")
         return ApiError(grpc.StatusCode.INVALID_ARGUMENT, "the body must be a JSON object")
     return invalid(param, first["msg"])
 

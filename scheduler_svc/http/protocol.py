@@ -8,6 +8,15 @@ OpenAI defines but stepahead cannot honour (tools, store, ...) are likewise acce
 neutral value, naming the parameter otherwise. vLLM's sampling extensions (top_k, min_p,
 repetition_penalty, min_tokens, ignore_eos, stop_token_ids, skip_special_tokens,
 include_stop_str_in_output) are accepted on both endpoints.
+
+Structured output (guided decoding), on both endpoints as vLLM serves it: ``response_format`` (OpenAI's
+``{"type": "text"}``, free text; ``{"type": "json_object"}``; ``{"type": "json_schema", "json_schema": {"name": ...,
+"schema": {...}, "description": ..., "strict": ...}}``, ``name`` and ``schema`` required, ``strict`` and
+``description`` accepted and changing nothing: the schema is always enforced) and vLLM's ``guided_json`` (a schema
+object or its JSON text), ``guided_regex``, ``guided_choice`` (a list of strings) and ``guided_grammar`` (Lark or
+GBNF). At most one may be set; null, an empty string or an empty list sets none (an empty ``guided_json`` object
+is the schema ``{}``: any JSON value). vLLM's other guided decoding
+options (``guided_decoding_backend``, ``guided_whitespace_pattern``, ``structural_tag``) are refused.
 """
 
 from __future__ import annotations
@@ -35,6 +44,26 @@ class TextPart(_Strict):
 
     type: str
     text: str | None = None
+
+
+class JsonSchemaFormat(_Strict):
+    """``response_format.json_schema``: OpenAI's named schema."""
+
+    name: str
+    """Required, as OpenAI requires it (the openai package sends it); changes no output."""
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    """The JSON Schema (``schema`` in the body: the name clashes with pydantic's own); required."""
+    strict: bool | None = None
+    """Accepted either way: the schema is always enforced."""
+
+
+class ResponseFormat(_Strict):
+    """``response_format``: free text, any JSON object, or JSON valid under a schema."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+    """Only with type json_schema (which requires it)."""
 
 
 class ChatMessage(_Strict):
@@ -75,6 +104,12 @@ class SamplingFields(_Strict):
     stop_token_ids: list[Int32] | None = None
     skip_special_tokens: bool | None = None
     include_stop_str_in_output: bool | None = None
+    # Structured output: OpenAI's response_format, vLLM's guided_* (at most one)
+    response_format: ResponseFormat | None = None
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
 
 
 class ChatCompletionRequest(SamplingFields):
@@ -88,7 +123,6 @@ class ChatCompletionRequest(SamplingFields):
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     functions: list[Any] | None = None
-    response_format: dict[str, Any] | None = None
 
 
 class CompletionRequest(SamplingFields):

@@ -208,6 +208,25 @@ def test_generate_sends_the_built_request(client: Client, fake: FakeGeneration) 
     assert list(request.stopping.stop) == ["x"]
 
 
+def test_structured_output_options_reach_the_server(client: Client, fake: FakeGeneration, address: str) -> None:
+    client.generate("hi", json_schema={"type": "object"})
+    list(client.generate_stream("hi", regex="[0-9]+"))
+
+    async def scenario() -> None:
+        async with AsyncClient(address) as async_client:
+            await async_client.generate("hi", choice=["yes", "no"])
+            [c async for c in async_client.generate_stream("hi", json_object=True)]
+
+    asyncio.run(scenario())
+    formats = [request.sampling.structured_output for request in fake.requests]
+    assert [f.WhichOneof("kind") for f in formats] == ["json_schema", "regex", "choice", "json_object"]
+    assert formats[0].json_schema == '{"type": "object"}' and formats[1].regex == "[0-9]+"
+    assert list(formats[2].choice.choices) == ["yes", "no"] and formats[3].json_object
+    with pytest.raises(ValueError, match="^grammar: only one structured output format"):
+        client.generate("hi", regex="a", grammar="start: 'a'")
+    assert len(fake.requests) == 4
+
+
 def test_generate_stream_yields_chunks_in_order(client: Client) -> None:
     chunks = list(client.generate_stream(token_ids=[4, 5], request_id="r9"))
     assert [c.text for c in chunks] == ["Hel", "lo", ""]

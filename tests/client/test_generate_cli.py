@@ -85,3 +85,57 @@ def test_a_flag_that_cannot_be_sent_is_refused_naming_it(flags, error, capsys):
         cli.main(["generate", "hi", "--server", "127.0.0.1:1", *flags])
     assert exit_info.value.code == 2
     assert error in capsys.readouterr().err
+
+
+SCHEMA = '{"type": "object", "properties": {"a": {"type": "integer"}}}'
+
+
+@pytest.mark.parametrize("flags, kind, value", [
+    (["--json-schema", SCHEMA], "json_schema", SCHEMA),
+    (["--json-object"], "json_object", True),
+    (["--regex", "[0-9]{3}"], "regex", "[0-9]{3}"),
+    (["--choice", "yes", "--choice", "no"], "choice", ["yes", "no"]),
+    (["--grammar", 'start: "a" | "b"'], "grammar", 'start: "a" | "b"'),
+])
+def test_a_structured_output_flag_sets_its_format(served, capsys, flags, kind, value):
+    address, servicer = served
+    cli.main(["generate", "Hi", "--server", address, "--json", *flags])
+    (request,) = servicer.requests
+    structured = request.sampling.structured_output
+    assert structured.WhichOneof("kind") == kind
+    assert (list(structured.choice.choices) if kind == "choice" else getattr(structured, kind)) == value
+
+
+def test_json_schema_and_grammar_are_read_from_at_path(served, capsys, tmp_path):
+    address, servicer = served
+    (tmp_path / "schema.json").write_text(SCHEMA + "\n")
+    (tmp_path / "g.lark").write_text('start: "x"\n')
+    cli.main(["generate", "Hi", "--server", address, "--json-schema", f"@{tmp_path / 'schema.json'}"])
+    cli.main(["generate", "Hi", "--server", address, "--grammar", f"@{tmp_path / 'g.lark'}"])
+    first, second = (request.sampling.structured_output for request in servicer.requests)
+    assert first.json_schema == SCHEMA + "\n" and second.grammar == 'start: "x"\n'
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--regex", "a", "--choice", "b"], "error: argument --choice: not allowed with argument --regex"),
+    (["--json-object", "--json-schema", "{}"],
+     "error: argument --json-schema: not allowed with argument --json-object"),
+    (["--grammar", "start: 'a'", "--json-object"],
+     "error: argument --json-object: not allowed with argument --grammar"),
+    (["--json-schema", "{type: object}"], "error: argument --json-schema: is not valid JSON"),
+    (["--json-schema", "@/nonexistent/schema.json"],
+     "error: argument --json-schema: cannot read '/nonexistent/schema.json'"),
+    (["--grammar", "@/nonexistent/g.lark"], "error: argument --grammar: cannot read '/nonexistent/g.lark'"),
+])
+def test_a_bad_structured_output_flag_is_refused_naming_it(flags, error, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["generate", "hi", "--server", "127.0.0.1:1", *flags])
+    assert exit_info.value.code == 2
+    assert error in capsys.readouterr().err
+
+
+def test_a_schema_file_that_is_not_json_names_the_file(capsys, tmp_path):
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(SystemExit):
+        cli.main(["generate", "hi", "--server", "127.0.0.1:1", "--json-schema", f"@{tmp_path / 'bad.json'}"])
+    assert f"error: argument --json-schema: {str(tmp_path / 'bad.json')!r} is not valid JSON" in capsys.readouterr().err

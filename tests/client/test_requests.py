@@ -81,7 +81,9 @@ def test_all_options_reach_their_fields() -> None:
 
 
 def test_every_declared_option_is_accepted() -> None:
-    values = {"stop": "s", "stop_token_ids": [1], "request_id": "r", "model": "m", "logit_bias": {1: 1.0}}
+    values = {"stop": "s", "stop_token_ids": [1], "request_id": "r", "model": "m", "logit_bias": {1: 1.0},
+              "json_schema": {"type": "object"}, "json_object": True, "regex": "[a-z]+", "choice": ["a"],
+              "grammar": 'start: "a"'}
     for name in GenerateOptions.__annotations__:
         build_generate_request("x", **{name: values.get(name, 1)})
 
@@ -192,3 +194,62 @@ def test_a_value_the_message_cannot_carry_is_refused_before_sending_naming_the_o
 def test_a_prompt_of_the_wrong_type_names_its_argument(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
         build_generate_request(**kwargs)
+
+
+@pytest.mark.parametrize("options, kind, value", [
+    ({"json_schema": {"type": "object", "required": ["a"]}}, "json_schema", '{"type": "object", "required": ["a"]}'),
+    ({"json_schema": '{"type":"integer"}'}, "json_schema", '{"type":"integer"}'),
+    ({"json_object": True}, "json_object", True),
+    ({"regex": r"\d{3}"}, "regex", r"\d{3}"),
+    ({"choice": ["yes", "no"]}, "choice", ["yes", "no"]),
+    ({"choice": ("yes",)}, "choice", ["yes"]),
+    ({"grammar": 'start: "a" | "b"'}, "grammar", 'start: "a" | "b"'),
+])
+def test_a_structured_output_option_sets_its_kind(options, kind, value) -> None:
+    structured = build_generate_request("x", **options).sampling.structured_output
+    assert structured.WhichOneof("kind") == kind
+    got = list(structured.choice.choices) if kind == "choice" else getattr(structured, kind)
+    assert got == value
+
+
+def test_no_structured_output_option_leaves_the_format_unset() -> None:
+    for options in ({}, {"json_schema": None, "regex": None, "choice": None}, {"json_object": False}):
+        assert not build_generate_request("x", **options).sampling.HasField("structured_output"), options
+    # json_object=False is no format, so it does not clash with another
+    assert build_generate_request("x", json_object=False, regex="a").sampling.structured_output.regex == "a"
+
+
+def test_an_empty_choice_list_is_sent_for_the_server_to_refuse() -> None:
+    structured = build_generate_request("x", choice=[]).sampling.structured_output
+    assert structured.WhichOneof("kind") == "choice" and list(structured.choice.choices) == []
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"json_schema": {"type": "object"}, "regex": "a"}, "regex: only one structured output format may be given, "
+                                                        "got json_schema and regex"),
+    ({"choice": ["a"], "json_object": True}, "choice: only one structured output format may be given, "
+                                             "got json_object and choice"),
+    ({"regex": "a", "grammar": "start: 'a'"}, "grammar: only one structured output format may be given, "
+                                              "got regex and grammar"),
+])
+def test_two_structured_output_options_are_refused_naming_both(options, message) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        build_generate_request("x", **options)
+
+
+@pytest.mark.parametrize("options, field", [
+    ({"json_schema": 5}, "json_schema"),
+    ({"json_schema": ["type", "object"]}, "json_schema"),
+    ({"json_schema": {"default": float("nan")}}, "json_schema"),
+    ({"json_schema": {"default": object()}}, "json_schema"),
+    ({"json_object": 1}, "json_object"),
+    ({"json_object": "yes"}, "json_object"),
+    ({"regex": 5}, "regex"),
+    ({"grammar": b"start: 'a'"}, "grammar"),
+    ({"choice": "yes"}, "choice"),
+    ({"choice": ["a", 2]}, "choice"),
+    ({"choice": 3}, "choice"),
+])
+def test_a_structured_output_value_the_message_cannot_carry_names_the_option(options, field) -> None:
+    with pytest.raises(ValueError, match=rf"^{field}: "):
+        build_generate_request("x", **options)

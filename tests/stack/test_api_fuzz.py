@@ -1,8 +1,9 @@
 """Fuzzing the public Generate RPC with hypothesis: random and hostile values in every GenerateRequest field
 (huge strings, out-of-vocabulary ids, extreme, negative, NaN and infinite numbers, thousands of stop strings,
-duplicate ids, invalid UTF-8, oversize and malformed messages), sent through a raw channel so no SDK check
-hides anything; Tokenize and Detokenize likewise. Only proper status codes come back, the server stays up, and
-at the end no KV block is held and no request is left in the scheduler. Derandomized: the same cases every run."""
+duplicate ids, hostile structured output formats, invalid UTF-8, oversize and malformed messages), sent through a
+raw channel so no SDK check hides anything; Tokenize and Detokenize likewise. Only proper status codes come back,
+the server stays up, and at the end no KV block is held and no request is left in the scheduler. Derandomized: the
+same cases every run."""
 
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ ALLOWED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode
 INT32 = st.one_of(st.integers(-5, 500), st.sampled_from([-(2**31), 2**31 - 1, 399, 400, 511, 512, 513]))
 FLOAT = st.one_of(st.floats(-3, 3), st.sampled_from([math.nan, math.inf, -math.inf, 1e38, -1e-38, 0.0]))
 TEXT = st.one_of(st.text(max_size=20), st.sampled_from(["", "\x00", "\ud7ff" * 3, "a" * 40_000, "é" * 5000]))
+FORMAT_TEXT = st.one_of(TEXT, st.sampled_from([
+    "(a*)*b", "a{1000000}", "[", "(?P<x>a)(?P=x)", "\\", "[a-z]{2,}@[a-z]+\\.com", '{"type": "object"}', "true",
+    '{"type": "string", "pattern": "(a|a)*$"}', '{"$ref": "#/nope"}', "[" * 5000, '{"type": ["integer", "null"]}',
+    'start: "a" start | "b"', "start: start", "root ::= [0-9]+", '{"minLength": 100000, "type": "string"}']))
 SMALL_MAX_TOKENS = st.integers(1, 2)  # accepted requests stay short: 2,000 cases in about 1.5 minutes
 
 
@@ -50,7 +55,22 @@ def sampling_params(draw) -> sampling_pb2.SamplingParams:
     if draw(st.booleans()):
         bias = st.one_of(st.floats(-150, 150), st.sampled_from([math.nan, math.inf, -100.0, 100.0]))
         params.logit_bias.update(draw(st.dictionaries(INT32, bias, max_size=4)))
+    if draw(st.integers(0, 3)) == 0:
+        _set_format(draw, params.structured_output)
     return params
+
+
+def _set_format(draw, format_: sampling_pb2.StructuredOutput) -> None:
+    """A structured output format, hostile or not (an empty message sets none of its kinds)."""
+    kind = draw(st.sampled_from(["json_schema", "regex", "grammar", "json_object", "choice", "empty"]))
+    if kind == "json_object":
+        format_.json_object = draw(st.booleans())
+    elif kind == "choice":
+        format_.choice.choices.extend(draw(st.lists(TEXT, max_size=3)))
+    elif kind == "empty":
+        format_.SetInParent()
+    else:
+        setattr(format_, kind, draw(FORMAT_TEXT))
 
 
 @st.composite

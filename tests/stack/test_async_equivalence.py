@@ -25,9 +25,13 @@ GRID = {
 }
 
 
+STRUCTURED_SCHEMA = {"type": "object", "properties": {"k": {"enum": ["a", "bb"]}, "n": {"type": "integer"}},
+                     "required": ["k", "n"]}
+
+
 def workload() -> list[dict]:
     """Greedy and seeded-sampling requests with penalties and logprobs, stop strings, stop tokens
-    (standing in for EOS), max_tokens, and some requests cancelled mid-stream.
+    (standing in for EOS), max_tokens, structured output, and some requests cancelled mid-stream.
 
     Two long greedy requests grow to all eight KV blocks of the preemption config each, so whichever
     order the requests arrive in, preemption is all but certain: a long request that shares the
@@ -51,6 +55,11 @@ def workload() -> list[dict]:
     for _ in range(2):
         prompt = [rng.randrange(3, 400) for _ in range(60)]
         params = dict(max_tokens=60, ignore_eos=True, temperature=0.0)
+        requests.append({"prompt": prompt, "params": params, "cancel_after": None})
+    # Structured output: each step masks by the tokens before it, so these settle the executor's run-ahead.
+    for params in (dict(max_tokens=30, temperature=0.0, regex=r"[0-9]{2,5}-[a-z]{3,9}!", logprobs=1),
+                   dict(max_tokens=40, temperature=0.9, seed=11, json_schema=STRUCTURED_SCHEMA, ignore_eos=True)):
+        prompt = [rng.randrange(3, 400) for _ in range(30)]
         requests.append({"prompt": prompt, "params": params, "cancel_after": None})
     return requests
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -121,3 +122,63 @@ def test_multi_step_keeps_hf_output(launch_stack, default_model_dir):
         assert_matches_reference(ours, case)
     assert info.num_free_kv_blocks == info.num_kv_blocks
     assert info.stats.step_requests < info.stats.steps  # sub-steps really ran without a round trip each
+
+
+PERSON_SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 40},
+                                                  "age": {"type": "integer", "minimum": 0, "maximum": 120},
+                                                  "city": {"type": "string", "maxLength": 40}},
+                 "required": ["name", "age", "city"], "additionalProperties": False}
+
+
+def hf_greedy_json(model_dir, prompt_ids: list[int], schema: dict, max_tokens: int) -> list[int]:
+    """HF generate, greedy, fp32, each step masked by an llguidance matcher of its own (the test's, not ours)."""
+    import llguidance
+    import numpy as np
+    import torch
+    from llguidance.numpy import fill_next_token_bitmask
+    from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorList
+
+    from stepahead_common.structured_output import JSON_OPTIONS
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
+    vocab = model.config.vocab_size
+    tokenizer = llguidance.LLTokenizer((model_dir / "tokenizer.json").read_text(), n_vocab=vocab, eos_token=[2])
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides=JSON_OPTIONS)
+    matcher = llguidance.LLMatcher(tokenizer, grammar)
+
+    class Mask(LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            new = input_ids[0, len(prompt_ids):].tolist()
+            matcher.consume_tokens(new[self.seen:])
+            self.seen = len(new)
+            bits = np.zeros((1, (vocab + 31) // 32), dtype=np.int32)
+            fill_next_token_bitmask(matcher, bits)
+            allowed = np.unpackbits(bits.view(np.uint8), bitorder="little")[:vocab].astype(bool)
+            return scores.masked_fill(~torch.from_numpy(allowed), float("-inf"))
+
+    processor = Mask()
+    processor.seen = 0
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt_ids]), do_sample=False, max_new_tokens=max_tokens,
+                             logits_processor=LogitsProcessorList([processor]), eos_token_id=2, pad_token_id=2)
+    return out[0, len(prompt_ids):].tolist()
+
+
+def test_json_schema_output_equals_hf_masked_alike_sync_and_async_with_the_drafter(default_stacks, default_model_dir):
+    """The default model asked for a person as JSON: valid under the schema, and the tokens of HF's greedy generate
+    masked by an independent matcher, whether the scheduler runs ahead or not, the shipped drafter drafting."""
+    import jsonschema
+
+    messages = [{"role": "user", "content": "Describe a fictional person as JSON with name, age and city."}]
+    results = {}
+    for inflight, stack in default_stacks.items():
+        with Client(stack.address) as client:
+            results[inflight] = client.generate(messages=messages, max_tokens=60, temperature=0.0,
+                                                json_schema=PERSON_SCHEMA)
+    assert results[1].token_ids == results[2].token_ids and results[1].finish_reason == "stop"
+    jsonschema.validate(json.loads(results[1].text), PERSON_SCHEMA)
+    assert results[1].spec.drafted > 0
+    from scheduler_svc.tokenizer import Tokenizer
+
+    prompt_ids = Tokenizer.from_dir(default_model_dir).apply_chat_template(messages)
+    assert list(results[1].token_ids) == hf_greedy_json(default_model_dir, prompt_ids, PERSON_SCHEMA, 60)

@@ -204,7 +204,10 @@ BAD = [
     (dict(max_tokens=100_000), "max_tokens"),
     (dict(extra_body={"temperature": "hot"}), "temperature"),
     (dict(messages=[{"role": "robot", "content": "hi"}]), "messages[0].role"),
-    (dict(extra_body={"guided_regex": "[a-z]+"}), "guided_regex"),
+    (dict(extra_body={"guided_regex": "[a-"}), "guided_regex"),
+    (dict(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "objec"}}}),
+     "response_format.json_schema.schema"),
+    (dict(extra_body={"guided_decoding_backend": "xgrammar"}), "guided_decoding_backend"),
 ]
 
 

@@ -24,7 +24,7 @@ from scheduler_svc.http.context import ServingContext
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.validation import ModelLimits
-from stepahead_proto import executor_pb2, generation_pb2
+from stepahead_proto import executor_pb2, generation_pb2, sampling_pb2
 
 EOS = 2
 MODEL = "tiny"
@@ -69,6 +69,8 @@ class FakeExecutor:
     state: dict[str, list[int]] = field(default_factory=dict)
     """request id -> [known tokens, computed tokens, outputs, seed, logprobs asked (-1: none)]."""
     seeds: dict[str, int | None] = field(default_factory=dict)
+    formats: dict[str, sampling_pb2.StructuredOutput] = field(default_factory=dict)
+    """request id -> the structured output format it arrived with (empty: free text)."""
 
     def Execute(self) -> _Call:
         return _Call(self)
@@ -81,6 +83,7 @@ class FakeExecutor:
         for new in step.new_requests:
             sampling = new.sampling
             self.seeds[new.request_id] = sampling.seed if sampling.HasField("seed") else None
+            self.formats[new.request_id] = sampling.structured_output
             logprobs = sampling.logprobs if sampling.HasField("logprobs") else -1
             known = len(new.prompt_token_ids) + len(new.output_token_ids)
             self.state[new.request_id] = [known, new.num_computed_tokens, len(new.output_token_ids),

@@ -220,7 +220,25 @@ BAD = [
     (COMPLETIONS, {"prompt": "hi", "max_tokens": 2**40}, "max_tokens"),
     (CHAT, {"messages": MESSAGES, "stop_token_ids": [2**33]}, "stop_token_ids[0]"),
     (CHAT, {"messages": MESSAGES, "max_token": 5}, "max_token"),
-    (COMPLETIONS, {"prompt": "hi", "guided_json": {"type": "object"}}, "guided_json"),
+    (COMPLETIONS, {"prompt": "hi", "guided_decoding_backend": "xgrammar"}, "guided_decoding_backend"),
+    (CHAT, {"messages": MESSAGES, "mirostat": 2}, "mirostat"),
+    # structured output: shapes refused here, formats refused by the gRPC checks (named as the request set them)
+    (CHAT, {"messages": MESSAGES, "guided_regex": "("}, "guided_regex"),
+    (COMPLETIONS, {"prompt": "hi", "guided_grammar": "start: missing_rule"}, "guided_grammar"),
+    (COMPLETIONS, {"prompt": "hi", "guided_json": "{not json"}, "guided_json"),
+    (CHAT, {"messages": MESSAGES, "guided_choice": ["yes", ""]}, "guided_choice[1]"),
+    (CHAT, {"messages": MESSAGES, "guided_choice": "yes"}, "guided_choice"),
+    (CHAT, {"messages": MESSAGES, "guided_json": {"type": "object"}, "guided_regex": "a+"}, "guided_regex"),
+    (COMPLETIONS, {"prompt": "hi", "response_format": {"type": "json_object"}, "guided_choice": ["a"]},
+     "guided_choice"),
+    (CHAT, {"messages": MESSAGES, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "n", "schema": {"type": "object", "properties": {"a": {"type": "integer", "minimum": "x"}}}}}},
+     "response_format.json_schema.schema"),
+    (CHAT, {"messages": MESSAGES, "response_format": {"type": "json_schema", "json_schema": {"name": "n"}}},
+     "response_format.json_schema.schema"),
+    (CHAT, {"messages": MESSAGES, "response_format": {"type": "json_schema"}}, "response_format.json_schema"),
+    (COMPLETIONS, {"prompt": "hi", "response_format": {"type": "xml"}}, "response_format.type"),
+    (CHAT, {"messages": MESSAGES, "response_format": "json"}, "response_format"),
     (CHAT, {"messages": [{"role": "user", "content": "hi", "cache_control": {"type": "ephemeral"}}]},
      "messages[0].cache_control"),
     (CHAT, {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "detail": "high"}]}]},
@@ -246,6 +264,39 @@ def test_bad_requests_are_400_naming_the_parameter(tokenizer, route, body, param
         still = await client.post(route, json={**({"messages": MESSAGES} if route == CHAT else {"prompt": "hi"}),
                                                "max_tokens": 2})
         assert still.status_code == 200
+
+    serve(tokenizer, test)
+
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+def test_each_structured_output_parameter_reaches_the_executor(tokenizer):
+    cases = [
+        (CHAT, {"response_format": {"type": "json_object"}}, "json_object", True),
+        (COMPLETIONS, {"response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA,
+                                                                                  "strict": True}}},
+         "json_schema", json.dumps(SCHEMA)),
+        (CHAT, {"guided_json": SCHEMA}, "json_schema", json.dumps(SCHEMA)),
+        (COMPLETIONS, {"guided_regex": "[a-z]+"}, "regex", "[a-z]+"),
+        (CHAT, {"guided_choice": ["yes", "no"]}, "choice", ["yes", "no"]),
+        (COMPLETIONS, {"guided_grammar": 'start: "a"+'}, "grammar", 'start: "a"+'),
+        (CHAT, {"response_format": {"type": "text"}}, None, None),
+    ]
+
+    async def test(client, served):
+        for route, fields, kind, value in cases:
+            served.executor.formats.clear()
+            body = {**({"messages": MESSAGES} if route == CHAT else {"prompt": "hi"}), "max_tokens": 2, "n": 2,
+                    **fields}
+            response = await client.post(route, json=body)
+            assert response.status_code == 200, response.text
+            formats = list(served.executor.formats.values())
+            assert len(formats) == 2 and formats[0] == formats[1]
+            assert formats[0].WhichOneof("kind") == kind, fields
+            if kind is not None:
+                got = list(formats[0].choice.choices) if kind == "choice" else getattr(formats[0], kind)
+                assert got == value
 
     serve(tokenizer, test)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import grpc
 import pytest
 from pydantic import ValidationError
 
-from scheduler_svc.http.conversion import api_error, chat_plan, completion_plan
+from scheduler_svc.http.conversion import api_error, chat_plan, completion_plan, renamed_error
 from scheduler_svc.http.errors import ApiError, from_validation_error, location_name
 from scheduler_svc.http.protocol import ChatCompletionRequest, CompletionRequest
 from scheduler_svc.validation import InvalidRequestError
@@ -127,3 +129,147 @@ def test_each_prompt_is_tokenized_once_whatever_n(tmp_path):
     assert [r.prompt_token_ids for r in requests] == [encode("hello world")] * 4 + [encode("the lazy dog")] * 4
     assert len({id(r.prompt_token_ids) for r in requests}) == 8  # each request owns its list
     assert [r.sampling.seed for r in requests] == [1, 2, 3, 4] * 2
+
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+def completion(**fields):
+    return completion_plan(CompletionRequest.model_validate({"prompt": "hi", **fields}), "m")
+
+
+def structured(plan):
+    """The format of every request of the plan (all the same), as (kind, value)."""
+    formats = {pb.sampling.structured_output.SerializeToString() for pb in plan.requests}
+    assert len(formats) == 1
+    format_ = plan.requests[0].sampling.structured_output
+    kind = format_.WhichOneof("kind")
+    if kind is None:
+        return None
+    return kind, list(format_.choice.choices) if kind == "choice" else getattr(format_, kind)
+
+
+FORMATS = [
+    ({"response_format": {"type": "json_object"}}, "response_format", ("json_object", True)),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "thing", "schema": SCHEMA, "strict": True,
+                                                                 "description": "a thing"}}},
+     "response_format", ("json_schema", json.dumps(SCHEMA))),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "any", "schema": {}, "strict": False}}},
+     "response_format", ("json_schema", "{}")),
+    ({"guided_json": SCHEMA}, "guided_json", ("json_schema", json.dumps(SCHEMA))),
+    ({"guided_json": '{"type":"integer"}'}, "guided_json", ("json_schema", '{"type":"integer"}')),
+    ({"guided_json": {}}, "guided_json", ("json_schema", "{}")),
+    ({"guided_regex": "[0-9]{3}"}, "guided_regex", ("regex", "[0-9]{3}")),
+    ({"guided_choice": ["yes", "no"]}, "guided_choice", ("choice", ["yes", "no"])),
+    ({"guided_grammar": 'start: "a" | "b"'}, "guided_grammar", ("grammar", 'start: "a" | "b"')),
+]
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completion"])
+@pytest.mark.parametrize("fields, param, expected", FORMATS, ids=[str(i) for i in range(len(FORMATS))])
+def test_each_structured_output_parameter_sets_the_format_of_every_choice(endpoint, fields, param, expected):
+    plan = chat(n=2, **fields) if endpoint == "chat" else completion(prompt=["a", "b"], n=2, **fields)
+    assert len(plan.requests) == (2 if endpoint == "chat" else 4)
+    assert structured(plan) == expected and plan.structured_output_param == param
+
+
+@pytest.mark.parametrize("fields", [
+    {}, {"response_format": {"type": "text"}}, {"response_format": None}, {"guided_json": None},
+    {"guided_json": ""}, {"guided_regex": ""}, {"guided_choice": []}, {"guided_grammar": ""},
+    {"response_format": {"type": "text", "json_schema": None}, "guided_choice": [], "guided_regex": None},
+])
+def test_text_and_neutral_values_leave_free_text(fields):
+    for plan in (chat(**fields), completion(**fields)):
+        assert structured(plan) is None and plan.structured_output_param is None
+        assert not plan.requests[0].sampling.HasField("structured_output")
+
+
+@pytest.mark.parametrize("fields, param", [
+    ({"response_format": {"type": "json_object"}, "guided_regex": "a"}, "guided_regex"),
+    ({"guided_json": SCHEMA, "guided_choice": ["a"]}, "guided_choice"),
+    ({"guided_grammar": "start: 'a'", "guided_regex": "a"}, "guided_grammar"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": SCHEMA}},
+      "guided_json": SCHEMA}, "guided_json"),
+    ({"guided_regex": "a", "guided_choice": ["a"], "guided_grammar": "start: 'a'"}, "guided_choice"),
+])
+def test_two_structured_output_parameters_are_refused_naming_the_second(fields, param):
+    for build in (chat, completion):
+        with pytest.raises(ApiError) as caught:
+            build(**fields)
+        error = caught.value
+        assert (error.status, error.param) == (400, param)
+        assert error.message.startswith(f"{param}: only one structured output format may be set (")
+
+
+@pytest.mark.parametrize("response_format, param", [
+    ({"type": "json_schema"}, "response_format.json_schema"),
+    ({"type": "json_schema", "json_schema": None}, "response_format.json_schema"),
+    ({"type": "json_schema", "json_schema": {"name": "n"}}, "response_format.json_schema.schema"),
+    ({"type": "json_schema", "json_schema": {"name": "n", "schema": None}}, "response_format.json_schema.schema"),
+    ({"type": "json_object", "json_schema": {"name": "n", "schema": SCHEMA}}, "response_format.json_schema"),
+    ({"type": "text", "json_schema": {"name": "n", "schema": SCHEMA}}, "response_format.json_schema"),
+    ({"type": "json_schema", "json_schema": {"name": "n", "schema": SCHEMA, "strict_mode": "on"}},
+     "response_format.json_schema.strict_mode"),
+    ({"type": "json_object", "whitespace": "none"}, "response_format.whitespace"),
+])
+def test_a_bad_response_format_is_refused_naming_its_part(response_format, param):
+    for build in (chat, completion):
+        with pytest.raises(ApiError) as caught:
+            build(response_format=response_format)
+        assert (caught.value.status, caught.value.param) == (400, param)
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"response_format": {"type": "structural_tag", "structures": [], "triggers": []}}, "response_format.type"),
+    ({"response_format": {"json_schema": {"name": "n", "schema": {}}}}, "response_format.type"),
+    ({"response_format": "json_object"}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"schema": SCHEMA}}},
+     "response_format.json_schema.name"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": [1]}}},
+     "response_format.json_schema.schema"),
+    ({"guided_json": 5}, "guided_json"),
+    ({"guided_json": ["type"]}, "guided_json"),
+    ({"guided_regex": 5}, "guided_regex"),
+    ({"guided_choice": "yes"}, "guided_choice"),
+    ({"guided_choice": ["yes", 1]}, "guided_choice[1]"),
+    ({"guided_grammar": {"lark": "start: 'a'"}}, "guided_grammar"),
+])
+def test_a_structured_output_parameter_of_the_wrong_shape_is_a_400_naming_it(body, param):
+    for model in (ChatCompletionRequest, CompletionRequest):
+        fields = {"messages": MESSAGES} if model is ChatCompletionRequest else {"prompt": "hi"}
+        with pytest.raises(ValidationError) as caught:
+            model.model_validate({**fields, **body})
+        error = from_validation_error(caught.value)
+        assert (error.status, error.param) == (400, param), error.message
+
+
+@pytest.mark.parametrize("fields, field, param", [
+    ({"guided_regex": "("}, "sampling.structured_output.regex", "guided_regex"),
+    ({"guided_grammar": "start: x"}, "sampling.structured_output.grammar", "guided_grammar"),
+    ({"guided_json": "{"}, "sampling.structured_output.json_schema", "guided_json"),
+    ({"guided_choice": ["a", "b", ""]}, "sampling.structured_output.choice.choices[2]", "guided_choice[2]"),
+    ({"guided_choice": ["a"] * 2000}, "sampling.structured_output.choice.choices", "guided_choice"),
+    ({"guided_regex": "a"}, "sampling.structured_output", "guided_regex"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "nope"}}}},
+     "sampling.structured_output.json_schema", "response_format.json_schema.schema"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": SCHEMA}}},
+     "sampling.structured_output", "response_format"),
+    ({"response_format": {"type": "json_object"}}, "sampling.structured_output.json_object", "response_format"),
+    ({"response_format": {"type": "json_object"}}, "sampling.structured_output", "response_format"),
+])
+def test_structured_output_validation_errors_name_the_parameter_the_request_set(fields, field, param):
+    for plan in (chat(**fields), completion(**fields)):
+        error = api_error(InvalidRequestError(field, "is wrong"), plan)
+        assert (error.status, error.param, error.message) == (400, param, f"{param}: is wrong")
+
+
+@pytest.mark.parametrize("field, param", [
+    ("sampling.structured_output.regex", "guided_regex"),
+    ("sampling.structured_output.json_schema", "guided_json"),
+    ("sampling.structured_output.choice.choices[1]", "guided_choice[1]"),
+    ("sampling.structured_output.grammar", "guided_grammar"),
+    ("sampling.structured_output.json_object", "response_format"),
+    ("sampling.structured_output", "response_format"),
+])
+def test_structured_output_errors_without_the_request_name_the_usual_parameter(field, param):
+    assert renamed_error(InvalidRequestError(field, "is wrong"), "chat").param == param

@@ -1,0 +1,48 @@
+"""Structured output's token masks on the device: which rows of a batch are constrained, and which tokens each
+may take. Applied after the logit bias and penalties, so a forbidden token stays forbidden whatever its bias."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from executor_svc.host_transfer import host_list_to_device
+
+_BIT = 32
+
+
+@dataclass
+class GrammarMask:
+    """Constrained rows and their bit masks (bit t of a row: token t allowed), on the logits' device."""
+
+    rows: Tensor  # [R] long
+    bits: Tensor  # [R, words] int32
+
+    @classmethod
+    def build(cls, masks: dict[int, np.ndarray], device: torch.device | str) -> GrammarMask | None:
+        """From {row: int32 bit mask [words]} (None when no row is constrained)."""
+        if not masks:
+            return None
+        row_ids = sorted(masks)
+        bits = np.stack([masks[row] for row in row_ids])
+        tensor = torch.from_numpy(bits)
+        if torch.device(device).type == "cuda":
+            tensor = tensor.pin_memory().to(device, non_blocking=True)
+        return cls(rows=host_list_to_device(row_ids, device), bits=tensor)
+
+    def allowed(self, vocab_size: int) -> Tensor:
+        """[R, vocab_size] bool: the tokens each constrained row may take."""
+        shifts = torch.arange(_BIT, device=self.bits.device, dtype=torch.int32)
+        unpacked = (self.bits.unsqueeze(-1) >> shifts) & 1
+        return unpacked.reshape(self.bits.shape[0], -1)[:, :vocab_size].bool()
+
+
+def apply_grammar_mask(logits: Tensor, mask: GrammarMask) -> Tensor:
+    """Logits [N, V] with every forbidden token of a constrained row at -inf (a new tensor)."""
+    masked = logits.clone()
+    rows = masked.index_select(0, mask.rows)
+    masked[mask.rows] = rows.masked_fill(~mask.allowed(logits.shape[-1]), float("-inf"))
+    return masked

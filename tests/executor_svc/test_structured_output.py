@@ -1,0 +1,268 @@
+"""Structured output on the executor: the matcher's masks (drafts included), where the sampler applies them, and
+whole generations through the model runner, exact against HF's forward masked by an independent matcher."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import llguidance
+import numpy as np
+import pytest
+import torch
+from llguidance.numpy import fill_next_token_bitmask
+from stats_helpers import chi_square_p_value
+from step_plans import BATCHES, PlannedRequest, plan_steps, requests_plain
+from tiny_models import make_tiny_llama
+from tiny_tokenizers import build_byte_level
+
+from executor_svc.config import ExecutorConfig
+from executor_svc.grammar import GrammarCompiler, mask_words
+from executor_svc.grammar_mask import GrammarMask, apply_grammar_mask
+from executor_svc.model_runner import StepError
+from executor_svc.sampler import Sampler
+from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata
+from executor_svc.server import build_runner
+from stepahead_common.structured_output import grammar_of
+from stepahead_proto import executor_pb2, sampling_pb2
+
+VOCAB = 400
+EOS = 2
+REGEX = r"[0-9]{2,4}-[a-z]{3,6}!"
+SO = sampling_pb2.StructuredOutput
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("constrained")
+    build_byte_level(directory)
+    return make_tiny_llama(directory, seed=5, vocab_size=VOCAB)
+
+
+@pytest.fixture(scope="module")
+def llg_tokenizer(model_dir) -> llguidance.LLTokenizer:
+    return llguidance.LLTokenizer((model_dir / "tokenizer.json").read_text(), n_vocab=VOCAB, eos_token=[EOS])
+
+
+def allowed_of(matcher: llguidance.LLMatcher) -> np.ndarray:
+    """An independent reading of the matcher's mask: bool [VOCAB]."""
+    bits = np.zeros((1, mask_words(VOCAB)), dtype=np.int32)
+    fill_next_token_bitmask(matcher, bits)
+    return np.unpackbits(bits.view(np.uint8), bitorder="little")[:VOCAB].astype(bool)
+
+
+def fresh_matcher(llg_tokenizer, format_: sampling_pb2.StructuredOutput) -> llguidance.LLMatcher:
+    return llguidance.LLMatcher(llg_tokenizer, grammar_of(format_))
+
+
+def decode(model_dir: Path, ids: list[int]) -> str:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(model_dir / "tokenizer.json")).decode(ids, skip_special_tokens=True)
+
+
+# ---- masks ---------------------------------------------------------------------------------------
+
+
+def test_the_device_mask_unpacks_bit_t_as_token_t():
+    rng = np.random.default_rng(0)
+    bits = rng.integers(-2**31, 2**31, size=(3, mask_words(VOCAB)), dtype=np.int64).astype(np.int32)
+    mask = GrammarMask.build({0: bits[0], 2: bits[1], 5: bits[2]}, "cpu")
+    expected = np.unpackbits(bits.view(np.uint8), bitorder="little").reshape(3, -1)[:, :VOCAB].astype(bool)
+    assert mask is not None and mask.rows.tolist() == [0, 2, 5]
+    assert torch.equal(mask.allowed(VOCAB), torch.from_numpy(expected))
+
+
+def test_only_constrained_rows_are_masked_and_the_input_is_untouched():
+    logits = torch.randn(3, VOCAB, generator=torch.Generator().manual_seed(1))
+    original = logits.clone()
+    bits = np.zeros(mask_words(VOCAB), dtype=np.int32)
+    bits[0] = 0b1010  # tokens 1 and 3
+    masked = apply_grammar_mask(logits, GrammarMask.build({1: bits}, "cpu"))
+    assert torch.equal(logits, original)
+    assert torch.equal(masked[[0, 2]], original[[0, 2]])
+    assert torch.isfinite(masked[1]).nonzero().flatten().tolist() == [1, 3]
+    assert torch.equal(masked[1, [1, 3]], original[1, [1, 3]])
+
+
+def test_a_forbidden_token_stays_forbidden_whatever_its_bias_and_greedy_takes_the_best_allowed():
+    logits = torch.randn(1, VOCAB, generator=torch.Generator().manual_seed(2))
+    bits = np.zeros(mask_words(VOCAB), dtype=np.int32)
+    bits[1] = 0b111  # tokens 32, 33, 34
+    params = [RowSamplingParams(temperature=0.0, logit_bias=((7, 100.0),))]
+    meta = SamplingMetadata.build(params, [[]], [[]], VOCAB, "cpu")
+    meta.grammar_mask = GrammarMask.build({0: bits}, "cpu")
+    token = Sampler().sample(logits, meta).token_ids.item()
+    assert token == 32 + int(logits[0, 32:35].argmax())
+
+
+def test_sampling_draws_from_the_model_distribution_renormalised_over_the_allowed_tokens():
+    logits = torch.randn(1, VOCAB, generator=torch.Generator().manual_seed(3)) * 2
+    allowed = torch.zeros(VOCAB, dtype=torch.bool)
+    allowed[torch.randperm(VOCAB, generator=torch.Generator().manual_seed(4))[:12]] = True
+    bits = np.packbits(allowed.numpy().astype(np.uint8), bitorder="little")
+    bits = np.pad(bits, (0, mask_words(VOCAB) * 4 - bits.size)).view(np.int32)
+    rows = 20_000
+    meta = SamplingMetadata.build([RowSamplingParams(temperature=0.8)] * rows, [[]] * rows, [[]] * rows, VOCAB,
+                                  "cpu")
+    meta.grammar_mask = GrammarMask.build(dict.fromkeys(range(rows), bits), "cpu")
+    tokens = Sampler(seed=0).sample(logits.expand(rows, -1).contiguous(), meta).token_ids
+    assert bool(allowed[tokens].all())
+    expected = (logits[0] / 0.8).masked_fill(~allowed, float("-inf")).softmax(-1)
+    counts = torch.bincount(tokens, minlength=VOCAB)
+    assert chi_square_p_value(counts[allowed], expected[allowed]) > 1e-3
+
+
+def test_draft_rows_are_masked_as_after_the_drafts_and_the_matcher_is_left_where_it_was(model_dir, llg_tokenizer):
+    compiler = GrammarCompiler.for_model(model_dir, VOCAB, [EOS])
+    assert compiler is not None
+    format_ = SO(regex=REGEX)
+    grammar = compiler.request_grammar(format_)
+    digits = llg_tokenizer.tokenize_str("12")
+    grammar.consume(digits[:1])
+    drafts = llg_tokenizer.tokenize_str("2-ab")
+    masks = grammar.masks(drafts + [llg_tokenizer.tokenize_str("Z")[0], 7])
+    reference = fresh_matcher(llg_tokenizer, format_)
+    reference.consume_tokens(digits[:1])
+    for j in range(len(drafts) + 1):
+        unpacked = np.unpackbits(masks[j:j + 1].view(np.uint8), bitorder="little")[:VOCAB].astype(bool)
+        assert np.array_equal(unpacked, allowed_of(reference)), j
+        if j < len(drafts):
+            assert reference.consume_token(drafts[j])
+    assert (masks[len(drafts) + 1:] == -1).all()  # after the forbidden "Z": never reached, nothing masked
+    again = grammar.masks([])
+    assert np.array_equal(again[0], masks[0])  # rolled back to where it was
+
+
+# ---- through the model runner ----------------------------------------------------------------------
+
+
+def runner_for(model_dir: Path, defer: bool = False, **overrides):
+    config = ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40, defer_token_readback=defer, **overrides)
+    return build_runner(config)
+
+
+def generate(runner, prompt: list[int], sampling: sampling_pb2.SamplingParams, max_tokens: int,
+             output: list[int] | None = None) -> list[int]:
+    """Prefill then decode one token per step until EOS or max_tokens; returns the new tokens."""
+    output = list(output or [])
+    known = prompt + output
+    new = executor_pb2.NewRequestData(request_id="r", prompt_token_ids=prompt, output_token_ids=output,
+                                      sampling=sampling, block_ids=list(range(8)),
+                                      num_scheduled_tokens=len(known))
+    result = runner.execute(executor_pb2.StepRequest(step_id=0, new_requests=[new]))
+    tokens = list(result.outputs[0].token_ids)
+    computed = len(known)
+    while tokens[-1] != EOS and len(tokens) < max_tokens:
+        cached = executor_pb2.CachedRequestData(request_id="r", num_computed_tokens=computed,
+                                                num_scheduled_tokens=1)
+        result = runner.execute(executor_pb2.StepRequest(step_id=computed, cached_requests=[cached]))
+        tokens += result.outputs[0].token_ids
+        computed += 1
+    return tokens
+
+
+def hf_constrained_greedy(model_dir: Path, llg_tokenizer, prompt: list[int], format_, max_tokens: int) -> list[int]:
+    """HF's forward, argmax over the tokens an independent matcher allows."""
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
+    matcher = fresh_matcher(llg_tokenizer, format_)
+    tokens: list[int] = []
+    with torch.no_grad():
+        while len(tokens) < max_tokens and (not tokens or tokens[-1] != EOS):
+            logits = model(torch.tensor([prompt + tokens])).logits[0, -1]
+            allowed = torch.from_numpy(allowed_of(matcher))
+            token = int(logits.masked_fill(~allowed, float("-inf")).argmax())
+            assert matcher.consume_token(token)
+            tokens.append(token)
+    return tokens
+
+
+PROMPT = [5, 9, 11, 3, 17, 40, 41]
+
+
+@pytest.mark.parametrize("format_", [SO(regex=REGEX), SO(choice=sampling_pb2.ChoiceList(choices=["yes", "no"])),
+                                     SO(json_schema=json.dumps({"type": "object", "properties": {
+                                         "n": {"type": "integer"}}, "required": ["n"]}))],
+                         ids=["regex", "choice", "json_schema"])
+def test_greedy_constrained_generation_equals_hf_masked_by_an_independent_matcher(model_dir, llg_tokenizer,
+                                                                                   format_):
+    runner, description = runner_for(model_dir)
+    assert description.structured_output
+    greedy = sampling_pb2.SamplingParams(temperature=0.0, structured_output=format_)
+    tokens = generate(runner, PROMPT, greedy, max_tokens=40)
+    assert tokens == hf_constrained_greedy(model_dir, llg_tokenizer, PROMPT, format_, max_tokens=40)
+    if format_.HasField("regex"):
+        assert tokens[-1] == EOS and re.fullmatch(REGEX, decode(model_dir, tokens[:-1]))
+    if format_.HasField("choice"):
+        assert tokens[-1] == EOS and decode(model_dir, tokens[:-1]) in ("yes", "no")
+
+
+def test_free_greedy_text_would_not_match_so_the_mask_did_the_work(model_dir):
+    runner, _ = runner_for(model_dir)
+    free = generate(runner, PROMPT, sampling_pb2.SamplingParams(temperature=0.0), max_tokens=12)
+    assert not re.fullmatch(REGEX, decode(model_dir, free))
+
+
+def test_sampled_constrained_outputs_all_match(model_dir):
+    runner, _ = runner_for(model_dir)
+    for seed in range(8):
+        sampling = sampling_pb2.SamplingParams(temperature=1.0, seed=seed, structured_output=SO(regex=REGEX))
+        tokens = generate(runner, PROMPT, sampling, max_tokens=40)
+        assert tokens[-1] == EOS and re.fullmatch(REGEX, decode(model_dir, tokens[:-1])), seed
+        runner.execute(executor_pb2.StepRequest(step_id=99, finished_request_ids=["r"]))
+
+
+def test_a_resumed_request_continues_its_format_from_the_outputs_it_brings(model_dir):
+    sampling = sampling_pb2.SamplingParams(temperature=0.0, structured_output=SO(regex=REGEX))
+    runner, _ = runner_for(model_dir)
+    whole = generate(runner, PROMPT, sampling, max_tokens=40)
+    resumed_runner, _ = runner_for(model_dir)
+    assert whole[:3] + generate(resumed_runner, PROMPT, sampling, max_tokens=40, output=whole[:3]) == whole
+
+
+def test_a_constrained_request_settles_earlier_steps_and_running_ahead_changes_no_token(model_dir):
+    requests = requests_plain()
+    requests["d"] = PlannedRequest(requests["d"].prompt, sampling_pb2.SamplingParams(
+        temperature=0.0, structured_output=SO(regex=REGEX)), block_ids=requests["d"].block_ids)
+    steps = plan_steps(requests, BATCHES)
+    one_at_a_time = runner_for(model_dir)[0]
+    expected = [one_at_a_time.execute(step) for step in steps]
+    runner = runner_for(model_dir, defer=True)[0]
+    launched, unread_before_d = [], []
+    for step in steps:
+        launched.append(runner.launch(step))
+        unread = sum(state.num_unread_tokens for state in runner.requests.values())
+        if any(state.grammar is not None for state in runner.requests.values()):
+            assert unread == 0
+        else:
+            unread_before_d.append(unread)
+    assert max(unread_before_d) > 0  # the steps before d did run ahead
+    actual = [runner.complete(item) for item in launched]
+    assert [list(r.outputs) for r in actual] == [list(r.outputs) for r in expected]
+    d_tokens = [t for r in actual for o in r.outputs if o.request_id == "d" for t in o.token_ids]
+    assert re.fullmatch(r"[0-9]{1,4}(-[a-z]{0,6}!?)?", decode(model_dir, d_tokens))
+
+
+def test_speculation_verifies_drafts_against_the_masked_target(model_dir):
+    sampling = sampling_pb2.SamplingParams(temperature=0.0, structured_output=SO(regex=REGEX))
+    prompt = PROMPT + PROMPT  # the n-gram drafter finds matches in a repeated prompt
+    expected = generate(runner_for(model_dir)[0], prompt, sampling, max_tokens=40)
+    runner, _ = runner_for(model_dir, spec_method="ngram", num_spec_tokens=3)
+    steps = plan_steps({"r": PlannedRequest(prompt, sampling, num_spec=3, block_ids=list(range(8)))}, [["r"]] * 8)
+    outputs = [o for step in steps for o in runner.execute(step).outputs]
+    emitted = [t for o in outputs for t in o.token_ids]
+    assert sum(o.num_drafted for o in outputs) > 0
+    emitted = emitted[:emitted.index(EOS) + 1] if EOS in emitted else emitted
+    assert len(emitted) >= 8 and emitted == expected[:len(emitted)]
+
+
+def test_an_executor_without_a_tokenizer_refuses_structured_output_by_name(tmp_path):
+    bare = make_tiny_llama(tmp_path / "bare", seed=5, vocab_size=VOCAB)
+    runner, description = runner_for(bare)
+    assert not description.structured_output
+    sampling = sampling_pb2.SamplingParams(structured_output=SO(json_object=True))
+    with pytest.raises(StepError, match="'r' asks for structured output, which this executor cannot apply"):
+        generate(runner, PROMPT, sampling, max_tokens=2)
