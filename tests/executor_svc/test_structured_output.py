@@ -266,3 +266,19 @@ def test_an_executor_without_a_tokenizer_refuses_structured_output_by_name(tmp_p
     sampling = sampling_pb2.SamplingParams(structured_output=SO(json_object=True))
     with pytest.raises(StepError, match="'r' asks for structured output, which this executor cannot apply"):
         generate(runner, PROMPT, sampling, max_tokens=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("defer", [False, True])
+def test_on_cuda_constrained_greedy_equals_hf_and_masks_unpack_on_the_device(model_dir, llg_tokenizer, defer):
+    bits = np.random.default_rng(1).integers(-2**31, 2**31, size=(2, mask_words(VOCAB)), dtype=np.int64)
+    bits = bits.astype(np.int32)
+    on_device = GrammarMask.build({0: bits[0], 3: bits[1]}, "cuda")
+    assert on_device is not None and on_device.bits.is_cuda
+    on_host = GrammarMask.build({0: bits[0], 3: bits[1]}, "cpu")
+    assert torch.equal(on_device.allowed(VOCAB).cpu(), on_host.allowed(VOCAB))
+    format_ = SO(regex=REGEX)
+    runner, _ = runner_for(model_dir, defer=defer, device="cuda", dtype="float32", enforce_eager=False)
+    tokens = generate(runner, PROMPT, sampling_pb2.SamplingParams(temperature=0.0, structured_output=format_), 40)
+    assert tokens == hf_constrained_greedy(model_dir, llg_tokenizer, PROMPT, format_, max_tokens=40)
