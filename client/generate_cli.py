@@ -24,6 +24,9 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
         sampling.add_argument(flag, type=kind, default=None)
     sampling.add_argument("--logprobs", type=int, default=None, metavar="N",
                           help="the sampled token's logprob and the N most likely (shown with --json)")
+    sampling.add_argument("--prompt-logprobs", type=int, default=None, metavar="N",
+                          help="each prompt token's logprob (after the first, given those before it) and the N "
+                               "most likely there (shown with --json, as prompt_logprobs)")
     sampling.add_argument("--logit-bias", action="append", default=[], metavar="ID=BIAS", type=_bias,
                           help="add BIAS in [-100, 100] to token ID's logit (repeatable)")
     add_structured_output_arguments(generate)
@@ -80,7 +83,7 @@ def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The Client.generate keywords the flags ask for (unset ones left out)."""
     kwargs = prompt_kwargs(args)
     for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-                 "frequency_penalty", "seed", "logprobs", "max_tokens", "min_tokens"):
+                 "frequency_penalty", "seed", "logprobs", "prompt_logprobs", "max_tokens", "min_tokens"):
         if getattr(args, name) is not None:
             kwargs[name] = getattr(args, name)
     if args.logit_bias:

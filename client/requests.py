@@ -18,6 +18,9 @@ class GenerateOptions(TypedDict, total=False):
     Sampling: temperature (0 = greedy), top_p, top_k (-1 = off), min_p, repetition_penalty,
     presence_penalty, frequency_penalty, seed, logprobs (number of top alternatives to return), logit_bias
     (a mapping of token id to a bias in [-100, 100] added to its logit).
+    Prompt scoring: prompt_logprobs (0..20): the log-probability of each prompt token after the first, given the
+    tokens before it, plus that many top alternatives per position, from the raw logits; returned as the result's
+    (and the first stream chunk's) prompt_logprobs. Such a request reuses no prefix-cached blocks.
     Stopping: max_tokens, min_tokens, stop (a string or several), stop_token_ids, ignore_eos,
     include_stop_str_in_output. Request: request_id ("" = server-assigned), model ("" = the
     served one), skip_special_tokens, disable_speculation (opt out of speculative decoding).
@@ -40,6 +43,7 @@ class GenerateOptions(TypedDict, total=False):
     frequency_penalty: float | None
     seed: int | None
     logprobs: int | None
+    prompt_logprobs: int | None
     logit_bias: Mapping[int, float] | None
     max_tokens: int | None
     min_tokens: int | None
@@ -66,6 +70,7 @@ _SAMPLING_FIELDS = (
     "frequency_penalty",
     "seed",
     "logprobs",
+    "prompt_logprobs",
 )
 _STOPPING_SCALAR_FIELDS = ("max_tokens", "min_tokens", "ignore_eos", "include_stop_str_in_output")
 STRUCTURED_OUTPUT_OPTIONS = ("json_schema", "json_object", "regex", "choice", "grammar")

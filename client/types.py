@@ -43,7 +43,8 @@ class TokenLogprob:
 
 @dataclass(frozen=True)
 class PositionLogprobs:
-    """Logprobs at one generated position: the sampled token and the top alternatives."""
+    """Logprobs at one position: the sampled token (for prompt logprobs, the prompt's own token) and the top
+    alternatives, most likely first."""
 
     sampled: TokenLogprob
     top: tuple[TokenLogprob, ...]
@@ -123,8 +124,8 @@ class GenerationChunk(_AsDict):
     """One message of a generation stream: the output produced since the previous chunk.
 
     `finish_reason`, `usage` and `timings` are set on the last chunk only; `prompt_tokens`
-    on the first (0 elsewhere). `stop_reason` is the stop string or stop token id (as text)
-    that ended the request, or None.
+    on the first (0 elsewhere), and so is `prompt_logprobs` (empty elsewhere). `stop_reason` is
+    the stop string or stop token id (as text) that ended the request, or None.
     """
 
     request_id: str
@@ -137,6 +138,9 @@ class GenerationChunk(_AsDict):
     timings: Timings | None
     prompt_tokens: int
     spec: SpecStats | None = None
+    prompt_logprobs: tuple[PositionLogprobs, ...] = ()
+    """With the prompt_logprobs option, on the first chunk: the logprobs of prompt tokens 1..n-1 (token 0 has no
+    context), in order; each position's `sampled` is the prompt's own token."""
 
     @property
     def finished(self) -> bool:
@@ -157,6 +161,7 @@ class GenerationChunk(_AsDict):
             timings=Timings.from_proto(msg.timings) if msg.HasField("timings") else None,
             prompt_tokens=msg.prompt_tokens,
             spec=SpecStats.from_proto(msg.spec) if msg.HasField("spec") else None,
+            prompt_logprobs=tuple(PositionLogprobs.from_proto(p) for p in msg.prompt_logprobs),
         )
 
 
@@ -174,6 +179,9 @@ class GenerationResult(_AsDict):
     timings: Timings | None
     prompt_tokens: int
     spec: SpecStats | None = None
+    prompt_logprobs: tuple[PositionLogprobs, ...] = ()
+    """With the prompt_logprobs option: the logprobs of prompt tokens 1..n-1 (token 0 has no context), in order,
+    each position's `sampled` the prompt's own token; empty when not asked."""
 
 
 class ResultBuilder:
@@ -184,6 +192,7 @@ class ResultBuilder:
         self._texts: list[str] = []
         self._token_ids: list[int] = []
         self._logprobs: list[PositionLogprobs] = []
+        self._prompt_logprobs: tuple[PositionLogprobs, ...] = ()
         self._prompt_tokens = 0
         self._last: GenerationChunk | None = None
 
@@ -194,6 +203,7 @@ class ResultBuilder:
         self._token_ids.extend(chunk.token_ids)
         self._logprobs.extend(chunk.logprobs)
         self._prompt_tokens = self._prompt_tokens or chunk.prompt_tokens
+        self._prompt_logprobs = self._prompt_logprobs or chunk.prompt_logprobs
         self._last = chunk
 
     def build(self) -> GenerationResult:
@@ -213,6 +223,7 @@ class ResultBuilder:
             timings=last.timings,
             prompt_tokens=prompt_tokens,
             spec=last.spec,
+            prompt_logprobs=self._prompt_logprobs,
         )
 
 

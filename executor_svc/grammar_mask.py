@@ -36,8 +36,8 @@ class GrammarMask:
     def allowed(self, vocab_size: int) -> Tensor:
         """[R, vocab_size] bool: the tokens each constrained row may take."""
         if self.bits.device.type == "cpu":  # numpy's unpacking is ~10x torch's shifts here
-            unpacked = np.unpackbits(self.bits.numpy().view(np.uint8), axis=1, bitorder="little")
-            return torch.from_numpy(unpacked[:, :vocab_size].view(np.bool_))
+            host_bits = np.unpackbits(self.bits.numpy().view(np.uint8), axis=1, bitorder="little")
+            return torch.from_numpy(host_bits[:, :vocab_size].view(np.bool_))
         shifts = torch.arange(_BIT, device=self.bits.device, dtype=torch.int32)
         unpacked = (self.bits.unsqueeze(-1) >> shifts) & 1
         return unpacked.reshape(self.bits.shape[0], -1)[:, :vocab_size].bool()

@@ -26,6 +26,7 @@ from executor_svc.kv_cache import PagedKVCache
 from executor_svc.last_token_buffer import LastTokenBuffer
 from executor_svc.multi_step import MultiStepBatch, MultiStepError, check_pure_decode, mark_stops
 from executor_svc.penalties import row_has_penalty
+from executor_svc.prompt_logprobs import PromptRows, prompt_rows, score_prompt_rows, wants_prompt_logprobs
 from executor_svc.rejection_sampler import RejectionSampler, accept_drafts
 from executor_svc.request_state import ExecutorRequestState, StopRule
 from executor_svc.sampler import DeviceSamplerOutput, Sampler
@@ -175,6 +176,7 @@ class ModelRunner:
         host = HostBatch(self.block_size)
         sample_rows: list[int] = []
         groups: list[SamplingGroup] = []
+        prompt_scoring: list[PromptRows] = []
         for item in work:
             tokens, drafts = self._step_tokens(item)
             start = item.state.num_computed_tokens
@@ -182,6 +184,9 @@ class ModelRunner:
             if len(item.state.block_ids) * self.block_size < end:
                 raise StepError(f"block_ids: {item.state.request_id!r} has too few blocks for {end} tokens")
             first_flat = host.add_sequence(tokens, start, item.state.block_ids)
+            scoring = prompt_rows(item.state, start, item.num_tokens, first_flat)
+            if scoring is not None:
+                prompt_scoring.append(scoring)
             if item.state.num_unread_tokens:
                 # Its input is the token the previous step sampled: read it on the device.
                 host.unread_rows.append(first_flat)
@@ -190,7 +195,7 @@ class ModelRunner:
                 groups.append(SamplingGroup(item, drafts))
                 last_real = first_flat + item.num_tokens - 1
                 sample_rows.extend(range(last_real, last_real + len(drafts) + 1))
-        return FlatBatch(host=host, sample_rows=sample_rows, groups=groups)
+        return FlatBatch(host=host, sample_rows=sample_rows, groups=groups, prompt_rows=prompt_scoring)
 
     def _step_tokens(self, item: ScheduledWork) -> tuple[list[int], list[int]]:
         """The input ids of this step (known tokens, then drafts) and the draft slots (padded).
@@ -234,7 +239,11 @@ class ModelRunner:
             self.settle_all()
         batch = self._flatten(work)
         result.num_device_input_ids = len(batch.host.unread_rows)
-        logits = self.forward.sampled_logits(batch.host, batch.sample_rows)
+        scored_rows = [row for scoring in batch.prompt_rows for row in scoring.flat_rows]
+        logits = self.forward.sampled_logits(batch.host, batch.sample_rows + scored_rows)
+        if scored_rows:
+            launched.prompt_logprobs = score_prompt_rows(logits[len(batch.sample_rows):], batch.prompt_rows)
+            logits = logits[: len(batch.sample_rows)]
         self._show_drafter_hidden(work, batch)
         forward_end = time.time()
         launched.groups = batch.groups
@@ -269,7 +278,7 @@ class ModelRunner:
         """Whether the item needs nothing from the host copy of earlier steps' tokens."""
         state = item.state
         plain = (not item.num_drafts and not item.num_spec and not row_has_penalty(state.params)
-                 and state.grammar is None)
+                 and state.grammar is None and not wants_prompt_logprobs(state))
         # An unread token can only be the single input of a decode.
         readable = not state.num_unread_tokens or (
             item.num_tokens == 1 and state.num_computed_tokens == state.num_tokens - 1)
@@ -355,7 +364,7 @@ class ModelRunner:
             launched.computed_at = time.time()
         result = launched.result
         result.compute_end_s = launched.computed_at
-        fill_outputs(result, launched.work, launched.emitted)
+        fill_outputs(result, launched.work, launched.emitted, launched.prompt_logprobs)
         self.tracer.record(launched.step, result)
         return result
 

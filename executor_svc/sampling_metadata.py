@@ -37,7 +37,8 @@ class RowSamplingParams:
 
     temperature 0 means greedy; top_k -1 and top_p 1.0 disable those filters; logprobs None
     returns no logprobs, n >= 0 the sampled token's logprob plus the top n alternatives; logit_bias: (token id,
-    bias) pairs sorted by id, added to the logits before penalties.
+    bias) pairs sorted by id, added to the logits before penalties; prompt_logprobs: as logprobs, for the prompt's
+    own tokens (scored while the prompt is computed, not sampled).
     """
 
     temperature: float = 1.0
@@ -50,6 +51,7 @@ class RowSamplingParams:
     seed: int | None = None
     logprobs: int | None = None
     logit_bias: tuple[tuple[int, float], ...] = ()
+    prompt_logprobs: int | None = None
 
     def __post_init__(self) -> None:
         _check(self.temperature >= 0.0, "temperature", "must be >= 0", self.temperature)
@@ -67,6 +69,9 @@ class RowSamplingParams:
         if self.logprobs is not None:
             _check(0 <= self.logprobs <= MAX_LOGPROBS, "logprobs",
                    f"must be in [0, {MAX_LOGPROBS}]", self.logprobs)
+        if self.prompt_logprobs is not None:
+            _check(0 <= self.prompt_logprobs <= MAX_LOGPROBS, "prompt_logprobs", f"must be in [0, {MAX_LOGPROBS}]",
+                   self.prompt_logprobs)
         for token, bias in self.logit_bias:
             _check(token >= 0, f"logit_bias[{token}]", "token id must be >= 0", token)
             _check(math.isfinite(bias) and abs(bias) <= MAX_ABS_LOGIT_BIAS, f"logit_bias[{token}]",
@@ -86,6 +91,7 @@ class RowSamplingParams:
             seed=p.seed if p.HasField("seed") else None,
             logprobs=p.logprobs if p.HasField("logprobs") else None,
             logit_bias=bias_pairs(dict(p.logit_bias)),
+            prompt_logprobs=p.prompt_logprobs if p.HasField("prompt_logprobs") else None,
         )
 
     @property

@@ -7,10 +7,18 @@ from executor_svc.step_work import Emitted, ScheduledWork
 from stepahead_proto import executor_pb2, generation_pb2
 
 
-def fill_outputs(result: executor_pb2.StepResult, work: list[ScheduledWork], emitted: dict[str, Emitted]) -> None:
-    """One output per scheduled request, in order; requests that only prefilled get an empty one."""
+def fill_outputs(
+    result: executor_pb2.StepResult, work: list[ScheduledWork], emitted: dict[str, Emitted],
+    prompt_logprobs: dict[str, tuple[int, list[generation_pb2.PositionLogprobs]]] | None = None,
+) -> None:
+    """One output per scheduled request, in order; requests that only prefilled get an empty one (but for the
+    prompt logprobs their chunk scored)."""
     for item in work:
         output = result.outputs.add(request_id=item.state.request_id)
+        scored = (prompt_logprobs or {}).get(item.state.request_id)
+        if scored is not None:
+            output.prompt_logprobs_start, positions = scored
+            output.prompt_logprobs.extend(positions)
         produced = emitted.get(item.state.request_id)
         if produced is None:
             continue

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import HostCopy
+from executor_svc.prompt_logprobs import PromptRows
 from executor_svc.request_state import ExecutorRequestState
 from executor_svc.sampler import DeviceLogprobs, DeviceSamplerOutput, RowLogprobs, SamplerOutput
-from stepahead_proto import executor_pb2
+from stepahead_proto import executor_pb2, generation_pb2
 
 
 @dataclass
@@ -42,6 +43,8 @@ class FlatBatch:
     sample_rows: list[int]
     """Flat rows whose logits are sampled: each sampling group's last real token and its draft slots."""
     groups: list[SamplingGroup]
+    prompt_rows: list[PromptRows] = field(default_factory=list)
+    """Rows scoring prompt tokens (requests that asked for prompt logprobs)."""
 
 
 @dataclass
@@ -94,6 +97,8 @@ class LaunchedStep:
     pending: PendingSamples | None = None
     """None when nothing was sampled or once settled."""
     emitted: dict[str, Emitted] = field(default_factory=dict)
+    prompt_logprobs: dict[str, tuple[int, list[generation_pb2.PositionLogprobs]]] = field(default_factory=dict)
+    """Per request: the prompt position of its first scored token and the logprobs of its chunk's prompt tokens."""
     settled: bool = False
     computed_at: float | None = None
     """When the device was seen to have finished the step (time.time())."""

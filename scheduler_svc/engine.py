@@ -358,6 +358,9 @@ class Engine:
             request = self.scheduler.accept_result(
                 output, step_output.request_id, step_output.num_accepted, result.sub_step, step_output.num_draft_slots
             )
+            if request is not None and step_output.prompt_logprobs:
+                self._states[request.request_id].record_prompt_logprobs(
+                    step_output.prompt_logprobs_start, list(step_output.prompt_logprobs))
             if request is None or not step_output.token_ids:
                 continue
             num_slots = output.num_draft_tokens.get(request.request_id, 0)

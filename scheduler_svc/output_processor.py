@@ -41,6 +41,9 @@ class RequestOutputState:
         self.spec = SpecStatsTracker()
         self.finish: _Finish | None = None
         self._pacer = StreamPacer(stream_interval)
+        self._prompt_logprobs: dict[int, generation_pb2.PositionLogprobs] = {}
+        """Prompt logprobs by prompt position, as chunks scored them (a recomputed chunk scores its positions again:
+        the first result kept)."""
 
     def append_tokens(
         self, token_ids: list[int], logprobs: list[generation_pb2.PositionLogprobs], now: float
@@ -63,6 +66,11 @@ class RequestOutputState:
             text_parts.append(self._flush())  # the held-back tail is final now
         message = self._message(accepted, logprobs[: len(accepted)], "".join(text_parts))
         return self._pacer.pace(message, final=self.finish is not None)
+
+    def record_prompt_logprobs(self, start: int, positions: list[generation_pb2.PositionLogprobs]) -> None:
+        """The logprobs of prompt positions start, start + 1, ... (sent with the first message)."""
+        for offset, position in enumerate(positions):
+            self._prompt_logprobs.setdefault(start + offset, position)
 
     def take_unsent(self) -> generation_pb2.GenerateResponse | None:
         """Output held for the stream interval and not sent yet (to send before an error ends the stream)."""
@@ -112,6 +120,10 @@ class RequestOutputState:
         )
         if not self._sent_first_message:
             message.prompt_tokens = len(self.request.prompt_token_ids)
+            if self.request.sampling.HasField("prompt_logprobs"):  # the whole prompt is computed by now
+                message.prompt_logprobs.extend(
+                    self._prompt_logprobs[p] for p in range(1, len(self.request.prompt_token_ids))
+                    if p in self._prompt_logprobs)
             self._sent_first_message = True
         if self.finish is not None:
             message.finish_reason = self.finish.reason

@@ -248,10 +248,15 @@ class Scheduler:
             budget -= num_new
 
     # ---- prefix caching --------------------------------------------------------------------
+    @staticmethod
+    def _scores_prompt(request: Request) -> bool:
+        return request.sampling.HasField("prompt_logprobs")
+
     def _cached_prefix(self, request: Request) -> list[int]:
         """Registered blocks holding the request's first full blocks of known tokens (prefix caching), leaving at
-        least its last token to compute (its logits give the next one)."""
-        if not self.block_manager.enable_prefix_caching:
+        least its last token to compute (its logits give the next one). None for a request asking for prompt
+        logprobs: they come from the logits of every prompt position, and a cached block kept only its KV."""
+        if not self.block_manager.enable_prefix_caching or self._scores_prompt(request):
             return []
         usable = num_cacheable_blocks(request.num_tokens, self.block_manager.block_size)
         return self.block_manager.cached_prefix(self._hashes(request)[:usable])

@@ -181,6 +181,9 @@ def _check_sampling(p: sampling_pb2.SamplingParams, vocab_size: int) -> None:
             "sampling.logprobs",
             f"must be in [0, {MAX_LOGPROBS}], got {p.logprobs}",
         )
+    if p.HasField("prompt_logprobs"):
+        _check(0 <= p.prompt_logprobs <= MAX_LOGPROBS, "sampling.prompt_logprobs",
+               f"must be in [0, {MAX_LOGPROBS}], got {p.prompt_logprobs}")
     _check_logit_bias(p, vocab_size)
 
 

@@ -156,7 +156,7 @@ class StepRequest(_message.Message):
     def __init__(self, step_id: _Optional[int] = ..., new_requests: _Optional[_Iterable[_Union[NewRequestData, _Mapping]]] = ..., cached_requests: _Optional[_Iterable[_Union[CachedRequestData, _Mapping]]] = ..., finished_request_ids: _Optional[_Iterable[str]] = ..., num_steps: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RequestStepOutput(_message.Message):
-    __slots__ = ("request_id", "token_ids", "logprobs", "num_drafted", "num_accepted", "num_draft_slots", "finished")
+    __slots__ = ("request_id", "token_ids", "logprobs", "num_drafted", "num_accepted", "num_draft_slots", "finished", "prompt_logprobs", "prompt_logprobs_start")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +164,8 @@ class RequestStepOutput(_message.Message):
     NUM_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     NUM_DRAFT_SLOTS_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROBS_START_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     logprobs: _containers.RepeatedCompositeFieldContainer[_generation_pb2.PositionLogprobs]
@@ -171,7 +173,9 @@ class RequestStepOutput(_message.Message):
     num_accepted: int
     num_draft_slots: int
     finished: bool
-    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., num_drafted: _Optional[int] = ..., num_accepted: _Optional[int] = ..., num_draft_slots: _Optional[int] = ..., finished: _Optional[bool] = ...) -> None: ...
+    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_generation_pb2.PositionLogprobs]
+    prompt_logprobs_start: int
+    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., num_drafted: _Optional[int] = ..., num_accepted: _Optional[int] = ..., num_draft_slots: _Optional[int] = ..., finished: _Optional[bool] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., prompt_logprobs_start: _Optional[int] = ...) -> None: ...
 
 class StepResult(_message.Message):
     __slots__ = ("step_id", "outputs", "compute_start_s", "compute_end_s", "forward_s", "sample_s", "draft_s", "num_device_input_ids", "sub_step", "received_s")

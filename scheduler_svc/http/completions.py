@@ -98,7 +98,8 @@ class CompletionRoutes:
                                                      context.limits)
             run = EngineRun(context.engine, plan, trace)
             run.start(engine_requests)
-            builder = ResponseBuilder(plan, self.texts, f"{id_prefix}-{uuid.uuid4().hex}", int(time.time()))
+            builder = ResponseBuilder(plan, self.texts, f"{id_prefix}-{uuid.uuid4().hex}", int(time.time()),
+                                      [engine_request.prompt_token_ids for engine_request in engine_requests])
             if plan.stream:
                 first = await unless_disconnected(run.next(), request.receive)
                 self._count(route, 200)

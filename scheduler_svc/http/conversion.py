@@ -8,6 +8,10 @@ not token ids, two structured output parameters, unsupported OpenAI parameters).
 ``sampling.structured_output``; the gRPC checks of the format (a bad schema, regex or grammar) are renamed back to
 the parameter the request set. ``n`` samples of one prompt are ``n`` engine requests; with a ``seed``,
 sample ``i`` uses ``seed + i``, so each sample is reproducible on its own.
+
+Prompt logprobs: vLLM's ``prompt_logprobs`` is ``sampling.prompt_logprobs`` (refused with ``stream``, as vLLM
+does); a completion's ``echo`` with ``logprobs`` asks the server for ``prompt_logprobs = logprobs`` too (the
+larger of the two when both are set), as the echoed prompt tokens need theirs. ``echo`` alone asks for none.
 """
 
 from __future__ import annotations
@@ -64,6 +68,12 @@ class GenerationPlan:
     structured_output_param: str | None = None
     """The parameter that set the structured output format (``response_format`` or one of vLLM's ``guided_*``), for
     error messages; None: free text."""
+    prompt_logprobs: int | None = None
+    """vLLM's ``prompt_logprobs``: top alternatives per prompt position in the response's ``prompt_logprobs``;
+    None: not asked (the engine may still score the prompt for ``echo``)."""
+    echo: bool = False
+    """A completion's ``echo``: the prompt (and with ``logprobs``, its tokens' logprobs) before each choice's
+    output."""
 
 
 def check_model(requested: str | None, served: str) -> None:
@@ -101,8 +111,6 @@ def completion_plan(body: CompletionRequest, served_model: str) -> GenerationPla
     """The engine requests of a (legacy) completion; a list of prompts gives n choices per prompt."""
     check_model(body.model, served_model)
     refuse_unrecognized(body)
-    if body.echo:
-        raise invalid("echo", "is not supported")
     if body.suffix:
         raise invalid("suffix", "is not supported")
     if body.best_of is not None and body.best_of != body.n:
@@ -110,7 +118,8 @@ def completion_plan(body: CompletionRequest, served_model: str) -> GenerationPla
     if body.logprobs is not None and not 0 <= body.logprobs <= MAX_LOGPROBS:
         raise invalid("logprobs", f"must be in [0, {MAX_LOGPROBS}], got {body.logprobs}")
     prompts = [_completion_prompt(served_model, item) for item in _prompt_list(body.prompt)]
-    return _plan("completion", body, served_model, prompts, body.logprobs, body.max_tokens, "max_tokens")
+    return _plan("completion", body, served_model, prompts, body.logprobs, body.max_tokens, "max_tokens",
+                 echo=bool(body.echo))
 
 
 def build_engine_requests(plan: GenerationPlan, tokenizer: Tokenizer, limits: ModelLimits) -> list[Request]:
@@ -188,6 +197,7 @@ def _plan(
     logprobs: int | None,
     max_tokens: int | None,
     max_param: str,
+    echo: bool = False,
 ) -> GenerationPlan:
     if not 1 <= body.n <= MAX_CHOICES:
         raise invalid("n", f"must be in [1, {MAX_CHOICES}], got {body.n}")
@@ -199,6 +209,9 @@ def _plan(
         raise invalid("stream_options", "is only allowed with stream: true")
     if body.seed is not None and not _SEED_RANGE[0] <= body.seed < _SEED_RANGE[1]:
         raise invalid("seed", "must fit in 64 bits")
+    _check_prompt_logprobs(body)
+    scored = [k for k in (body.prompt_logprobs, logprobs if echo else None) if k is not None]
+    prompt_logprobs = max(scored) if scored else None
     stopping = _stopping(body, max_tokens)
     structured_output, structured_output_param = _structured_output(body)
     requests, prompt_index = [], []
@@ -206,7 +219,7 @@ def _plan(
         for sample in range(body.n):
             request = generation_pb2.GenerateRequest()
             request.CopyFrom(prompt)
-            request.sampling.CopyFrom(_sampling(body, sample, logprobs))
+            request.sampling.CopyFrom(_sampling(body, sample, logprobs, prompt_logprobs))
             if structured_output is not None:
                 request.sampling.structured_output.CopyFrom(structured_output)
             request.stopping.CopyFrom(stopping)
@@ -216,7 +229,17 @@ def _plan(
             prompt_index.append(index)
     include_usage = body.stream_options is not None and body.stream_options.include_usage
     return GenerationPlan(endpoint, model, requests, prompt_index, body.stream, include_usage, logprobs, max_param,
-                          structured_output_param)
+                          structured_output_param, body.prompt_logprobs, echo)
+
+
+def _check_prompt_logprobs(body: SamplingFields) -> None:
+    """vLLM's ``prompt_logprobs``: in range, and not with ``stream`` (vLLM refuses that pair too)."""
+    if body.prompt_logprobs is None:
+        return
+    if not 0 <= body.prompt_logprobs <= MAX_LOGPROBS:
+        raise invalid("prompt_logprobs", f"must be in [0, {MAX_LOGPROBS}], got {body.prompt_logprobs}")
+    if body.stream:
+        raise invalid("prompt_logprobs", "is not available with stream: true")
 
 
 def _structured_output(body: SamplingFields) -> tuple[sampling_pb2.StructuredOutput | None, str | None]:
@@ -265,7 +288,9 @@ def _response_format(response_format: ResponseFormat) -> sampling_pb2.Structured
     return sampling_pb2.StructuredOutput(json_schema=json.dumps(schema))
 
 
-def _sampling(body: SamplingFields, sample: int, logprobs: int | None) -> sampling_pb2.SamplingParams:
+def _sampling(
+    body: SamplingFields, sample: int, logprobs: int | None, prompt_logprobs: int | None
+) -> sampling_pb2.SamplingParams:
     params = sampling_pb2.SamplingParams()
     for name in ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty"):
         value = getattr(body, name)
@@ -277,6 +302,8 @@ def _sampling(body: SamplingFields, sample: int, logprobs: int | None) -> sampli
         params.seed = (body.seed + sample) % 2**64
     if logprobs is not None:
         params.logprobs = logprobs
+    if prompt_logprobs is not None:
+        params.prompt_logprobs = prompt_logprobs
     for token_id, bias in _logit_bias(body.logit_bias).items():
         params.logit_bias[token_id] = bias
     return params

@@ -1,9 +1,16 @@
-"""Logprobs in OpenAI's two shapes: chat (``logprobs.content``) and legacy completions (parallel lists).
+"""Logprobs in OpenAI's two shapes: chat (``logprobs.content``) and legacy completions (parallel lists), and
+prompt logprobs in vLLM's.
 
 Every output token gets one entry, so there are as many entries as ``usage.completion_tokens``
 (the end-of-sequence token included). A token's text is its own decoding with special tokens kept;
 its ``bytes`` are the token's raw bytes (a byte-level token may hold part of a UTF-8 character, which
 its text shows as U+FFFD). A logprob of -inf is sent as -9999.0, as JSON has no infinity.
+
+Prompt logprobs (vLLM's ``prompt_logprobs``): one entry per prompt token, the first null (it has no context), then
+``{token id (a string): {"logprob", "rank", "decoded_token"}}`` holding the prompt's own token first and then the
+top alternatives, most likely first (rank 1). vLLM ranks the prompt's own token among the whole vocabulary; the
+server sends no such rank, so here it is its place among the alternatives the server sent when it is one of them,
+else one more than their number (a lower bound of its true rank).
 """
 
 from __future__ import annotations
@@ -46,6 +53,10 @@ class TokenTexts:
             cached = self._cache[token_id] = self._describe(token_id)
         return cached
 
+    def decode(self, token_ids: list[int]) -> str:
+        """The text of several tokens, special tokens kept (an echoed token-id prompt)."""
+        return self._tokenizer.decode(token_ids, skip_special_tokens=False)
+
     def _describe(self, token_id: int) -> tuple[str, list[int]]:
         tokenizer = self._tokenizer
         text = tokenizer.decode([token_id], skip_special_tokens=False)
@@ -77,18 +88,57 @@ def _chat_entry(texts: TokenTexts, token: generation_pb2.TokenLogprob) -> dict[s
 
 
 def completion_logprobs(
-    texts: TokenTexts, positions: Sequence[generation_pb2.PositionLogprobs], text_offset: int
+    texts: TokenTexts,
+    positions: Sequence[generation_pb2.PositionLogprobs],
+    text_offset: int,
+    max_top: int | None = None,
 ) -> dict[str, Any]:
     """``choices[i].logprobs`` of a completion: tokens, their logprobs, top alternatives, character offsets.
 
-    ``text_offset`` is where the first of these tokens starts in the choice's text.
+    ``text_offset`` is where the first of these tokens starts in the choice's text; ``max_top``: at most this many
+    alternatives per position (None: all there are).
     """
-    tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
+    tokens: list[str] = []
+    token_logprobs: list[float | None] = []
+    top_logprobs: list[dict[str, float] | None] = []
+    offsets: list[int] = []
     for position in positions:
         text, _ = texts.get(position.sampled.token_id)
         tokens.append(text)
         token_logprobs.append(_finite(position.sampled.logprob))
-        top_logprobs.append({texts.get(alt.token_id)[0]: _finite(alt.logprob) for alt in position.top})
+        top_logprobs.append({texts.get(alt.token_id)[0]: _finite(alt.logprob) for alt in position.top[:max_top]})
         offsets.append(text_offset)
         text_offset += len(text)
     return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs, "text_offset": offsets}
+
+
+def echo_logprobs(
+    texts: TokenTexts, first_token_id: int, positions: Sequence[generation_pb2.PositionLogprobs], max_top: int
+) -> dict[str, Any]:
+    """A completion's ``logprobs`` for its echoed prompt: the first token (null logprob and alternatives: it has no
+    context), then prompt tokens 1.. as ``positions`` score them; offsets from 0."""
+    first_text, _ = texts.get(first_token_id)
+    rest = completion_logprobs(texts, positions, len(first_text), max_top)
+    return {"tokens": [first_text, *rest["tokens"]], "token_logprobs": [None, *rest["token_logprobs"]],
+            "top_logprobs": [None, *rest["top_logprobs"]], "text_offset": [0, *rest["text_offset"]]}
+
+
+def prompt_logprobs(
+    texts: TokenTexts, positions: Sequence[generation_pb2.PositionLogprobs], max_top: int
+) -> list[dict[str, dict[str, Any]] | None]:
+    """vLLM's ``prompt_logprobs``: null for the first prompt token, then one object per scored position (see the
+    module's docstring), with at most ``max_top`` alternatives."""
+    entries: list[dict[str, dict[str, Any]] | None] = [None]
+    for position in positions:
+        own = position.sampled
+        ids = [alt.token_id for alt in position.top]
+        rank = ids.index(own.token_id) + 1 if own.token_id in ids else len(ids) + 1
+        entry = {str(own.token_id): _vllm_logprob(texts, own, rank)}
+        for index, alt in enumerate(position.top[:max_top]):
+            entry.setdefault(str(alt.token_id), _vllm_logprob(texts, alt, index + 1))
+        entries.append(entry)
+    return entries
+
+
+def _vllm_logprob(texts: TokenTexts, token: generation_pb2.TokenLogprob, rank: int) -> dict[str, Any]:
+    return {"logprob": _finite(token.logprob), "rank": rank, "decoded_token": texts.get(token.token_id)[0]}

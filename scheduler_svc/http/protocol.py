@@ -9,6 +9,11 @@ neutral value, naming the parameter otherwise. vLLM's sampling extensions (top_k
 repetition_penalty, min_tokens, ignore_eos, stop_token_ids, skip_special_tokens,
 include_stop_str_in_output) are accepted on both endpoints.
 
+Prompt scoring: vLLM's ``prompt_logprobs`` (0..20, both endpoints, not with ``stream``, as vLLM refuses it there)
+returns the logprob of every prompt token after the first plus that many top alternatives, as vLLM shapes them
+(responses.py); OpenAI's ``echo`` (completions) puts the prompt before each choice's text and, with ``logprobs``,
+its tokens' logprobs before the output's (streamed too: the first chunk of a choice carries the prompt).
+
 Structured output (guided decoding), on both endpoints as vLLM serves it: ``response_format`` (OpenAI's
 ``{"type": "text"}``, free text; ``{"type": "json_object"}``; ``{"type": "json_schema", "json_schema": {"name": ...,
 "schema": {...}, "description": ..., "strict": ...}}``, ``name`` and ``schema`` required, ``strict`` and
@@ -104,6 +109,9 @@ class SamplingFields(_Strict):
     stop_token_ids: list[Int32] | None = None
     skip_special_tokens: bool | None = None
     include_stop_str_in_output: bool | None = None
+    prompt_logprobs: Int32 | None = None
+    """vLLM's: the logprob of each prompt token after the first (given those before it) and this many top
+    alternatives; refused with ``stream``."""
     # Structured output: OpenAI's response_format, vLLM's guided_* (at most one)
     response_format: ResponseFormat | None = None
     guided_json: dict[str, Any] | str | None = None
@@ -131,6 +139,8 @@ class CompletionRequest(SamplingFields):
     prompt: str | list[str] | list[Int32] | list[list[Int32]]
     logprobs: Int32 | None = None
     echo: bool | None = None
+    """The prompt before each choice's text (and with ``logprobs``, its tokens' logprobs before the output's: the
+    first is null, having no context)."""
     suffix: str | None = None
     best_of: Int32 | None = None
 

@@ -3,15 +3,28 @@
 ``finish_reason`` is "stop" (EOS, a stop token or a stop string), "length" (max_tokens or the
 context limit) or, for a request aborted on the server, "abort". ``usage`` counts each prompt
 once however many samples it has, and every choice's completion tokens.
+
+The prompt's logprobs come with a choice's first engine message. vLLM's ``prompt_logprobs`` go on each completion
+choice (``choices[i].prompt_logprobs``) and, for chat, on the response itself, as vLLM places them (never streamed:
+the request refuses that). With ``echo``, a completion choice's text starts with the prompt (a token-id prompt
+decoded, special tokens kept) and its ``logprobs`` with the prompt's tokens; a stream sends both in the choice's
+first chunk, ``text_offset`` counting on from the prompt's token texts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler_svc.http.conversion import GenerationPlan
-from scheduler_svc.http.logprobs import TokenTexts, chat_logprobs, completion_logprobs
+from scheduler_svc.http.logprobs import (
+    TokenTexts,
+    chat_logprobs,
+    completion_logprobs,
+    echo_logprobs,
+    prompt_logprobs,
+)
 from stepahead_proto import generation_pb2
 
 FINISH_REASONS = {
@@ -29,15 +42,28 @@ class _Choice:
     """Characters of the token texts so far (completion logprobs' text_offset)."""
     finish_reason: str | None = None
     completion_tokens: int = 0
+    started: bool = False
+    """Whether the choice's first engine message (the one with the prompt's logprobs) has come."""
+    prompt_logprobs: list[Any] | None = None
+    """vLLM's ``prompt_logprobs`` of the choice's prompt (when the plan asks for them), from its first message."""
+    echo_text: str = ""
+    """The echoed prompt, not sent yet (it goes before the first message's text)."""
+    echo_logprobs: dict[str, Any] | None = None
+    """The echoed prompt's completion logprobs, not sent yet."""
 
 
 class ResponseBuilder:
-    """Turns one HTTP request's engine messages into OpenAI chunks (streaming) or one body (not)."""
+    """Turns one HTTP request's engine messages into OpenAI chunks (streaming) or one body (not).
 
-    def __init__(self, plan: GenerationPlan, texts: TokenTexts, response_id: str, created: int) -> None:
+    ``prompt_token_ids``: each choice's prompt as the engine reads it (needed for ``echo``).
+    """
+
+    def __init__(self, plan: GenerationPlan, texts: TokenTexts, response_id: str, created: int,
+                 prompt_token_ids: Sequence[Sequence[int]] = ()) -> None:
         self.plan = plan
         self.texts = texts
         self.chat = plan.endpoint == "chat"
+        self._prompt_token_ids = prompt_token_ids
         self._choices = [_Choice() for _ in plan.requests]
         self._prompt_tokens: dict[int, int] = {}
         self._cached_tokens: dict[int, int] = {}
@@ -51,6 +77,9 @@ class ResponseBuilder:
     # ---- accounting --------------------------------------------------------------------------
     def _account(self, index: int, item: generation_pb2.GenerateResponse) -> _Choice:
         choice = self._choices[index]
+        if not choice.started:
+            choice.started = True
+            self._take_prompt(index, choice, item)
         if item.prompt_tokens:
             self._prompt_tokens[self.plan.prompt_index[index]] = item.prompt_tokens
         if item.finish_reason != generation_pb2.FINISH_REASON_UNSPECIFIED:
@@ -61,6 +90,26 @@ class ResponseBuilder:
             cached = max(self._cached_tokens.get(prompt_index, 0), item.usage.cached_prompt_tokens)
             self._cached_tokens[prompt_index] = cached
         return choice
+
+    def _take_prompt(self, index: int, choice: _Choice, item: generation_pb2.GenerateResponse) -> None:
+        """From a choice's first message: its prompt logprobs, and what ``echo`` puts before its output."""
+        plan = self.plan
+        if plan.prompt_logprobs is not None:
+            choice.prompt_logprobs = prompt_logprobs(self.texts, item.prompt_logprobs, plan.prompt_logprobs)
+        if not plan.echo:
+            return
+        request = plan.requests[index]
+        prompt_ids = list(self._prompt_token_ids[index])
+        choice.echo_text = request.text if request.WhichOneof("prompt") == "text" else self.texts.decode(prompt_ids)
+        if plan.logprobs is not None:
+            choice.echo_logprobs = echo_logprobs(self.texts, prompt_ids[0], item.prompt_logprobs, plan.logprobs)
+            choice.token_offset = choice.echo_logprobs["text_offset"][-1] + len(choice.echo_logprobs["tokens"][-1])
+
+    def _take_echo(self, choice: _Choice) -> tuple[str, dict[str, Any] | None]:
+        """The echoed prompt and its logprobs not sent yet ("", None: none, or already sent)."""
+        echoed = choice.echo_text, choice.echo_logprobs
+        choice.echo_text, choice.echo_logprobs = "", None
+        return echoed
 
     def usage(self) -> dict[str, Any]:
         """OpenAI's usage object over every choice (a prompt sampled n times counts once, with its most cached
@@ -82,14 +131,19 @@ class ResponseBuilder:
     def chunk(self, index: int, item: generation_pb2.GenerateResponse) -> dict[str, Any] | None:
         """The chunk for one engine message of choice ``index``; None when it carries nothing to send."""
         choice = self._account(index, item)
-        if not item.text and choice.finish_reason is None and not (item.logprobs and self.plan.logprobs is not None):
+        echo_text, echo_logprobs_ = self._take_echo(choice)
+        if (not (item.text or echo_text or echo_logprobs_) and choice.finish_reason is None
+                and not (item.logprobs and self.plan.logprobs is not None)):
             return None
         logprobs = self._logprobs(choice, item) if self.plan.logprobs is not None else None
         if self.chat:
             delta = {"content": item.text} if item.text else {}
             body = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": choice.finish_reason}
         else:
-            body = {"index": index, "text": item.text, "logprobs": logprobs, "finish_reason": choice.finish_reason}
+            if echo_logprobs_ is not None and logprobs is not None:
+                logprobs = _merge_completion_logprobs([echo_logprobs_, logprobs])
+            body = {"index": index, "text": echo_text + item.text, "logprobs": logprobs,
+                    "finish_reason": choice.finish_reason}
         return self._chunk([body])
 
     def usage_chunk(self) -> dict[str, Any]:
@@ -106,10 +160,13 @@ class ResponseBuilder:
     def add(self, index: int, item: generation_pb2.GenerateResponse) -> None:
         """Collect one engine message of choice ``index`` for :meth:`body`."""
         choice = self._account(index, item)
+        echo_text, echo_logprobs_ = self._take_echo(choice)
+        if echo_logprobs_ is not None:
+            choice.logprobs.append(echo_logprobs_)
         if self.plan.logprobs is not None:
             logprobs = self._logprobs(choice, item)
             choice.logprobs.extend(logprobs["content"] if self.chat else [logprobs])
-        choice.text_parts.append(item.text)
+        choice.text_parts += [echo_text, item.text]
 
     def body(self) -> dict[str, Any]:
         """The non-streaming response."""
@@ -124,9 +181,14 @@ class ResponseBuilder:
             else:
                 entry = {"index": index, "text": text}
             entry.update(logprobs=logprobs, finish_reason=choice.finish_reason)
+            if self.plan.prompt_logprobs is not None and not self.chat:
+                entry["prompt_logprobs"] = choice.prompt_logprobs
             choices.append(entry)
         obj = "chat.completion" if self.chat else "text_completion"
-        return {**self._head, "object": obj, "choices": choices, "usage": self.usage()}
+        body = {**self._head, "object": obj, "choices": choices, "usage": self.usage()}
+        if self.plan.prompt_logprobs is not None and self.chat:  # one prompt: vLLM puts them on the response
+            body["prompt_logprobs"] = self._choices[0].prompt_logprobs
+        return body
 
     def _logprobs(self, choice: _Choice, item: generation_pb2.GenerateResponse) -> dict[str, Any]:
         if self.chat:

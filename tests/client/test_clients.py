@@ -114,6 +114,12 @@ def _response(request_id, text, token_ids, sampling, prompt_tokens=0):
             position.sampled.token_id, position.sampled.logprob = token_id, -0.5
             for rank in range(sampling.logprobs):
                 position.top.add(token_id=rank, logprob=-1.0 - rank)
+    if prompt_tokens and sampling.HasField("prompt_logprobs"):  # the first message: prompt tokens 1..n-1
+        for position_index in range(1, prompt_tokens):
+            position = response.prompt_logprobs.add()
+            position.sampled.token_id, position.sampled.logprob = 40 + position_index, -2.0 - position_index
+            for rank in range(sampling.prompt_logprobs):
+                position.top.add(token_id=rank, logprob=-0.25 - rank)
     return response
 
 
@@ -181,6 +187,7 @@ def _check_hello_result(result: GenerationResult) -> None:
     assert result.timings == EXPECTED_TIMINGS
     assert result.prompt_tokens == 3
     assert result.logprobs == ()
+    assert result.prompt_logprobs == ()
 
 
 # ---- sync client ---------------------------------------------------------------------------
@@ -243,6 +250,23 @@ def test_logprobs_are_converted(client: Client) -> None:
     first = result.logprobs[0]
     assert first.sampled == sdk.TokenLogprob(token_id=1, logprob=-0.5)
     assert [t.token_id for t in first.top] == [0, 1]
+
+
+def test_prompt_logprobs_come_with_the_result_and_the_first_chunk(client: Client, fake: FakeGeneration) -> None:
+    result = client.generate("hello", prompt_logprobs=2)
+    assert fake.requests[0].sampling.prompt_logprobs == 2
+    assert result.prompt_logprobs == (
+        sdk.PositionLogprobs(sdk.TokenLogprob(41, -3.0), (sdk.TokenLogprob(0, -0.25), sdk.TokenLogprob(1, -1.25))),
+        sdk.PositionLogprobs(sdk.TokenLogprob(42, -4.0), (sdk.TokenLogprob(0, -0.25), sdk.TokenLogprob(1, -1.25))),
+    )
+    assert result.logprobs == ()  # the output's logprobs are a separate option
+    as_dict = json.loads(json.dumps(result.to_dict()))
+    assert as_dict["prompt_logprobs"][0] == {"sampled": {"token_id": 41, "logprob": -3.0},
+                                             "top": [{"token_id": 0, "logprob": -0.25},
+                                                     {"token_id": 1, "logprob": -1.25}]}
+    chunks = list(client.generate_stream("hello", prompt_logprobs=0))
+    assert [len(c.prompt_logprobs) for c in chunks] == [2, 0, 0]
+    assert chunks[0].prompt_logprobs[1] == sdk.PositionLogprobs(sdk.TokenLogprob(42, -4.0), ())
 
 
 @pytest.mark.parametrize(("code", "error_type"), ERROR_CASES)
@@ -387,6 +411,19 @@ def test_async_generate_and_stream(address: str) -> None:
     result, texts = asyncio.run(scenario())
     _check_hello_result(result)
     assert texts == ["Hel", "lo", ""]
+
+
+def test_async_prompt_logprobs(address: str) -> None:
+    async def scenario() -> tuple[GenerationResult, list[int]]:
+        async with AsyncClient(address) as async_client:
+            result = await async_client.generate("hello", prompt_logprobs=1)
+            counts = [len(c.prompt_logprobs) async for c in async_client.generate_stream("hello", prompt_logprobs=1)]
+            return result, counts
+
+    result, counts = asyncio.run(scenario())
+    assert [p.sampled.token_id for p in result.prompt_logprobs] == [41, 42]
+    assert [len(p.top) for p in result.prompt_logprobs] == [1, 1]
+    assert counts == [2, 0, 0]
 
 
 @pytest.mark.parametrize(("code", "error_type"), ERROR_CASES[:2])

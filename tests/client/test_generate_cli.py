@@ -21,7 +21,14 @@ class RecordingGeneration(generation_pb2_grpc.GenerationServicer):
 
     def Generate(self, request, context):  # noqa: N802 - gRPC method name
         self.requests.append(request)
-        yield generation_pb2.GenerateResponse(request_id="r-1", text="ok", token_ids=[5], prompt_tokens=3)
+        first = generation_pb2.GenerateResponse(request_id="r-1", text="ok", token_ids=[5], prompt_tokens=3)
+        if request.sampling.HasField("prompt_logprobs"):  # prompt tokens 1 and 2 of 3
+            for token_id in (7, 8):
+                position = first.prompt_logprobs.add()
+                position.sampled.token_id, position.sampled.logprob = token_id, -1.5
+                for rank in range(request.sampling.prompt_logprobs):
+                    position.top.add(token_id=rank, logprob=-0.5 - rank)
+        yield first
         yield generation_pb2.GenerateResponse(request_id="r-1", finish_reason=generation_pb2.FINISH_REASON_LENGTH,
                                               usage=generation_pb2.Usage(prompt_tokens=3, completion_tokens=1))
 
@@ -41,7 +48,8 @@ def served() -> Iterator[tuple[str, RecordingGeneration]]:
 
 EVERY_FLAG = ["--system", "Be brief.", "--temperature", "0.7", "--top-p", "0.9", "--top-k", "40", "--min-p", "0.05",
               "--repetition-penalty", "1.1", "--presence-penalty", "0.5", "--frequency-penalty", "0.25",
-              "--seed", "11", "--logprobs", "2", "--logit-bias", "7=-100", "--logit-bias", "9=2.5",
+              "--seed", "11", "--logprobs", "2", "--prompt-logprobs", "1",
+              "--logit-bias", "7=-100", "--logit-bias", "9=2.5",
               "--max-tokens", "16", "--min-tokens", "2", "--stop", "\n\n", "--stop", "END", "--stop-token-id", "3",
               "--ignore-eos", "--include-stop-str", "--keep-special-tokens", "--no-speculation"]
 
@@ -57,6 +65,7 @@ def test_every_flag_reaches_its_request_field(served, capsys):
     assert (sampling.repetition_penalty, sampling.presence_penalty, sampling.frequency_penalty) == pytest.approx(
         (1.1, 0.5, 0.25))
     assert (sampling.seed, sampling.logprobs, dict(sampling.logit_bias)) == (11, 2, {7: -100.0, 9: 2.5})
+    assert sampling.HasField("prompt_logprobs") and sampling.prompt_logprobs == 1
     assert (stopping.max_tokens, stopping.min_tokens, list(stopping.stop), list(stopping.stop_token_ids)) == (
         16, 2, ["\n\n", "END"], [3])
     assert stopping.ignore_eos and stopping.include_stop_str_in_output
@@ -73,6 +82,20 @@ def test_unset_flags_leave_the_server_defaults(served, capsys):
     assert request.sampling == generation_pb2.GenerateRequest().sampling
     assert request.stopping == generation_pb2.GenerateRequest().stopping
     assert not request.HasField("skip_special_tokens") and not request.disable_speculation
+
+
+def test_prompt_logprobs_are_in_the_json_output(served, capsys):
+    address, servicer = served
+    cli.main(["generate", "Hi", "--server", address, "--raw", "--json", "--prompt-logprobs", "2"])
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["prompt_logprobs"] == [
+        {"sampled": {"token_id": token_id, "logprob": -1.5},
+         "top": [{"token_id": 0, "logprob": -0.5}, {"token_id": 1, "logprob": -1.5}]}
+        for token_id in (7, 8)]
+    assert printed["logprobs"] == []
+    cli.main(["generate", "Hi", "--server", address, "--raw", "--json"])
+    assert json.loads(capsys.readouterr().out)["prompt_logprobs"] == []
+    assert not servicer.requests[1].sampling.HasField("prompt_logprobs")
 
 
 @pytest.mark.parametrize("flags, error", [

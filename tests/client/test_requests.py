@@ -22,7 +22,7 @@ def test_text_prompt_leaves_unset_params_unset() -> None:
     assert request.text == "hello"
     assert request.request_id == "" and request.model == ""
     assert not request.HasField("skip_special_tokens")
-    for name in ("temperature", "top_p", "top_k", "repetition_penalty", "seed", "logprobs"):
+    for name in ("temperature", "top_p", "top_k", "repetition_penalty", "seed", "logprobs", "prompt_logprobs"):
         assert not request.sampling.HasField(name), name
     assert not request.stopping.HasField("max_tokens")
     assert list(request.stopping.stop) == []
@@ -36,10 +36,11 @@ def test_none_options_are_left_unset() -> None:
 
 
 def test_zero_values_are_set_explicitly() -> None:
-    request = build_generate_request("x", temperature=0.0, top_k=-1, logprobs=0)
+    request = build_generate_request("x", temperature=0.0, top_k=-1, logprobs=0, prompt_logprobs=0)
     assert request.sampling.HasField("temperature") and request.sampling.temperature == 0.0
     assert request.sampling.top_k == -1
     assert request.sampling.HasField("logprobs") and request.sampling.logprobs == 0
+    assert request.sampling.HasField("prompt_logprobs") and request.sampling.prompt_logprobs == 0
 
 
 def test_all_options_reach_their_fields() -> None:
@@ -56,6 +57,7 @@ def test_all_options_reach_their_fields() -> None:
         frequency_penalty=-0.5,
         seed=2**40,
         logprobs=3,
+        prompt_logprobs=4,
         logit_bias={5: -100, 9: 2.5},
         max_tokens=7,
         min_tokens=2,
@@ -72,7 +74,7 @@ def test_all_options_reach_their_fields() -> None:
     assert sampling.repetition_penalty == pytest.approx(1.1)
     assert sampling.presence_penalty == pytest.approx(0.5)
     assert sampling.frequency_penalty == pytest.approx(-0.5)
-    assert sampling.seed == 2**40 and sampling.logprobs == 3
+    assert sampling.seed == 2**40 and sampling.logprobs == 3 and sampling.prompt_logprobs == 4
     assert dict(sampling.logit_bias) == {5: -100.0, 9: 2.5}
     assert stopping.max_tokens == 7 and stopping.min_tokens == 2
     assert list(stopping.stop) == ["a", "b"] and list(stopping.stop_token_ids) == [5, 6]
@@ -170,6 +172,8 @@ def test_timeouts() -> None:
     ({"temperature": float("nan")}, "temperature"),
     ({"top_p": float("inf")}, "top_p"),
     ({"logprobs": 2**40}, "logprobs"),
+    ({"prompt_logprobs": 2**40}, "prompt_logprobs"),
+    ({"prompt_logprobs": 1.5}, "prompt_logprobs"),
     ({"top_k": 1.5}, "top_k"),
     ({"max_tokens": -1 << 40}, "max_tokens"),
     ({"stop": ["ok", 3]}, "stop"),

@@ -2,7 +2,9 @@
 
 The fake executor samples token ``(10 + seed + outputs) % 300`` (seed 0 when unset), or EOS once a
 request has ``eos_after`` outputs; with logprobs asked it returns the sampled token's logprob and
-descending alternatives. ``fail`` makes every Execute stream fail (an unreachable executor);
+descending alternatives. With prompt logprobs asked, each step's output scores the prompt positions its chunk
+predicts (as the real executor does; the engine sends positions 1..n-1 of an n-token prompt with the first
+message): see ``fake_prompt_position``. ``fail`` makes every Execute stream fail (an unreachable executor);
 ``step_delay_s`` slows every step (so a client can disconnect mid-stream).
 """
 
@@ -10,10 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
+import httpx
 
 from scheduler_svc.api_keys import ApiKeyChecker
 from scheduler_svc.block_manager import KVBlockManager
@@ -30,6 +36,27 @@ EOS = 2
 MODEL = "tiny"
 MAX_MODEL_LEN = 256
 NUM_BLOCKS = 64
+
+
+PROMPT_TOP_LOGPROB = -0.25
+"""The fake's logprob of the most likely token at a prompt position (the next ones: 1 less each)."""
+UNLIKELY_PROMPT_LOGPROB = -30.0
+"""The fake's logprob of a prompt token at an odd position: below every alternative it sends."""
+
+
+def fake_prompt_position(prompt: list[int], position: int, top: int) -> generation_pb2.PositionLogprobs:
+    """The fake's logprobs of prompt token ``position`` (>= 1) with ``top`` alternatives: at an even position the
+    prompt's own token is the most likely (its logprob PROMPT_TOP_LOGPROB, then ids +1, +2, ... mod 300); at an odd
+    one the alternatives are ids +1, +2, ... mod 300, and the prompt's token is not among them
+    (UNLIKELY_PROMPT_LOGPROB)."""
+    token = prompt[position]
+    even = position % 2 == 0
+    own = PROMPT_TOP_LOGPROB if even else UNLIKELY_PROMPT_LOGPROB
+    alternatives = ([token] if even else []) + [(token + offset) % 300 for offset in range(1, top + 1)]
+    entry = generation_pb2.PositionLogprobs(sampled=generation_pb2.TokenLogprob(token_id=token, logprob=own))
+    for rank, token_id in enumerate(alternatives[:top]):
+        entry.top.add(token_id=token_id, logprob=PROMPT_TOP_LOGPROB - rank)
+    return entry
 
 
 class _Call:
@@ -71,6 +98,10 @@ class FakeExecutor:
     seeds: dict[str, int | None] = field(default_factory=dict)
     formats: dict[str, sampling_pb2.StructuredOutput] = field(default_factory=dict)
     """request id -> the structured output format it arrived with (empty: free text)."""
+    prompts: dict[str, list[int]] = field(default_factory=dict)
+    """request id -> its prompt token ids."""
+    prompt_logprobs_asked: dict[str, int | None] = field(default_factory=dict)
+    """request id -> the sampling.prompt_logprobs it arrived with (None: unset)."""
 
     def Execute(self) -> _Call:
         return _Call(self)
@@ -84,6 +115,9 @@ class FakeExecutor:
             sampling = new.sampling
             self.seeds[new.request_id] = sampling.seed if sampling.HasField("seed") else None
             self.formats[new.request_id] = sampling.structured_output
+            asked = sampling.prompt_logprobs if sampling.HasField("prompt_logprobs") else None
+            self.prompt_logprobs_asked[new.request_id] = asked
+            self.prompts[new.request_id] = list(new.prompt_token_ids)
             logprobs = sampling.logprobs if sampling.HasField("logprobs") else -1
             known = len(new.prompt_token_ids) + len(new.output_token_ids)
             self.state[new.request_id] = [known, new.num_computed_tokens, len(new.output_token_ids),
@@ -92,8 +126,13 @@ class FakeExecutor:
         scheduled += [(cached.request_id, cached.num_scheduled_tokens) for cached in step.cached_requests]
         for request_id, num in scheduled:
             entry = self.state[request_id]
-            entry[1] += num
             output = result.outputs.add(request_id=request_id)
+            prompt, top = self.prompts[request_id], self.prompt_logprobs_asked[request_id]
+            scored = range(max(1, entry[1] + 1), min(len(prompt) - 1, entry[1] + num) + 1)  # what this chunk predicts
+            if top is not None and scored:
+                output.prompt_logprobs_start = scored.start
+                output.prompt_logprobs.extend(fake_prompt_position(prompt, position, top) for position in scored)
+            entry[1] += num
             if entry[1] == entry[0]:
                 outputs, seed, logprobs = entry[2], entry[3], entry[4]
                 token = EOS if self.eos_after is not None and outputs >= self.eos_after else (10 + seed + outputs) % 300
@@ -141,3 +180,27 @@ class EngineHarness:
         while self.scheduler.has_unfinished_requests or blocks.num_free_blocks != blocks.num_total_blocks:
             assert asyncio.get_running_loop().time() < deadline, "requests or KV blocks were not released"
             await asyncio.sleep(0.01)
+
+
+def serve(tokenizer: Tokenizer, test: Callable[[httpx.AsyncClient, EngineHarness], Awaitable[None]], **harness: Any):
+    """Run ``test`` against the app over an EngineHarness, then check every request and KV block was released."""
+    async def main() -> None:
+        async with EngineHarness(tokenizer, **harness) as served:
+            transport = httpx.ASGITransport(app=served.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                await test(client, served)
+                await served.wait_until_idle()
+
+    asyncio.run(main())
+
+
+def events(response: httpx.Response) -> list[Any]:
+    """The SSE payloads, [DONE] as the string "[DONE]"."""
+    assert response.headers["content-type"].startswith("text/event-stream")
+    found = []
+    for block in response.text.split("\n\n"):
+        if block:
+            assert block.startswith("data: "), block
+            payload = block[len("data: "):]
+            found.append(payload if payload == "[DONE]" else json.loads(payload))
+    return found

@@ -3,15 +3,11 @@ responses and stream chunks, usage, n and seeds, logprobs, stop, errors and thei
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from importlib.metadata import version
-from typing import Any
 
-import httpx
 import pytest
-from http_helpers import EOS, MODEL, EngineHarness, FakeExecutor
+from http_helpers import EOS, MODEL, FakeExecutor, events, serve
 from tiny_tokenizers import build_byte_level
 
 from scheduler_svc.tokenizer import Tokenizer
@@ -24,29 +20,6 @@ MESSAGES = [{"role": "user", "content": "hello"}]
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_byte_level(tmp_path_factory.mktemp("tok")))
-
-
-def serve(tokenizer: Tokenizer, test: Callable[[httpx.AsyncClient, EngineHarness], Awaitable[None]], **harness: Any):
-    async def main() -> None:
-        async with EngineHarness(tokenizer, **harness) as served:
-            transport = httpx.ASGITransport(app=served.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-                await test(client, served)
-                await served.wait_until_idle()
-
-    asyncio.run(main())
-
-
-def events(response: httpx.Response) -> list[Any]:
-    """The SSE payloads, [DONE] as the string "[DONE]"."""
-    assert response.headers["content-type"].startswith("text/event-stream")
-    found = []
-    for block in response.text.split("\n\n"):
-        if block:
-            assert block.startswith("data: "), block
-            payload = block[len("data: "):]
-            found.append(payload if payload == "[DONE]" else json.loads(payload))
-    return found
 
 
 def test_chat_completion_shape_and_usage(tokenizer):
@@ -212,7 +185,12 @@ BAD = [
     (COMPLETIONS, {"prompt": [5, 400]}, "prompt"),
     (COMPLETIONS, {"prompt": "hi", "logprobs": 50}, "logprobs"),
     (COMPLETIONS, {"prompt": "hi", "logprobs": True}, "logprobs"),
-    (COMPLETIONS, {"prompt": "hi", "echo": True}, "echo"),
+    (COMPLETIONS, {"prompt": "hi", "echo": True, "max_tokens": 0}, "max_tokens"),
+    (COMPLETIONS, {"prompt": "hi", "prompt_logprobs": 21}, "prompt_logprobs"),
+    (CHAT, {"messages": MESSAGES, "prompt_logprobs": -1}, "prompt_logprobs"),
+    (CHAT, {"messages": MESSAGES, "prompt_logprobs": True}, "prompt_logprobs"),
+    (COMPLETIONS, {"prompt": "hi", "prompt_logprobs": 1, "stream": True}, "prompt_logprobs"),
+    (CHAT, {"messages": MESSAGES, "prompt_logprobs": 0, "stream": True}, "prompt_logprobs"),
     (COMPLETIONS, {"prompt": "hi", "stop_token_ids": [100_000]}, "stop_token_ids[0]"),
     (COMPLETIONS, {"prompt": "hi", "max_tokens": 4, "min_tokens": 5}, "min_tokens"),
     (COMPLETIONS, {"prompt": "hi", "seed": 2**70}, "seed"),

@@ -75,6 +75,8 @@ def test_token_prompts():
     ("token_ids.ids[0]", "completion", "prompt"),
     ("text", "completion", "prompt"),
     ("model", "completion", "model"),
+    ("sampling.prompt_logprobs", "chat", "prompt_logprobs"),
+    ("sampling.prompt_logprobs", "completion", "prompt_logprobs"),
 ])
 def test_validation_errors_name_the_openai_parameter(field, endpoint, param):
     plan = chat(max_completion_tokens=3) if endpoint == "chat" else completion_plan(CompletionRequest(prompt="a"), "m")
@@ -273,3 +275,38 @@ def test_structured_output_validation_errors_name_the_parameter_the_request_set(
 ])
 def test_structured_output_errors_without_the_request_name_the_usual_parameter(field, param):
     assert renamed_error(InvalidRequestError(field, "is wrong"), "chat").param == param
+
+
+def test_prompt_logprobs_map_onto_the_proto_on_both_endpoints():
+    plan = chat(prompt_logprobs=3)
+    assert plan.requests[0].sampling.prompt_logprobs == 3 and plan.prompt_logprobs == 3 and not plan.echo
+    assert not plan.requests[0].sampling.HasField("logprobs")
+    plan = completion(prompt_logprobs=0, n=2)
+    assert [pb.sampling.prompt_logprobs for pb in plan.requests] == [0, 0] and plan.prompt_logprobs == 0
+    for unset in (chat(), completion(), completion(echo=True), completion(echo=False, logprobs=2)):
+        assert unset.prompt_logprobs is None
+        assert not any(pb.sampling.HasField("prompt_logprobs") for pb in unset.requests)
+
+
+def test_echo_with_logprobs_asks_for_the_prompt_logprobs_too():
+    plan = completion(echo=True, logprobs=2)
+    (pb,) = plan.requests
+    assert plan.echo and plan.logprobs == 2 and plan.prompt_logprobs is None  # none in the response's own field
+    assert pb.sampling.prompt_logprobs == 2 and pb.sampling.logprobs == 2
+    assert completion(echo=True, logprobs=1, prompt_logprobs=4).requests[0].sampling.prompt_logprobs == 4
+    assert completion(echo=True, logprobs=4, prompt_logprobs=1).requests[0].sampling.prompt_logprobs == 4
+    assert completion(echo=True, logprobs=0).requests[0].sampling.prompt_logprobs == 0
+    assert completion(echo=True, stream=True, logprobs=1).requests[0].sampling.prompt_logprobs == 1
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"prompt_logprobs": 21}, "prompt_logprobs: must be in [0, 20], got 21"),
+    ({"prompt_logprobs": -1}, "prompt_logprobs: must be in [0, 20], got -1"),
+    ({"prompt_logprobs": 2, "stream": True}, "prompt_logprobs: is not available with stream: true"),
+    ({"prompt_logprobs": 0, "stream": True}, "prompt_logprobs: is not available with stream: true"),
+])
+def test_bad_prompt_logprobs_are_refused_naming_them(fields, message):
+    for make in (chat, completion):
+        with pytest.raises(ApiError) as caught:
+            make(**fields)
+        assert (caught.value.status, caught.value.param, caught.value.message) == (400, "prompt_logprobs", message)
