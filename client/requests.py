@@ -30,6 +30,11 @@ class GenerateOptions(TypedDict, total=False):
     syntax), choice (a list of strings: the output is exactly one of them), grammar (a context-free grammar, Lark
     syntax as llguidance reads it or GBNF). The server checks the format itself (a bad schema, regex or grammar is
     an InvalidRequestError naming it).
+    Tools (with messages only): tools (OpenAI's tools array, a list of dicts such as {"type": "function",
+    "function": {"name", "description", "parameters"}}, or its JSON text) is given to the chat template as `tools`.
+    It only shows the tools to the model: to get a call, constrain the output (json_schema=the tool's parameters)
+    and read the call from the output's text yourself; the SDK parses no tool calls (the HTTP server's tool_choice
+    does that). A message may carry an assistant's tool_calls and a tool's tool_call_id (see Message).
     """
 
     request_id: str | None
@@ -58,6 +63,7 @@ class GenerateOptions(TypedDict, total=False):
     regex: str | None
     choice: Sequence[str] | None
     grammar: str | None
+    tools: Sequence[Mapping[str, Any]] | str | None
 
 
 _SAMPLING_FIELDS = (
@@ -78,14 +84,19 @@ STRUCTURED_OUTPUT_OPTIONS = ("json_schema", "json_object", "regex", "choice", "g
 
 
 class ChatMessageLike(Protocol):
-    """Any object with string `role` and `content` attributes (e.g. a ChatMessage proto)."""
+    """Any object with string `role` and `content` attributes (e.g. a ChatMessage proto, whose `tool_calls_json`,
+    `tool_call_id` and `name` are kept too)."""
 
     role: str
     content: str
 
 
-Message = Mapping[str, str] | ChatMessageLike
-"""A chat message: a mapping with "role" and "content" keys, or an object with those attributes."""
+Message = Mapping[str, Any] | ChatMessageLike
+"""A chat message: a mapping with "role" and "content" keys, or an object with those attributes.
+
+A mapping may also carry OpenAI's "tool_calls" (an assistant's: a list of tool call dicts, or their JSON text;
+its "content" may then be None or absent), "tool_call_id" (a tool message's) and "name" (the author's), which the
+chat template receives."""
 
 
 def build_generate_request(
@@ -108,6 +119,10 @@ def build_generate_request(
         model=options.get("model") or "",
     )
     _set_prompt(request, prompt, messages, token_ids)
+    if options.get("tools") is not None:
+        if messages is None:
+            raise ValueError("tools: only a chat prompt (messages) is given tools")
+        request.chat.tools_json = _json_list(options["tools"], "tools")
     if options.get("skip_special_tokens") is not None:
         request.skip_special_tokens = options["skip_special_tokens"]
     if options.get("disable_speculation"):
@@ -118,21 +133,31 @@ def build_generate_request(
 
 
 def build_tokenize_request(
-    prompt: str | None = None, *, messages: Sequence[Message] | None = None, model: str | None = None
+    prompt: str | None = None,
+    *,
+    messages: Sequence[Message] | None = None,
+    model: str | None = None,
+    tools: Sequence[Mapping[str, Any]] | str | None = None,
 ) -> generation_pb2.TokenizeRequest:
-    """A TokenizeRequest for exactly one of ``prompt`` (raw text) or ``messages`` (chat).
+    """A TokenizeRequest for exactly one of ``prompt`` (raw text) or ``messages`` (chat; ``tools`` given to the
+    template, as GenerateOptions' tools).
 
     Raises:
-        ValueError: not exactly one of prompt/messages, an empty message list or a malformed message.
+        ValueError: not exactly one of prompt/messages, an empty message list, a malformed message, or tools
+            without messages.
     """
     request = generation_pb2.TokenizeRequest(model=model or "")
     if (prompt is None) == (messages is None):
         raise ValueError("pass exactly one of prompt, messages")
     if prompt is not None:
+        if tools is not None:
+            raise ValueError("tools: only a chat prompt (messages) is given tools")
         request.text = _prompt_text(prompt)
     else:
         assert messages is not None  # exactly one of the two is given
         request.chat.CopyFrom(_chat_prompt(messages))
+        if tools is not None:
+            request.chat.tools_json = _json_list(tools, "tools")
     return request
 
 
@@ -296,11 +321,38 @@ def _chat_prompt(messages: Sequence[Message]) -> generation_pb2.ChatPrompt:
 def _chat_message(message: Message, index: int) -> generation_pb2.ChatMessage:
     if isinstance(message, Mapping):
         role, content = message.get("role"), message.get("content")
+        tool_calls = message.get("tool_calls")
+        tool_calls_json = "" if tool_calls is None else _json_list(tool_calls, f"messages[{index}].tool_calls")
+        tool_call_id = message.get("tool_call_id")
+        name = message.get("name")
     else:
         role, content = getattr(message, "role", None), getattr(message, "content", None)
+        tool_calls_json = getattr(message, "tool_calls_json", "")
+        tool_call_id = getattr(message, "tool_call_id", None)
+        name = getattr(message, "name", None)
+    if content is None and tool_calls_json:
+        content = ""  # an assistant message that only calls tools (OpenAI's content: null)
     if not isinstance(role, str) or not isinstance(content, str):
         raise ValueError(f"messages[{index}] needs string 'role' and 'content', got {message!r}")
-    return generation_pb2.ChatMessage(role=role, content=content)
+    for key, value in (("tool_call_id", tool_call_id), ("name", name)):
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"messages[{index}].{key}: must be a string, got {value!r}")
+    if not isinstance(tool_calls_json, str):
+        raise ValueError(f"messages[{index}].tool_calls_json: must be a string, got {tool_calls_json!r}")
+    return generation_pb2.ChatMessage(role=role, content=content, tool_calls_json=tool_calls_json,
+                                      tool_call_id=tool_call_id or "", name=name or "")
+
+
+def _json_list(value: Any, field: str) -> str:
+    """A list of JSON objects (dicts) as JSON text; JSON text is passed as it is (the server checks it)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, Sequence) or not all(isinstance(item, Mapping) for item in value):
+        raise ValueError(f"{field}: must be a list of dicts or its JSON text, got {type(value).__name__} {value!r}")
+    try:
+        return json.dumps([dict(item) for item in value], ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{field}: cannot be written as JSON ({error})") from None
 
 
 def check_timeout(timeout: float | None, field: str = "timeout") -> float | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -169,10 +169,12 @@ class Client:
         messages: Sequence[Message] | None = None,
         model: str | None = None,
         timeout: float | None = None,
+        tools: Sequence[Mapping[str, Any]] | str | None = None,
     ) -> TokenizeResult:
         """The token ids generate would start from for ``prompt`` (raw text) or ``messages`` (chat template
-        applied), without generating: to check a prompt against ``max_model_len``."""
-        request = build_tokenize_request(prompt, messages=messages, model=model)
+        applied, given ``tools`` as generate's tools option gives them), without generating: to check a prompt
+        against ``max_model_len``."""
+        request = build_tokenize_request(prompt, messages=messages, model=model, tools=tools)
         try:
             response = self._stub.Tokenize(
                 request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)

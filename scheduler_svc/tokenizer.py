@@ -111,26 +111,31 @@ class Tokenizer:
         """Whether ``token_id`` is a ``<0xNN>`` token that the decoder turns into a raw byte (ByteFallback)."""
         return token_id in self._byte_fallback_ids
 
-    def render_chat(self, messages: list[dict[str, str]]) -> str:
+    def render_chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         """The chat template rendered for ``messages`` with the generation prompt appended.
 
-        Raises ValueError when there is no template or it fails (including ``raise_exception``).
+        ``tools``: what the template receives as ``tools`` (None: no tools), as HF transformers passes them; a
+        message may carry ``tool_calls`` (an assistant's) and ``tool_call_id`` (a tool's), as in HF's format.
+        Raises ValueError when there is no template or it fails (including ``raise_exception``, and a TypeError
+        such as a filter given the wrong kind of value by the request's data).
         """
         template = self._template()
         try:
             return template.render(
                 messages=messages,
                 add_generation_prompt=True,
-                tools=None,
+                tools=tools,
                 documents=None,
                 **self.special_tokens,
             )
-        except jinja2.TemplateError as error:
+        except (jinja2.TemplateError, TypeError) as error:
             raise ValueError(f"chat template failed: {error}") from error
 
-    def apply_chat_template(self, messages: list[dict[str, str]]) -> list[int]:
-        """Token ids of the rendered chat; the template supplies special tokens, so none are added."""
-        return self.encode(self.render_chat(messages), add_special_tokens=False)
+    def apply_chat_template(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+                            ) -> list[int]:
+        """Token ids of the rendered chat (see render_chat); the template supplies special tokens, so none are
+        added."""
+        return self.encode(self.render_chat(messages, tools), add_special_tokens=False)
 
     def _template(self) -> jinja2.Template:
         if self._chat_template_source is None:

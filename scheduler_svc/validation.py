@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.tokenizer import Tokenizer
@@ -80,7 +82,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
     )
     _check_sampling(pb.sampling, limits.vocab_size)
     if pb.sampling.HasField("structured_output"):
-        _check_structured_output(pb.sampling.structured_output, tokenizer, limits)
+        check_structured_output(pb.sampling.structured_output, tokenizer, limits)
     stop_params = _stop_params(pb, len(prompt_ids), limits)
     return Request(
         request_id=pb.request_id or uuid.uuid4().hex,
@@ -131,23 +133,83 @@ def _given_token_ids(prompt: generation_pb2.TokenIdsPrompt, limits: ModelLimits)
 
 def _chat_token_ids(chat: generation_pb2.ChatPrompt, tokenizer: Tokenizer, limits: ModelLimits) -> list[int]:
     _check_prompt_chars("chat", chat_prompt_chars(chat), limits.max_model_len)
-    messages = [{"role": m.role, "content": m.content} for m in chat.messages]
-    _check(bool(messages), "chat.messages", "at least one message is required")
-    for index, message in enumerate(messages):
-        _check(
-            message["role"] in CHAT_ROLES,
-            f"chat.messages[{index}].role",
-            f"{message['role']!r} is not one of {', '.join(CHAT_ROLES)}",
-        )
+    _check(bool(chat.messages), "chat.messages", "at least one message is required")
+    messages = [_template_message(message, index) for index, message in enumerate(chat.messages)]
+    tools = _json_objects(chat.tools_json, "chat.tools_json") or None
     try:
-        return tokenizer.apply_chat_template(messages)
+        return tokenizer.apply_chat_template(messages, tools)
     except ValueError as error:
         raise InvalidRequestError("chat", f"the chat template failed: {error}") from error
 
 
+def _template_message(message: generation_pb2.ChatMessage, index: int) -> dict[str, Any]:
+    """One message as the chat template reads it: role and content, an assistant's ``tool_calls`` (left out when
+    it has none), a tool's ``tool_call_id`` and the author's ``name`` (left out when empty)."""
+    field = f"chat.messages[{index}]"
+    _check(message.role in CHAT_ROLES, f"{field}.role", f"{message.role!r} is not one of {', '.join(CHAT_ROLES)}")
+    rendered: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls_json:
+        _check(message.role == "assistant", f"{field}.tool_calls_json",
+               f"only an assistant message has tool calls, not one of role {message.role!r}")
+        calls = _json_objects(message.tool_calls_json, f"{field}.tool_calls_json")
+        if calls:
+            rendered["tool_calls"] = [_template_tool_call(call) for call in calls]
+    if message.tool_call_id:
+        _check(message.role == "tool", f"{field}.tool_call_id",
+               f"only a tool message answers a tool call, not one of role {message.role!r}")
+        rendered["tool_call_id"] = message.tool_call_id
+    if message.name:
+        rendered["name"] = message.name
+    return rendered
+
+
+def _json_objects(text: str, field: str) -> list[dict[str, Any]]:
+    """A JSON array of objects given as text ("" is an empty one)."""
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidRequestError(field, f"is not JSON: {error}") from error
+    except RecursionError as error:
+        raise InvalidRequestError(field, "is nested too deeply") from error
+    _check(isinstance(value, list), field, f"must be a JSON array, got {_json_type(value)}")
+    for index, item in enumerate(value):
+        _check(isinstance(item, dict), field, f"item {index} must be a JSON object, got {_json_type(item)}")
+    return list(value)
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _template_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call as HF chat templates expect it (as vLLM gives it to them): ``function.arguments`` holding a JSON
+    object's text becomes that object, an empty or absent one {}; anything else is left as it is."""
+    function = call.get("function")
+    if not isinstance(function, dict):
+        return call
+    arguments = function.get("arguments")
+    if arguments is None or arguments == "":
+        return {**call, "function": {**function, "arguments": {}}}
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except (json.JSONDecodeError, RecursionError):
+            return call
+        if isinstance(parsed, dict):
+            return {**call, "function": {**function, "arguments": parsed}}
+    return call
+
+
 def chat_prompt_chars(chat: generation_pb2.ChatPrompt) -> int:
-    """The characters a chat prompt counts as: its roles and contents, and CHAT_MESSAGE_CHARS per message."""
-    return sum(len(m.content) + len(m.role) + CHAT_MESSAGE_CHARS for m in chat.messages)
+    """The characters a chat prompt counts as: its roles, contents, tool calls, tool call ids and names,
+    CHAT_MESSAGE_CHARS per message, and its tools."""
+    return len(chat.tools_json) + sum(
+        len(m.content) + len(m.role) + len(m.tool_calls_json) + len(m.tool_call_id) + len(m.name) + CHAT_MESSAGE_CHARS
+        for m in chat.messages
+    )
 
 
 def _check_prompt_chars(field: str, chars: int, max_model_len: int) -> None:
@@ -198,9 +260,10 @@ def _check_logit_bias(p: sampling_pb2.SamplingParams, vocab_size: int) -> None:
                f"the bias of token {token_id} must be in [-{MAX_ABS_LOGIT_BIAS:g}, {MAX_ABS_LOGIT_BIAS:g}], got {bias}")
 
 
-def _check_structured_output(format_: sampling_pb2.StructuredOutput, tokenizer: Tokenizer,
-                             limits: ModelLimits) -> None:
-    """The format is well formed and compiles against the model's tokenizer (as the executor will compile it)."""
+def check_structured_output(format_: sampling_pb2.StructuredOutput, tokenizer: Tokenizer,
+                            limits: ModelLimits) -> None:
+    """The format is well formed and compiles against the model's tokenizer (as the executor will compile it);
+    InvalidRequestError naming the part (``sampling.structured_output.json_schema``) otherwise."""
     field = "sampling.structured_output"
     _check(limits.structured_output, field,
            "this server's executor cannot apply structured output (it has no tokenizer.json beside its model)")

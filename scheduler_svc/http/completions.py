@@ -134,8 +134,7 @@ class CompletionRoutes:
             yield sse_event(builder.role_chunk())
         item = first
         while item is not None:
-            chunk = builder.chunk(*item)
-            if chunk is not None:
+            for chunk in builder.chunks(*item):
                 yield sse_event(chunk)
             try:
                 item = await run.next()

@@ -4,10 +4,12 @@ Every range and prompt check is the gRPC API's own (validation.build_request): t
 maps names (``max_completion_tokens`` -> ``stopping.max_tokens``, ``messages`` -> ``chat``) and
 refuses what only exists over HTTP (``n``, ``top_logprobs`` without ``logprobs``, ``logit_bias`` keys that are
 not token ids, two structured output parameters, unsupported OpenAI parameters). The structured output parameters
-(``response_format``, ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar``) all become
-``sampling.structured_output``; the gRPC checks of the format (a bad schema, regex or grammar) are renamed back to
-the parameter the request set. ``n`` samples of one prompt are ``n`` engine requests; with a ``seed``,
-sample ``i`` uses ``seed + i``, so each sample is reproducible on its own.
+(``response_format``, ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar``) and a tool_choice
+that calls tools (tools.py) all become ``sampling.structured_output``, at most one of them; the gRPC checks of the
+format (a bad schema, regex or grammar) are renamed back to the parameter the request set (a tool's
+``tools[i].function.parameters``). ``tools`` and messages' ``tool_calls`` / ``tool_call_id`` become the ChatPrompt's
+``tools_json`` and its messages' ``tool_calls_json`` / ``tool_call_id``. ``n`` samples of one prompt are ``n``
+engine requests; with a ``seed``, sample ``i`` uses ``seed + i``, so each sample is reproducible on its own.
 
 Prompt logprobs: vLLM's ``prompt_logprobs`` is ``sampling.prompt_logprobs`` (refused with ``stream``, as vLLM
 does); a completion's ``echo`` with ``logprobs`` asks the server for ``prompt_logprobs = logprobs`` too (the
@@ -32,6 +34,7 @@ from scheduler_svc.http.protocol import (
     ResponseFormat,
     SamplingFields,
 )
+from scheduler_svc.http.tools import ToolCalling, chat_tools, locate_schema_error, message_tool_calls
 from scheduler_svc.http.unrecognized import refuse_unrecognized
 from scheduler_svc.request import Request
 from scheduler_svc.tokenizer import Tokenizer
@@ -74,6 +77,8 @@ class GenerationPlan:
     echo: bool = False
     """A completion's ``echo``: the prompt (and with ``logprobs``, its tokens' logprobs) before each choice's
     output."""
+    tool_calling: ToolCalling | None = None
+    """A chat's tool_choice that makes the output tool calls; None: text."""
 
 
 def check_model(requested: str | None, served: str) -> None:
@@ -90,6 +95,7 @@ def check_model(requested: str | None, served: str) -> None:
 def chat_plan(body: ChatCompletionRequest, served_model: str) -> GenerationPlan:
     """The engine requests of a chat completion."""
     check_model(body.model, served_model)
+    tools = chat_tools(body)  # before the unrecognized fields: a tool of another type is named by its type
     refuse_unrecognized(body)
     _refuse_unsupported_chat(body)
     if body.top_logprobs is not None and not body.logprobs:
@@ -100,11 +106,11 @@ def chat_plan(body: ChatCompletionRequest, served_model: str) -> GenerationPlan:
     if not body.messages:
         raise invalid("messages", "at least one message is required")
     prompt = generation_pb2.GenerateRequest(model=served_model)
-    prompt.chat.CopyFrom(chat_prompt(body.messages))
+    prompt.chat.CopyFrom(chat_prompt(body.messages, tools.tools_json))
     max_tokens, max_param = body.max_tokens, "max_tokens"
     if body.max_completion_tokens is not None:
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
-    return _plan("chat", body, served_model, [prompt], logprobs, max_tokens, max_param)
+    return _plan("chat", body, served_model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling)
 
 
 def completion_plan(body: CompletionRequest, served_model: str) -> GenerationPlan:
@@ -134,7 +140,10 @@ def build_engine_requests(plan: GenerationPlan, tokenizer: Tokenizer, limits: Mo
             prompt_ids[prompt] = request.prompt_token_ids
             requests.append(request)
     except InvalidRequestError as error:
-        raise api_error(error, plan) from None
+        located = None
+        if plan.tool_calling is not None:
+            located = locate_schema_error(plan.tool_calling, tokenizer, limits, error)
+        raise located or api_error(error, plan) from None
     return requests
 
 
@@ -168,7 +177,9 @@ def _param_name(field: str, endpoint: Endpoint, max_tokens_param: str, structure
             return max_tokens_param
         return _INDEX.sub("", rest) if rest.startswith("stop[") else rest
     if section == "chat":
-        return "messages" + rest.removeprefix("messages") if rest else "messages"
+        if rest == "tools_json":
+            return "tools"
+        return "messages" + rest.removeprefix("messages").replace(".tool_calls_json", ".tool_calls")
     if section in ("prompt", "text", "token_ids"):
         return prompt_param
     return field
@@ -179,6 +190,8 @@ def _structured_output_param(rest: str, param: str | None) -> str:
     ``response_format.json_schema.schema`` for response_format's schema, else the parameter itself (when the
     request is not known, the one that usually sets that kind)."""
     kind = rest.split(".")[1] if "." in rest else ""
+    if not kind and param is not None and param.startswith("tools"):
+        return "tool_choice"  # not the tool's schema: structured output itself (the server cannot apply it)
     if param is None:
         param = _GUIDED_KINDS.get(kind, "response_format")
     index = _INDEX.search(rest)
@@ -198,6 +211,7 @@ def _plan(
     max_tokens: int | None,
     max_param: str,
     echo: bool = False,
+    tool_calling: ToolCalling | None = None,
 ) -> GenerationPlan:
     if not 1 <= body.n <= MAX_CHOICES:
         raise invalid("n", f"must be in [1, {MAX_CHOICES}], got {body.n}")
@@ -214,6 +228,11 @@ def _plan(
     prompt_logprobs = max(scored) if scored else None
     stopping = _stopping(body, max_tokens)
     structured_output, structured_output_param = _structured_output(body)
+    if tool_calling is not None:
+        if structured_output_param is not None:
+            raise invalid(structured_output_param, "only one output format may be set: tool_choice makes the output "
+                                                   "tool calls")
+        structured_output, structured_output_param = tool_calling.structured_output, tool_calling.schema_param
     requests, prompt_index = [], []
     for index, prompt in enumerate(prompts):
         for sample in range(body.n):
@@ -229,7 +248,7 @@ def _plan(
             prompt_index.append(index)
     include_usage = body.stream_options is not None and body.stream_options.include_usage
     return GenerationPlan(endpoint, model, requests, prompt_index, body.stream, include_usage, logprobs, max_param,
-                          structured_output_param, body.prompt_logprobs, echo)
+                          structured_output_param, body.prompt_logprobs, echo, tool_calling)
 
 
 def _check_prompt_logprobs(body: SamplingFields) -> None:
@@ -339,22 +358,19 @@ def _stopping(body: SamplingFields, max_tokens: int | None) -> sampling_pb2.Stop
 
 
 def _refuse_unsupported_chat(body: ChatCompletionRequest) -> None:
-    if body.tools:
-        raise invalid("tools", "tool calling is not supported")
     if body.functions:
-        raise invalid("functions", "function calling is not supported")
-    if body.tool_choice not in (None, "none", "auto"):
-        raise invalid("tool_choice", "tool calling is not supported (only none or auto, without tools)")
-    for index, message in enumerate(body.messages):
-        if message.tool_calls:
-            raise invalid(f"messages[{index}].tool_calls", "tool calling is not supported")
+        raise invalid("functions", "the deprecated functions are not supported: use tools")
 
 
-def chat_prompt(messages: list[ChatMessage]) -> generation_pb2.ChatPrompt:
-    """``messages`` as the gRPC API's ChatPrompt (OpenAI's "developer" role is "system"; text parts joined)."""
-    prompt = generation_pb2.ChatPrompt()
+def chat_prompt(messages: list[ChatMessage], tools_json: str = "") -> generation_pb2.ChatPrompt:
+    """``messages`` as the gRPC API's ChatPrompt (OpenAI's "developer" role is "system"; text parts joined; an
+    assistant's tool calls, a tool's call id and the author's name kept), with the tools the template is given (JSON
+    text)."""
+    prompt = generation_pb2.ChatPrompt(tools_json=tools_json)
     for index, message in enumerate(messages):
-        prompt.messages.add(role=ROLE_ALIASES.get(message.role, message.role), content=_content(message, index))
+        prompt.messages.add(role=ROLE_ALIASES.get(message.role, message.role), content=_content(message, index),
+                            tool_calls_json=message_tool_calls(message, index),
+                            tool_call_id=message.tool_call_id or "", name=message.name or "")
     return prompt
 
 

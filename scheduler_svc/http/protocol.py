@@ -4,7 +4,7 @@ Strict types (a string where a number belongs is refused, not coerced). Unknown 
 (``model_extra``) so that conversion.py can refuse them, as OpenAI's own server does, unless their
 value is neutral (null, false, empty): a client that echoes a reply's message back (``refusal:
 null``, ``tool_calls: []``) still works, and nothing a client asked for is silently dropped. Fields
-OpenAI defines but stepahead cannot honour (tools, store, ...) are likewise accepted only at their
+OpenAI defines but stepahead cannot honour (functions, store, ...) are likewise accepted only at their
 neutral value, naming the parameter otherwise. vLLM's sampling extensions (top_k, min_p,
 repetition_penalty, min_tokens, ignore_eos, stop_token_ids, skip_special_tokens,
 include_stop_str_in_output) are accepted on both endpoints.
@@ -22,6 +22,13 @@ object or its JSON text), ``guided_regex``, ``guided_choice`` (a list of strings
 GBNF). At most one may be set; null, an empty string or an empty list sets none (an empty ``guided_json`` object
 is the schema ``{}``: any JSON value). vLLM's other guided decoding
 options (``guided_decoding_backend``, ``guided_whitespace_pattern``, ``structural_tag``) are refused.
+
+Tool calling (chat), as vLLM serves it without a model-specific tool parser (tools.py): ``tools`` (function tools)
+with ``tool_choice`` a named function (the output is that function's arguments, constrained to its ``parameters``)
+or "required" (a JSON array of calls, constrained to the tools' schemas); "none" generates free text without
+showing the tools to the template; "auto" (the default with ``tools``) is refused, as it needs a parser of the
+model's own tool call syntax. Messages may carry an assistant's ``tool_calls`` and a tool's ``tool_call_id``, which
+the chat template receives.
 """
 
 from __future__ import annotations
@@ -71,6 +78,23 @@ class ResponseFormat(_Strict):
     """Only with type json_schema (which requires it)."""
 
 
+class FunctionCall(_Strict):
+    """The ``function`` of a tool call: its name and its arguments as JSON text."""
+
+    name: str
+    arguments: str
+
+
+class ToolCall(_Strict):
+    """One of an assistant message's ``tool_calls``, as a response gave it."""
+
+    id: str
+    type: str
+    """Only "function" is served."""
+    function: FunctionCall | None = None
+    """Required with type "function"."""
+
+
 class ChatMessage(_Strict):
     """One message of ``messages``."""
 
@@ -78,7 +102,28 @@ class ChatMessage(_Strict):
     content: str | list[TextPart] | None = None
     name: str | None = None
     tool_call_id: str | None = None
-    tool_calls: list[Any] | None = None
+    """A tool message's: the call it answers."""
+    tool_calls: list[ToolCall] | None = None
+    """An assistant message's: the calls it made."""
+
+
+class FunctionDefinition(_Strict):
+    """``tools[i].function``: a function the model may call."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    """The JSON Schema of its arguments; absent: an object with no properties."""
+    strict: bool | None = None
+    """Accepted either way: a call's arguments always follow ``parameters``."""
+
+
+class Tool(_Strict):
+    """One of ``tools``; only type "function" is served."""
+
+    type: str
+    function: FunctionDefinition | None = None
+    """Required with type "function"."""
 
 
 class SamplingFields(_Strict):
@@ -127,9 +172,11 @@ class ChatCompletionRequest(SamplingFields):
     max_completion_tokens: Int32 | None = None
     logprobs: bool | None = None
     top_logprobs: Int32 | None = None
-    tools: list[Any] | None = None
+    tools: list[Tool] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    """"none", "auto", "required" or ``{"type": "function", "function": {"name": ...}}``: read by tools.py."""
     parallel_tool_calls: bool | None = None
+    """False: with tool_choice "required", at most one call."""
     functions: list[Any] | None = None
 
 
@@ -151,6 +198,9 @@ class TokenizeRequest(_Strict):
     model: str | None = None
     prompt: str | None = None
     messages: list[ChatMessage] | None = None
+    tools: list[Tool] | None = None
+    """With ``messages``: the tools the chat template is given (as a chat completion whose tool_choice is not
+    "none" gives them)."""
     add_special_tokens: bool | None = None
     """Only true (what the completions endpoint does with a text prompt) is served."""
     add_generation_prompt: bool | None = None

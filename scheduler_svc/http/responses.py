@@ -9,6 +9,11 @@ choice (``choices[i].prompt_logprobs``) and, for chat, on the response itself, a
 the request refuses that). With ``echo``, a completion choice's text starts with the prompt (a token-id prompt
 decoded, special tokens kept) and its ``logprobs`` with the prompt's tokens; a stream sends both in the choice's
 first chunk, ``text_offset`` counting on from the prompt's token texts.
+
+Tool calls (tools.py): a named function's call is the message's one tool call (``content: null``); streamed, the
+first chunk of each choice carries its header (id, type, name, ``arguments: ""``) and later chunks append the
+arguments as they are generated. Calls of tool_choice "required" are parsed once the choice has finished; streamed,
+they come in one chunk before the choice's finish chunk.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from scheduler_svc.http.logprobs import (
     echo_logprobs,
     prompt_logprobs,
 )
+from scheduler_svc.http.tools import new_call_id, output_calls, tool_call
 from stepahead_proto import generation_pb2
 
 FINISH_REASONS = {
@@ -50,6 +56,8 @@ class _Choice:
     """The echoed prompt, not sent yet (it goes before the first message's text)."""
     echo_logprobs: dict[str, Any] | None = None
     """The echoed prompt's completion logprobs, not sent yet."""
+    tool_call_id: str = ""
+    """The id of the named function's call (tool_choice naming a function)."""
 
 
 class ResponseBuilder:
@@ -64,7 +72,8 @@ class ResponseBuilder:
         self.texts = texts
         self.chat = plan.endpoint == "chat"
         self._prompt_token_ids = prompt_token_ids
-        self._choices = [_Choice() for _ in plan.requests]
+        named = plan.tool_calling is not None and plan.tool_calling.mode == "named"
+        self._choices = [_Choice(tool_call_id=new_call_id() if named else "") for _ in plan.requests]
         self._prompt_tokens: dict[int, int] = {}
         self._cached_tokens: dict[int, int] = {}
         self._head: dict[str, Any] = {
@@ -121,30 +130,69 @@ class ResponseBuilder:
 
     # ---- streaming ---------------------------------------------------------------------------
     def role_chunk(self) -> dict[str, Any]:
-        """The chat stream's first chunk: every choice's ``delta.role``."""
+        """The chat stream's first chunk: every choice's ``delta.role`` (and a named function's call header)."""
         choices = [
-            {"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-            for index in range(len(self._choices))
+            {"index": index, "delta": self._first_delta(choice), "logprobs": None, "finish_reason": None}
+            for index, choice in enumerate(self._choices)
         ]
         return self._chunk(choices)
 
-    def chunk(self, index: int, item: generation_pb2.GenerateResponse) -> dict[str, Any] | None:
-        """The chunk for one engine message of choice ``index``; None when it carries nothing to send."""
+    def _first_delta(self, choice: _Choice) -> dict[str, Any]:
+        calling = self.plan.tool_calling
+        if calling is None:
+            return {"role": "assistant", "content": ""}
+        delta: dict[str, Any] = {"role": "assistant", "content": None}
+        if calling.mode == "named":
+            delta["tool_calls"] = [{"index": 0, **tool_call(calling.function, "", choice.tool_call_id)}]
+        return delta
+
+    def chunks(self, index: int, item: generation_pb2.GenerateResponse) -> list[dict[str, Any]]:
+        """The chunks for one engine message of choice ``index`` (none when it carries nothing to send)."""
         choice = self._account(index, item)
         echo_text, echo_logprobs_ = self._take_echo(choice)
         if (not (item.text or echo_text or echo_logprobs_) and choice.finish_reason is None
                 and not (item.logprobs and self.plan.logprobs is not None)):
-            return None
+            return []
         logprobs = self._logprobs(choice, item) if self.plan.logprobs is not None else None
         if self.chat:
-            delta = {"content": item.text} if item.text else {}
-            body = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": choice.finish_reason}
-        else:
-            if echo_logprobs_ is not None and logprobs is not None:
-                logprobs = _merge_completion_logprobs([echo_logprobs_, logprobs])
-            body = {"index": index, "text": echo_text + item.text, "logprobs": logprobs,
-                    "finish_reason": choice.finish_reason}
-        return self._chunk([body])
+            return self._chat_chunks(index, choice, item.text, logprobs)
+        if echo_logprobs_ is not None and logprobs is not None:
+            logprobs = _merge_completion_logprobs([echo_logprobs_, logprobs])
+        body = {"index": index, "text": echo_text + item.text, "logprobs": logprobs,
+                "finish_reason": choice.finish_reason}
+        return [self._chunk([body])]
+
+    def _chat_chunks(self, index: int, choice: _Choice, text: str,
+                     logprobs: dict[str, Any] | None) -> list[dict[str, Any]]:
+        calling = self.plan.tool_calling
+        delta: dict[str, Any]
+        if calling is None:
+            delta = {"content": text} if text else {}
+        elif calling.mode == "named":
+            delta = {"tool_calls": [{"index": 0, "function": {"arguments": text}}]} if text else {}
+        else:  # "required": the calls are parsed once the output is whole
+            choice.text_parts.append(text)
+            if choice.finish_reason is not None:
+                return self._required_calls_chunks(index, choice, logprobs)
+            if logprobs is None:
+                return []
+            delta = {}
+        return [self._chunk([{"index": index, "delta": delta, "logprobs": logprobs,
+                              "finish_reason": choice.finish_reason}])]
+
+    def _required_calls_chunks(self, index: int, choice: _Choice,
+                               logprobs: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """A finished choice of tool_choice "required": its calls, then its finish chunk (or, when the output does
+        not parse, the output as content with the finish reason)."""
+        assert self.plan.tool_calling is not None
+        text = "".join(choice.text_parts)
+        calls, finish_reason = output_calls(self.plan.tool_calling, text, choice.finish_reason)
+        if calls is None:
+            return [self._chunk([{"index": index, "delta": {"content": text} if text else {}, "logprobs": logprobs,
+                                  "finish_reason": finish_reason}])]
+        delta = {"tool_calls": [{"index": position, **call} for position, call in enumerate(calls)]}
+        return [self._chunk([{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": None}]),
+                self._chunk([{"index": index, "delta": {}, "logprobs": None, "finish_reason": finish_reason}])]
 
     def usage_chunk(self) -> dict[str, Any]:
         """The last chunk with ``stream_options.include_usage``: no choices, the usage."""
@@ -176,11 +224,13 @@ class ResponseBuilder:
             logprobs: dict[str, Any] | None = None
             if self.plan.logprobs is not None:
                 logprobs = {"content": choice.logprobs} if self.chat else _merge_completion_logprobs(choice.logprobs)
+            finish_reason = choice.finish_reason
             if self.chat:
-                entry: dict[str, Any] = {"index": index, "message": {"role": "assistant", "content": text}}
+                message, finish_reason = self._message(choice, text)
+                entry: dict[str, Any] = {"index": index, "message": message}
             else:
                 entry = {"index": index, "text": text}
-            entry.update(logprobs=logprobs, finish_reason=choice.finish_reason)
+            entry.update(logprobs=logprobs, finish_reason=finish_reason)
             if self.plan.prompt_logprobs is not None and not self.chat:
                 entry["prompt_logprobs"] = choice.prompt_logprobs
             choices.append(entry)
@@ -189,6 +239,16 @@ class ResponseBuilder:
         if self.plan.prompt_logprobs is not None and self.chat:  # one prompt: vLLM puts them on the response
             body["prompt_logprobs"] = self._choices[0].prompt_logprobs
         return body
+
+    def _message(self, choice: _Choice, text: str) -> tuple[dict[str, Any], str | None]:
+        """A chat choice's message and finish reason: its text, or its tool calls."""
+        calling = self.plan.tool_calling
+        if calling is None:
+            return {"role": "assistant", "content": text}, choice.finish_reason
+        calls, finish_reason = output_calls(calling, text, choice.finish_reason, choice.tool_call_id)
+        if calls is None:
+            return {"role": "assistant", "content": text}, finish_reason
+        return {"role": "assistant", "content": None, "tool_calls": calls}, finish_reason
 
     def _logprobs(self, choice: _Choice, item: generation_pb2.GenerateResponse) -> dict[str, Any]:
         if self.chat:

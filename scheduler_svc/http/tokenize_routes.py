@@ -1,8 +1,9 @@
 """``POST /tokenize`` and ``POST /detokenize``, in vLLM's shapes, over the gRPC API's Tokenize and Detokenize.
 
 /tokenize takes ``prompt`` (text, tokenized as /v1/completions does) or ``messages`` (rendered with the chat
-template as /v1/chat/completions does) and answers ``{"count", "max_model_len", "tokens"}``; /detokenize takes
-``tokens`` and answers ``{"prompt": text}``. Both need the API key when one is configured; errors have OpenAI's
+template as /v1/chat/completions does; ``tools`` are given to the template as a chat completion that calls tools
+gives them) and answers ``{"count", "max_model_len", "tokens"}``; /detokenize takes ``tokens`` and answers
+``{"prompt": text}``. Both need the API key when one is configured; errors have OpenAI's
 shape and name the parameter.
 """
 
@@ -20,6 +21,7 @@ from scheduler_svc.http.context import ServingContext
 from scheduler_svc.http.conversion import chat_prompt, check_model, renamed_error
 from scheduler_svc.http.errors import ApiError, invalid
 from scheduler_svc.http.protocol import DetokenizeRequest, Endpoint, TokenizeRequest
+from scheduler_svc.http.tools import template_tools
 from scheduler_svc.http.unrecognized import refuse_unrecognized
 from scheduler_svc.prompt_work import prompt_chars, run_prompt_work
 from scheduler_svc.tokenization import detokenize, tokenize
@@ -72,13 +74,15 @@ class TokenizeRoutes:
             _refuse_not_true(body.add_special_tokens, "add_special_tokens")
             if body.add_generation_prompt is not None:
                 raise invalid("add_generation_prompt", "applies to messages only")
+            if body.tools:
+                raise invalid("tools", "applies to messages only")
             request.text = body.prompt
         elif body.messages is not None and body.prompt is None:
             endpoint = "chat"
             _refuse_not_true(body.add_generation_prompt, "add_generation_prompt")
             if body.add_special_tokens is not None:
                 raise invalid("add_special_tokens", "applies to prompt only (the chat template adds special tokens)")
-            request.chat.CopyFrom(chat_prompt(body.messages))
+            request.chat.CopyFrom(chat_prompt(body.messages, template_tools(body.tools)))
         else:
             raise invalid("prompt", "give exactly one of prompt or messages")
         try:

@@ -19,7 +19,7 @@ from scheduler_svc.http.errors import invalid
 def refuse_unrecognized(body: BaseModel, path: str = "") -> None:
     """ApiError (400) naming the first unknown field with a non-neutral value, searched through nested models."""
     for name, value in (body.model_extra or {}).items():
-        if not _is_neutral(value):
+        if not is_neutral(value):
             param = f"{path}.{name}" if path else name
             raise invalid(param, "unrecognized request argument: this server does not support it (remove it or "
                                  "send null)")
@@ -36,5 +36,6 @@ def _refuse_nested(value: Any, path: str) -> None:
                 refuse_unrecognized(item, f"{path}[{index}]")
 
 
-def _is_neutral(value: Any) -> bool:
+def is_neutral(value: Any) -> bool:
+    """Whether ``value`` asks for nothing: null, false, or an empty string, list or object."""
     return value is None or value is False or (isinstance(value, (str, list, dict)) and not value)

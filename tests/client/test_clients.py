@@ -359,6 +359,26 @@ def test_tokenize_and_detokenize(client: Client, fake: FakeGeneration) -> None:
         client.tokenize("fail:INVALID_ARGUMENT")
 
 
+def test_tools_reach_the_server_from_both_clients(client: Client, fake: FakeGeneration, address: str) -> None:
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "content": "ok", "tool_call_id": "c1"}]
+    client.generate(messages=messages, tools=tools)
+    client.tokenize(messages=messages, tools=tools)
+
+    async def scenario() -> None:
+        async with AsyncClient(address) as async_client:
+            await async_client.generate(messages=messages, tools=tools)
+            await async_client.tokenize(messages=messages, tools=tools)
+
+    asyncio.run(scenario())
+    chats = [request.chat for request in fake.requests + fake.tokenize_requests]
+    assert len(chats) == 4 and all(chat == chats[0] for chat in chats)
+    assert json.loads(chats[0].tools_json) == tools and json.loads(chats[0].messages[1].tool_calls_json) == [call]
+    assert chats[0].messages[2].tool_call_id == "c1"
+
+
 def test_bad_tokenize_arguments_fail_before_any_rpc(client: Client, fake: FakeGeneration) -> None:
     for kwargs in ({}, {"prompt": "a", "messages": [{"role": "user", "content": "a"}]}):
         with pytest.raises(ValueError, match="exactly one of prompt, messages"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from types import SimpleNamespace
 
@@ -10,6 +11,7 @@ import pytest
 from client.requests import (
     GenerateOptions,
     build_generate_request,
+    build_tokenize_request,
     call_metadata,
     check_timeout,
     resolve_timeout,
@@ -87,7 +89,10 @@ def test_every_declared_option_is_accepted() -> None:
               "json_schema": {"type": "object"}, "json_object": True, "regex": "[a-z]+", "choice": ["a"],
               "grammar": 'start: "a"'}
     for name in GenerateOptions.__annotations__:
-        build_generate_request("x", **{name: values.get(name, 1)})
+        if name == "tools":  # a chat prompt's only
+            build_generate_request(messages=[{"role": "user", "content": "x"}], tools=[{"type": "function"}])
+        else:
+            build_generate_request("x", **{name: values.get(name, 1)})
 
 
 def test_single_stop_string_is_one_stop() -> None:
@@ -105,6 +110,54 @@ def test_messages_from_mappings_and_objects() -> None:
         ("system", "be brief"),
         ("user", "hi"),
     ]
+
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+TOOL_CHAT = [
+    {"role": "user", "content": "weather?"},
+    {"role": "assistant", "content": None, "tool_calls": [CALL]},
+    {"role": "tool", "content": "sunny", "tool_call_id": "call_1"},
+]
+
+
+def test_a_messages_name_reaches_the_chat_prompt() -> None:
+    request = build_generate_request(messages=[{"role": "user", "content": "hi", "name": "ada"}])
+    assert request.chat.messages[0].name == "ada"
+    with pytest.raises(ValueError, match=r"messages\[0\].name: must be a string"):
+        build_generate_request(messages=[{"role": "user", "content": "hi", "name": 3}])
+
+
+def test_tools_and_tool_messages_reach_the_chat_prompt() -> None:
+    request = build_generate_request(messages=TOOL_CHAT, tools=TOOLS)
+    assert json.loads(request.chat.tools_json) == TOOLS
+    user, assistant, tool = request.chat.messages
+    assert (user.tool_calls_json, user.tool_call_id) == ("", "")
+    assert assistant.content == "" and json.loads(assistant.tool_calls_json) == [CALL]
+    assert (tool.content, tool.tool_call_id, tool.tool_calls_json) == ("sunny", "call_1", "")
+    assert build_generate_request(messages=TOOL_CHAT, tools='[{"x": 1}]').chat.tools_json == '[{"x": 1}]'
+    again = build_generate_request(messages=list(request.chat.messages))  # proto messages keep their tool fields
+    assert list(again.chat.messages) == list(request.chat.messages)
+    assert build_tokenize_request(messages=TOOL_CHAT, tools=TOOLS).chat == request.chat
+    assert build_generate_request(messages=TOOL_CHAT).chat.tools_json == ""
+
+
+@pytest.mark.parametrize("build, kwargs, message", [
+    (build_generate_request, {"prompt": "x", "tools": TOOLS}, "tools: only a chat prompt"),
+    (build_tokenize_request, {"prompt": "x", "tools": TOOLS}, "tools: only a chat prompt"),
+    (build_generate_request, {"messages": TOOL_CHAT, "tools": TOOLS[0]}, "tools: must be a list of dicts"),
+    (build_generate_request, {"messages": TOOL_CHAT, "tools": [1]}, "tools: must be a list of dicts"),
+    (build_generate_request, {"messages": TOOL_CHAT, "tools": [{"x": float("nan")}]}, "tools: cannot be written"),
+    (build_generate_request, {"messages": [{"role": "assistant", "content": None, "tool_calls": 5}]},
+     r"messages\[0\].tool_calls: must be a list of dicts"),
+    (build_generate_request, {"messages": [{"role": "tool", "content": "x", "tool_call_id": 5}]},
+     r"messages\[0\].tool_call_id: must be a string"),
+    (build_generate_request, {"messages": [{"role": "assistant", "content": None}]},
+     r"messages\[0\] needs string 'role' and 'content'"),
+])
+def test_bad_tools_and_tool_messages_are_value_errors(build, kwargs, message) -> None:
+    with pytest.raises(ValueError, match=f"^{message}"):
+        build(**kwargs)
 
 
 def test_token_ids_prompt() -> None:

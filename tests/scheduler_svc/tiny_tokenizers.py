@@ -47,6 +47,19 @@ LLAMA2_TEMPLATE = """{{ bos_token }}
 """
 
 
+TOOLS_TEMPLATE = (
+    "{% if tools %}<tools>{{ tools | tojson }}</tools>\n{% endif %}"
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] }}"
+    "{% if message.tool_calls is defined %}{% for call in message.tool_calls %}"
+    "<call>{{ call.function.name }} {{ call.function.arguments | tojson }}</call>{% endfor %}{% endif %}"
+    "{% if message.tool_call_id is defined %}<id>{{ message.tool_call_id }}</id>{% endif %}"
+    "{% if message.name is defined %}<name>{{ message.name }}</name>{% endif %}"
+    "{{ '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+"""A ChatML-like template that renders ``tools``, each message's ``tool_calls`` (arguments as JSON, as HF templates
+expect them: objects), ``tool_call_id`` and ``name``."""
+
+
 def _save(raw: RawTokenizer, directory: Path, special: dict[str, str], chat_template: str) -> None:
     """Save through transformers so the directory looks exactly like a real HF checkpoint's."""
     from transformers import PreTrainedTokenizerFast
@@ -70,6 +83,13 @@ def build_byte_level(directory: Path) -> Path:
     special = {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "unk_token": "<|endoftext|>"}
     _save(raw, directory, special, CHATML_TEMPLATE)
     (directory / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 0]}))
+    return directory
+
+
+def build_tool_calling(directory: Path) -> Path:
+    """The byte-level directory with TOOLS_TEMPLATE as its chat template."""
+    build_byte_level(directory)
+    (directory / "chat_template.jinja").write_text(TOOLS_TEMPLATE)
     return directory
 
 

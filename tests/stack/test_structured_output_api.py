@@ -86,3 +86,45 @@ def test_openai_response_format_and_vllm_guided_parameters(stack):
     with pytest.raises(openai.BadRequestError) as caught:
         client.completions.create(model=model, prompt="Hello", max_tokens=4, extra_body={"guided_regex": "[a-"})
     assert caught.value.status_code == 400 and "guided_regex" in str(caught.value)
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                                    "unit": {"enum": ["C", "F"]}},
+                   "required": ["city", "unit"], "additionalProperties": False}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}},
+                                       "required": ["zone"], "additionalProperties": False}}}
+
+
+def test_openai_tool_calls_named_required_streamed_and_answered(stack):
+    with Client(stack.address) as grpc_client:
+        model = grpc_client.model_info().model
+    client = openai.OpenAI(base_url=f"{stack.http_url}/v1", api_key="unused")
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    reply = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER, TIME], tool_choice=named,
+                                           max_tokens=60, temperature=0.0)
+    (call,) = reply.choices[0].message.tool_calls or []
+    assert call.function.name == "get_weather"
+    jsonschema.validate(json.loads(call.function.arguments), WEATHER["function"]["parameters"])
+    streamed = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER, TIME],
+                                              tool_choice=named, max_tokens=60, temperature=0.0, stream=True)
+    arguments = "".join(tc.function.arguments or "" for chunk in streamed for choice in chunk.choices
+                        for tc in choice.delta.tool_calls or [])
+    assert arguments == call.function.arguments
+    required = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER, TIME],
+                                              tool_choice="required", max_tokens=100, temperature=0.0)
+    calls = required.choices[0].message.tool_calls or []
+    assert calls and required.choices[0].finish_reason == "tool_calls"
+    for tool_call in calls:
+        tool = {"get_weather": WEATHER, "get_time": TIME}[tool_call.function.name]
+        jsonschema.validate(json.loads(tool_call.function.arguments), tool["function"]["parameters"])
+    follow_up = [*messages, reply.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 C."}]
+    answer = client.chat.completions.create(model=model, messages=follow_up, max_tokens=8, temperature=0.0)
+    assert answer.choices[0].message.content
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=model, messages=messages, tools=[WEATHER], max_tokens=4)
+    assert "tool_choice" in str(caught.value)

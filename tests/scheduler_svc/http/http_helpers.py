@@ -1,11 +1,12 @@
 """An in-process engine over a fake executor, and the HTTP app over it, for the HTTP front's unit tests.
 
 The fake executor samples token ``(10 + seed + outputs) % 300`` (seed 0 when unset), or EOS once a
-request has ``eos_after`` outputs; with logprobs asked it returns the sampled token's logprob and
-descending alternatives. With prompt logprobs asked, each step's output scores the prompt positions its chunk
-predicts (as the real executor does; the engine sends positions 1..n-1 of an n-token prompt with the first
-message): see ``fake_prompt_position``. ``fail`` makes every Execute stream fail (an unreachable executor);
-``step_delay_s`` slows every step (so a client can disconnect mid-stream).
+request has ``eos_after`` outputs (with a ``script``, every request's outputs are the script's ids, then EOS);
+with logprobs asked it returns the sampled token's logprob and descending alternatives. With prompt logprobs
+asked, each step's output scores the prompt positions its chunk predicts (as the real executor does; the engine
+sends positions 1..n-1 of an n-token prompt with the first message): see ``fake_prompt_position``. ``fail`` makes
+every Execute stream fail (an unreachable executor); ``step_delay_s`` slows every step (so a client can disconnect
+mid-stream).
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ class FakeExecutor:
     """Stands in for the executor's stub: Execute() returns a fake bidirectional call."""
 
     eos_after: int | None = None
+    script: list[int] | None = None
+    """Token ids every request outputs in order, then EOS (it ignores structured output: the script follows the
+    format or not)."""
     fail: bool = False
     step_delay_s: float = 0.0
     state: dict[str, list[int]] = field(default_factory=dict)
@@ -135,7 +139,7 @@ class FakeExecutor:
             entry[1] += num
             if entry[1] == entry[0]:
                 outputs, seed, logprobs = entry[2], entry[3], entry[4]
-                token = EOS if self.eos_after is not None and outputs >= self.eos_after else (10 + seed + outputs) % 300
+                token = self._token(outputs, seed)
                 output.token_ids.append(token)
                 if logprobs >= 0:
                     position = output.logprobs.add(sampled=generation_pb2.TokenLogprob(token_id=token, logprob=-0.5))
@@ -144,6 +148,11 @@ class FakeExecutor:
                 entry[0] += 1
                 entry[2] += 1
         return result
+
+    def _token(self, outputs: int, seed: int) -> int:
+        if self.script is not None:
+            return self.script[outputs] if outputs < len(self.script) else EOS
+        return EOS if self.eos_after is not None and outputs >= self.eos_after else (10 + seed + outputs) % 300
 
 
 class EngineHarness:

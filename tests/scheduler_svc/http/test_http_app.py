@@ -166,7 +166,7 @@ BAD = [
     (CHAT, {"messages": MESSAGES, "stream_options": {"include_usage": True}}, "stream_options"),
     (CHAT, {"messages": MESSAGES, "presence_penalty": 3}, "presence_penalty"),
     (CHAT, {"messages": MESSAGES, "stop": 5}, "stop"),
-    (CHAT, {"messages": MESSAGES, "tools": [{"type": "function"}]}, "tools"),
+    (CHAT, {"messages": MESSAGES, "tools": [{"type": "function"}]}, "tools[0].function"),
     (CHAT, {"messages": MESSAGES, "logit_bias": {"five": 10}}, "logit_bias"),
     (CHAT, {"messages": MESSAGES, "logit_bias": {"5": "ten"}}, "logit_bias"),
     (CHAT, {"messages": MESSAGES, "logit_bias": {"5": True}}, "logit_bias"),
@@ -224,7 +224,8 @@ BAD = [
     (CHAT, {"messages": MESSAGES, "stream": True, "stream_options": {"include_usage": True, "chunk_size": 4}},
      "stream_options.chunk_size"),
     (CHAT, {"messages": MESSAGES, "tool_choice": "required"}, "tool_choice"),
-    (CHAT, {"messages": [{"role": "assistant", "tool_calls": [{"id": "c1"}]}, *MESSAGES]}, "messages[0].tool_calls"),
+    (CHAT, {"messages": [{"role": "assistant", "tool_calls": [{"id": "c1"}]}, *MESSAGES]},
+     "messages[0].tool_calls[0].type"),
     (CHAT, {"messages": MESSAGES, "store": True}, "store"),
     (COMPLETIONS, {"prompt": "hi", "store": True}, "store"),
 ]

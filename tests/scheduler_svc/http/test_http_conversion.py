@@ -38,6 +38,12 @@ def test_chat_fields_map_onto_the_proto():
     assert plan.logprobs == 4 and plan.endpoint == "chat" and plan.model == "m"
 
 
+def test_a_messages_name_is_kept_for_the_template():
+    plan = chat_plan(ChatCompletionRequest.model_validate(
+        {"messages": [{"role": "user", "content": "hi", "name": "ada"}, {"role": "user", "content": "yo"}]}), "m")
+    assert [m.name for m in plan.requests[0].chat.messages] == ["ada", ""]
+
+
 def test_unset_fields_stay_unset():
     (pb,) = chat().requests
     for name in ("temperature", "top_p", "top_k", "seed", "logprobs", "repetition_penalty"):
