@@ -33,6 +33,7 @@ from scheduler_svc.http.protocol import (
     Endpoint,
     ResponseFormat,
     SamplingFields,
+    StructuredOutputs,
 )
 from scheduler_svc.http.tools import ToolCalling, chat_tools, locate_schema_error, message_tool_calls
 from scheduler_svc.http.unrecognized import refuse_unrecognized
@@ -195,7 +196,7 @@ def _structured_output_param(rest: str, param: str | None) -> str:
     if param is None:
         param = _GUIDED_KINDS.get(kind, "response_format")
     index = _INDEX.search(rest)
-    if param == "guided_choice" and index:
+    if param in ("guided_choice", "structured_outputs.choice") and index:
         return param + index.group()
     if param == "response_format" and kind == "json_schema":
         return "response_format.json_schema.schema"
@@ -263,7 +264,8 @@ def _check_prompt_logprobs(body: SamplingFields) -> None:
 
 def _structured_output(body: SamplingFields) -> tuple[sampling_pb2.StructuredOutput | None, str | None]:
     """The format the request sets and the parameter that set it (None, None: free text); 400 naming the second
-    when two are set, in the order response_format, guided_json, guided_regex, guided_choice, guided_grammar.
+    when two are set, in the order response_format, guided_json, guided_regex, guided_choice, guided_grammar,
+    structured_outputs (its keys).
 
     Null, an empty string and an empty list set nothing (as for any parameter: a neutral value asks for nothing);
     ``response_format`` ``{"type": "text"}`` asks for free text. The format's own checks are the gRPC API's."""
@@ -282,6 +284,8 @@ def _structured_output(body: SamplingFields) -> tuple[sampling_pb2.StructuredOut
         formats.append(("guided_choice", sampling_pb2.StructuredOutput(choice=choice)))
     if body.guided_grammar:
         formats.append(("guided_grammar", sampling_pb2.StructuredOutput(grammar=body.guided_grammar)))
+    if body.structured_outputs is not None:
+        formats += _vllm_structured_outputs(body.structured_outputs)
     if len(formats) > 1:
         (first, _), (second, _) = formats[:2]
         raise invalid(second, f"only one structured output format may be set ({first} is set too)")
@@ -289,6 +293,24 @@ def _structured_output(body: SamplingFields) -> tuple[sampling_pb2.StructuredOut
         return None, None
     param, format_ = formats[0]
     return format_, param
+
+
+def _vllm_structured_outputs(given: StructuredOutputs) -> list[tuple[str, sampling_pb2.StructuredOutput]]:
+    """vLLM's ``structured_outputs`` object: one (parameter, format) per key set (neutral values set nothing)."""
+    formats = []
+    if given.json_ is not None and given.json_ != "":
+        schema = given.json_ if isinstance(given.json_, str) else json.dumps(given.json_)
+        formats.append(("structured_outputs.json", sampling_pb2.StructuredOutput(json_schema=schema)))
+    if given.regex:
+        formats.append(("structured_outputs.regex", sampling_pb2.StructuredOutput(regex=given.regex)))
+    if given.choice:
+        choice = sampling_pb2.ChoiceList(choices=given.choice)
+        formats.append(("structured_outputs.choice", sampling_pb2.StructuredOutput(choice=choice)))
+    if given.grammar:
+        formats.append(("structured_outputs.grammar", sampling_pb2.StructuredOutput(grammar=given.grammar)))
+    if given.json_object:
+        formats.append(("structured_outputs.json_object", sampling_pb2.StructuredOutput(json_object=True)))
+    return formats
 
 
 def _response_format(response_format: ResponseFormat) -> sampling_pb2.StructuredOutput | None:

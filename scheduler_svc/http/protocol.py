@@ -19,9 +19,10 @@ Structured output (guided decoding), on both endpoints as vLLM serves it: ``resp
 "schema": {...}, "description": ..., "strict": ...}}``, ``name`` and ``schema`` required, ``strict`` and
 ``description`` accepted and changing nothing: the schema is always enforced) and vLLM's ``guided_json`` (a schema
 object or its JSON text), ``guided_regex``, ``guided_choice`` (a list of strings) and ``guided_grammar`` (Lark or
-GBNF). At most one may be set; null, an empty string or an empty list sets none (an empty ``guided_json`` object
-is the schema ``{}``: any JSON value). vLLM's other guided decoding
-options (``guided_decoding_backend``, ``guided_whitespace_pattern``, ``structural_tag``) are refused.
+GBNF), or vLLM's newer ``structured_outputs`` object (``json``, ``regex``, ``choice``, ``grammar``, ``json_object``;
+its tuning keys are refused unless neutral). At most one may be set; null, an empty string or an empty list sets none
+(an empty ``guided_json`` object is the schema ``{}``: any JSON value). vLLM's other guided decoding options
+(``guided_decoding_backend``, ``guided_whitespace_pattern``, ``structural_tag``) are refused.
 
 Tool calling (chat), as vLLM serves it without a model-specific tool parser (tools.py): ``tools`` (function tools)
 with ``tool_choice`` a named function (the output is that function's arguments, constrained to its ``parameters``)
@@ -68,6 +69,18 @@ class JsonSchemaFormat(_Strict):
     """The JSON Schema (``schema`` in the body: the name clashes with pydantic's own); required."""
     strict: bool | None = None
     """Accepted either way: the schema is always enforced."""
+
+
+class StructuredOutputs(_Strict):
+    """vLLM's ``structured_outputs`` (its newer form of the ``guided_*`` parameters): at most one key set."""
+
+    json_: dict[str, Any] | str | None = Field(default=None, alias="json")
+    """A JSON Schema, as an object or its JSON text (``json`` in the body: the name clashes with pydantic's own)."""
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+    """Lark or GBNF."""
+    json_object: bool | None = None
 
 
 class ResponseFormat(_Strict):
@@ -163,6 +176,7 @@ class SamplingFields(_Strict):
     guided_regex: str | None = None
     guided_choice: list[str] | None = None
     guided_grammar: str | None = None
+    structured_outputs: StructuredOutputs | None = None
 
 
 class ChatCompletionRequest(SamplingFields):

@@ -170,6 +170,11 @@ FORMATS = [
     ({"guided_regex": "[0-9]{3}"}, "guided_regex", ("regex", "[0-9]{3}")),
     ({"guided_choice": ["yes", "no"]}, "guided_choice", ("choice", ["yes", "no"])),
     ({"guided_grammar": 'start: "a" | "b"'}, "guided_grammar", ("grammar", 'start: "a" | "b"')),
+    ({"structured_outputs": {"json": SCHEMA}}, "structured_outputs.json", ("json_schema", json.dumps(SCHEMA))),
+    ({"structured_outputs": {"regex": "[0-9]+", "json": ""}}, "structured_outputs.regex", ("regex", "[0-9]+")),
+    ({"structured_outputs": {"choice": ["a", "b"]}}, "structured_outputs.choice", ("choice", ["a", "b"])),
+    ({"structured_outputs": {"grammar": 'start: "a"'}}, "structured_outputs.grammar", ("grammar", 'start: "a"')),
+    ({"structured_outputs": {"json_object": True}}, "structured_outputs.json_object", ("json_object", True)),
 ]
 
 
@@ -181,10 +186,18 @@ def test_each_structured_output_parameter_sets_the_format_of_every_choice(endpoi
     assert structured(plan) == expected and plan.structured_output_param == param
 
 
+def test_vllms_structured_outputs_tuning_keys_are_refused_unless_neutral():
+    assert structured(chat(structured_outputs={"regex": "a", "disable_fallback": None})) == ("regex", "a")
+    with pytest.raises(ApiError) as caught:
+        chat(structured_outputs={"regex": "a", "disable_any_whitespace": True})
+    assert (caught.value.status, caught.value.param) == (400, "structured_outputs.disable_any_whitespace")
+
+
 @pytest.mark.parametrize("fields", [
     {}, {"response_format": {"type": "text"}}, {"response_format": None}, {"guided_json": None},
     {"guided_json": ""}, {"guided_regex": ""}, {"guided_choice": []}, {"guided_grammar": ""},
     {"response_format": {"type": "text", "json_schema": None}, "guided_choice": [], "guided_regex": None},
+    {"structured_outputs": {}}, {"structured_outputs": {"json": None, "choice": [], "json_object": False}},
 ])
 def test_text_and_neutral_values_leave_free_text(fields):
     for plan in (chat(**fields), completion(**fields)):
@@ -199,6 +212,8 @@ def test_text_and_neutral_values_leave_free_text(fields):
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": SCHEMA}},
       "guided_json": SCHEMA}, "guided_json"),
     ({"guided_regex": "a", "guided_choice": ["a"], "guided_grammar": "start: 'a'"}, "guided_choice"),
+    ({"guided_regex": "a", "structured_outputs": {"choice": ["a"]}}, "structured_outputs.choice"),
+    ({"structured_outputs": {"regex": "a", "grammar": "start: 'a'"}}, "structured_outputs.grammar"),
 ])
 def test_two_structured_output_parameters_are_refused_naming_the_second(fields, param):
     for build in (chat, completion):
@@ -264,6 +279,9 @@ def test_a_structured_output_parameter_of_the_wrong_shape_is_a_400_naming_it(bod
      "sampling.structured_output", "response_format"),
     ({"response_format": {"type": "json_object"}}, "sampling.structured_output.json_object", "response_format"),
     ({"response_format": {"type": "json_object"}}, "sampling.structured_output", "response_format"),
+    ({"structured_outputs": {"regex": "("}}, "sampling.structured_output.regex", "structured_outputs.regex"),
+    ({"structured_outputs": {"choice": ["a", ""]}}, "sampling.structured_output.choice.choices[1]",
+     "structured_outputs.choice[1]"),
 ])
 def test_structured_output_validation_errors_name_the_parameter_the_request_set(fields, field, param):
     for plan in (chat(**fields), completion(**fields)):
