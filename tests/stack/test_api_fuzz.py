@@ -1,9 +1,9 @@
 """Fuzzing the public Generate RPC with hypothesis: random and hostile values in every GenerateRequest field
 (huge strings, out-of-vocabulary ids, extreme, negative, NaN and infinite numbers, thousands of stop strings,
-duplicate ids, hostile structured output formats, invalid UTF-8, oversize and malformed messages), sent through a
-raw channel so no SDK check hides anything; Tokenize and Detokenize likewise. Only proper status codes come back,
-the server stays up, and at the end no KV block is held and no request is left in the scheduler. Derandomized: the
-same cases every run."""
+duplicate ids, hostile structured output formats and tool fields, invalid UTF-8, oversize and malformed messages),
+sent through a raw channel so no SDK check hides anything; Tokenize and Detokenize likewise. Only proper status codes
+come back, the server stays up, and at the end no KV block is held and no request is left in the scheduler.
+Derandomized: the same cases every run."""
 
 from __future__ import annotations
 
@@ -37,6 +37,10 @@ FORMAT_TEXT = st.one_of(TEXT, st.sampled_from([
     "(a*)*b", "a{1000000}", "[", "(?P<x>a)(?P=x)", "\\", "[a-z]{2,}@[a-z]+\\.com", '{"type": "object"}', "true",
     '{"type": "string", "pattern": "(a|a)*$"}', '{"$ref": "#/nope"}', "[" * 5000, '{"type": ["integer", "null"]}',
     'start: "a" start | "b"', "start: start", "root ::= [0-9]+", '{"minLength": 100000, "type": "string"}']))
+TOOLS_TEXT = st.one_of(TEXT, st.sampled_from([
+    "[]", "{}", "[1]", "[" * 5000, "[" + '{"a":' * 900 + "1" + "}" * 900 + "]", '[{"function": 5}]',
+    '[{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\\"x\\": 1}"}}]',
+    '[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]']))
 SMALL_MAX_TOKENS = st.integers(1, 2)  # accepted requests stay short: 2,000 cases in about 1.5 minutes
 
 
@@ -114,7 +118,14 @@ def generate_requests(draw) -> bytes:
         request.text = draw(TEXT)
     elif prompt == "chat":
         for _ in range(draw(st.integers(0, 3))):
-            request.chat.messages.add(role=draw(st.sampled_from(["user", "system", "robot", ""])), content=draw(TEXT))
+            message = request.chat.messages.add(role=draw(st.sampled_from(["user", "system", "assistant", "tool",
+                                                                           "robot", ""])), content=draw(TEXT))
+            if draw(st.integers(0, 3)) == 0:
+                message.tool_calls_json = draw(TOOLS_TEXT)
+                message.tool_call_id = draw(TEXT)
+                message.name = draw(TEXT)
+        if draw(st.integers(0, 3)) == 0:
+            request.chat.tools_json = draw(TOOLS_TEXT)
     elif prompt == "token_ids":
         request.token_ids.ids.extend(draw(st.lists(INT32, max_size=6)) + [5] * draw(st.sampled_from([0, 0, 600])))
     if draw(st.booleans()):
