@@ -134,6 +134,9 @@ class SchedulerMetrics:
                              buckets=E2E_BUCKETS, registry=registry)
         self.queue_time = Histogram(f"{PREFIX}_request_queue_time_seconds", "Arrival to first scheduled.",
                                     buckets=LATENCY_BUCKETS, registry=registry)
+        self.structured_output = Counter(
+            f"{PREFIX}_structured_output_requests", "Ended requests whose output followed a format, by kind.",
+            ["kind"], registry=registry)
         self.finished = Counter(f"{PREFIX}_requests_finished", "Requests that ended with a finish reason.",
                                 ["finish_reason"], registry=registry)
         self.failed = Counter(f"{PREFIX}_requests_failed", "Requests that ended with a gRPC error, by status code.",
@@ -217,8 +220,12 @@ class SchedulerMetrics:
             self.bubble_gap.observe(bubble_s)
 
     def observe_finished(self, request: Request, timing: RequestTiming, finish_reason: int, now: float) -> None:
-        """A request ended with a finish reason (stop, length, abort): tokens, latencies, outcome."""
+        """A request ended with a finish reason (stop, length, abort): tokens, latencies, outcome, and the kind of
+        its structured output format if it had one."""
         self.finished.labels(finish_reason=finish_reason_label(finish_reason)).inc()
+        if request.sampling.HasField("structured_output"):
+            kind = request.sampling.structured_output.WhichOneof("kind") or "none"
+            self.structured_output.labels(kind=kind).inc()
         self.prompt_tokens.inc(len(request.prompt_token_ids))
         self.generation_tokens.inc(request.num_output_tokens)
         self.e2e.observe(now - timing.arrival)

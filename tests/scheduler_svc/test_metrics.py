@@ -103,6 +103,16 @@ def test_finished_request_observes_tokens_latencies_and_reason():
     assert value(metrics, "stepahead_scheduler_requests_finished_total", finish_reason="stop") is None
 
 
+def test_structured_output_requests_are_counted_by_kind():
+    metrics = SchedulerMetrics()
+    constrained = make_request(3, 2)
+    constrained.sampling.structured_output.regex = "a+"
+    for request in (constrained, constrained, make_request(3, 2)):
+        metrics.observe_finished(request, RequestTiming(arrival=1.0), generation_pb2.FINISH_REASON_STOP, now=2.0)
+    assert value(metrics, "stepahead_scheduler_structured_output_requests_total", kind="regex") == 2
+    assert value(metrics, "stepahead_scheduler_structured_output_requests_total", kind="json_schema") is None
+
+
 def test_request_aborted_before_scheduling_has_no_ttft_or_queue_time():
     metrics = SchedulerMetrics()
     metrics.observe_finished(
