@@ -79,8 +79,7 @@ class GrammarCompiler:
     @classmethod
     def for_model(cls, model_dir: str | Path, vocab_size: int, eos_token_ids: list[int]) -> GrammarCompiler | None:
         """The compiler of a model directory, or None when it has no tokenizer.json or EOS id to build one from."""
-        path = Path(model_dir)
-        tokenizer_json = (path if path.is_dir() else path.parent) / "tokenizer.json"
+        tokenizer_json = Path(model_dir) / "tokenizer.json"
         if not tokenizer_json.is_file() or not eos_token_ids:
             return None
         return cls(tokenizer_json, vocab_size, eos_token_ids)

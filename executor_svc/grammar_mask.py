@@ -38,9 +38,15 @@ class GrammarMask:
         if self.bits.device.type == "cpu":  # numpy's unpacking is ~10x torch's shifts here
             host_bits = np.unpackbits(self.bits.numpy().view(np.uint8), axis=1, bitorder="little")
             return torch.from_numpy(host_bits[:, :vocab_size].view(np.bool_))
-        shifts = torch.arange(_BIT, device=self.bits.device, dtype=torch.int32)
-        unpacked = (self.bits.unsqueeze(-1) >> shifts) & 1
-        return unpacked.reshape(self.bits.shape[0], -1)[:, :vocab_size].bool()
+        return unpack_bits(self.bits, vocab_size)
+
+
+def unpack_bits(bits: Tensor, vocab_size: int) -> Tensor:
+    """[R, words] int32 bit masks as [R, vocab_size] bool, with tensor ops on the masks' own device (a GPU's path;
+    it runs on the CPU too, where tests check it)."""
+    shifts = torch.arange(_BIT, device=bits.device, dtype=torch.int32)
+    unpacked = (bits.unsqueeze(-1) >> shifts) & 1
+    return unpacked.reshape(bits.shape[0], -1)[:, :vocab_size].bool()
 
 
 def apply_grammar_mask(logits: Tensor, mask: GrammarMask) -> Tensor:

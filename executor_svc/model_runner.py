@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from executor_svc.cuda_graphs.step_graphs import StepGraphs
@@ -239,11 +240,13 @@ class ModelRunner:
             self.settle_all()
         batch = self._flatten(work)
         result.num_device_input_ids = len(batch.host.unread_rows)
-        scored_rows = [row for scoring in batch.prompt_rows for row in scoring.flat_rows]
-        logits = self.forward.sampled_logits(batch.host, batch.sample_rows + scored_rows)
-        if scored_rows:
+        if batch.prompt_rows:  # their logits come from the same pass over the LM head
+            scored_rows = [row for scoring in batch.prompt_rows for row in scoring.flat_rows]
+            logits = self.forward.sampled_logits(batch.host, batch.sample_rows + scored_rows)
             launched.prompt_logprobs = score_prompt_rows(logits[len(batch.sample_rows):], batch.prompt_rows)
             logits = logits[: len(batch.sample_rows)]
+        else:
+            logits = self.forward.sampled_logits(batch.host, batch.sample_rows)
         self._show_drafter_hidden(work, batch)
         forward_end = time.time()
         launched.groups = batch.groups
@@ -301,11 +304,15 @@ class ModelRunner:
         return sampled
 
     def _sampling_metadata(self, groups: list[SamplingGroup]) -> SamplingMetadata:
-        """One row per logits row: row j of a request sees its outputs plus drafts 1..j (for penalties
-        and for the seed's output position)."""
-        params, prompts, outputs, positions = [], [], [], []
+        """One row per logits row: row j of a request sees its outputs plus drafts 1..j (for penalties, the
+        seed's output position and a structured output's mask)."""
+        params: list[RowSamplingParams] = []
+        prompts, outputs, positions = [], [], []
+        masks: dict[int, np.ndarray] = {}
         for group in groups:
             state = group.work.state
+            if state.grammar is not None:  # its earlier tokens are on the host: such steps are never deferred
+                masks.update(enumerate(state.grammar.masks(group.drafts), start=len(params)))
             real = [d for d in group.drafts if d != PAD_DRAFT]
             for j in range(len(group.drafts) + 1):
                 params.append(state.params)
@@ -313,22 +320,8 @@ class ModelRunner:
                 # Row 0 (the only row without drafts) reads the request's own list: no copy per step.
                 outputs.append(state.output_token_ids + real[:j] if j else state.output_token_ids)
                 positions.append(state.num_output_tokens + j)
-        meta = SamplingMetadata.build(params, prompts, outputs, self.vocab_size, self.device, positions)
-        meta.grammar_mask = self._grammar_mask(groups)
-        return meta
-
-    def _grammar_mask(self, groups: list[SamplingGroup]) -> GrammarMask | None:
-        """The masks of the rows of requests with structured output (their earlier tokens are on the host: such
-        steps are never deferred)."""
-        masks = {}
-        row = 0
-        for group in groups:
-            grammar = group.work.state.grammar
-            if grammar is not None:
-                for j, bits in enumerate(grammar.masks(group.drafts)):
-                    masks[row + j] = bits
-            row += len(group.drafts) + 1
-        return GrammarMask.build(masks, self.device)
+        return SamplingMetadata.build(params, prompts, outputs, self.vocab_size, self.device, positions,
+                                      GrammarMask.build(masks, self.device))
 
     # ---- settling and completing -----------------------------------------------------------
     def settle_all(self) -> None:

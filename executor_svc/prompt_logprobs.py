@@ -15,7 +15,8 @@ from torch import Tensor
 
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.request_state import ExecutorRequestState
-from stepahead_proto import generation_pb2
+from executor_svc.sampler import RowLogprobs, gather_logprobs
+from executor_svc.sampling_metadata import LogprobRequest
 
 
 @dataclass(frozen=True)
@@ -53,29 +54,28 @@ def prompt_rows(state: ExecutorRequestState, start: int, num_tokens: int, first_
                       state.params.prompt_logprobs)
 
 
-def score_prompt_rows(
-    logits: Tensor, rows: list[PromptRows]
-) -> dict[str, tuple[int, list[generation_pb2.PositionLogprobs]]]:
-    """{request id: (start position, one PositionLogprobs per scored token)} from the logits [sum of rows, V] of
-    ``rows``' flat rows, in order (reads them back to the host)."""
-    logprobs = logits.log_softmax(dim=-1, dtype=torch.float32)
+@dataclass(frozen=True)
+class ScoredPrompt:
+    """One request's prompt logprobs from one chunk: the prompt position of the first token scored, the tokens,
+    and their logprobs (the sampler's form, as for output tokens)."""
+
+    start: int
+    token_ids: list[int]
+    logprobs: list[RowLogprobs]
+
+
+def score_prompt_rows(logits: Tensor, rows: list[PromptRows]) -> dict[str, ScoredPrompt]:
+    """{request id: its scored prompt tokens} from the logits [sum of rows, V] of ``rows``' flat rows, in order,
+    through the sampler's own logprob gathering (reads them back to the host)."""
+    counts = [row.count for row in rows for _ in row.targets]
+    request = LogprobRequest(rows=torch.arange(len(counts), device=logits.device), row_ids=list(range(len(counts))),
+                             counts=counts, max_count=max(counts))
     targets = host_list_to_device([token for row in rows for token in row.targets], logits.device)
-    own = logprobs.gather(1, targets.unsqueeze(1)).squeeze(1).tolist()
-    max_count = max(row.count for row in rows)
-    top_ids: list[list[int]] = []
-    top_values: list[list[float]] = []
-    if max_count:
-        top = logprobs.topk(max_count, dim=-1)
-        top_ids, top_values = top.indices.tolist(), top.values.tolist()
-    scored: dict[str, tuple[int, list[generation_pb2.PositionLogprobs]]] = {}
-    index = 0
+    every_row = logits.log_softmax(dim=-1, dtype=torch.float32)  # raw_logprobs of a request asking on every row
+    per_row = gather_logprobs(targets, every_row, request).to_host(len(counts))
+    scored, index = {}, 0
     for row in rows:
-        positions = []
-        for token in row.targets:
-            ids, values = (top_ids[index][: row.count], top_values[index][: row.count]) if row.count else ([], [])
-            alternatives = [generation_pb2.TokenLogprob(token_id=t, logprob=v) for t, v in zip(ids, values)]
-            positions.append(generation_pb2.PositionLogprobs(
-                sampled=generation_pb2.TokenLogprob(token_id=token, logprob=own[index]), top=alternatives))
-            index += 1
-        scored[row.request_id] = (row.start, positions)
+        logprobs = [lp for lp in per_row[index : index + len(row.targets)] if lp is not None]
+        scored[row.request_id] = ScoredPrompt(row.start, row.targets, logprobs)
+        index += len(row.targets)
     return scored

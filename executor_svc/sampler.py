@@ -113,15 +113,15 @@ class Sampler:
             raise ValueError(
                 f"logits shape {tuple(logits.shape)} does not match metadata "
                 f"({meta.num_rows}, {meta.vocab_size})")
-        raw_logprobs = _raw_logprobs(logits, meta.logprobs)
+        raw = raw_logprobs(logits, meta.logprobs)
         logits = self.processed_logits(logits, meta)
         if meta.sampling is None:
             token_ids = row_argmax(logits)
         else:
             token_ids = self._sample_rows(logits, meta.sampling)
         logprobs = None
-        if meta.logprobs is not None and raw_logprobs is not None:
-            logprobs = _gather_logprobs(token_ids, raw_logprobs, meta.logprobs)
+        if meta.logprobs is not None and raw is not None:
+            logprobs = gather_logprobs(token_ids, raw, meta.logprobs)
         return DeviceSamplerOutput(token_ids=token_ids, logprobs=logprobs)
 
     def processed_logits(self, logits: Tensor, meta: SamplingMetadata) -> Tensor:
@@ -246,7 +246,7 @@ def _cut_thresholds(logits: Tensor, limits: TopKTopP, num_candidates: int) -> tu
     return threshold, covered
 
 
-def _raw_logprobs(logits: Tensor, request: LogprobRequest | None) -> Tensor | None:
+def raw_logprobs(logits: Tensor, request: LogprobRequest | None) -> Tensor | None:
     """log_softmax [R, V] of the raw logits of the rows that asked for logprobs."""
     if request is None:
         return None
@@ -255,13 +255,14 @@ def _raw_logprobs(logits: Tensor, request: LogprobRequest | None) -> Tensor | No
     return logits.log_softmax(dim=-1, dtype=torch.float32)
 
 
-def _gather_logprobs(
-    token_ids: Tensor, raw_logprobs: Tensor, request: LogprobRequest
+def gather_logprobs(
+    token_ids: Tensor, logprobs: Tensor, request: LogprobRequest
 ) -> DeviceLogprobs:
-    """Picks the sampled tokens' logprobs and the top alternatives for the rows that asked."""
+    """Picks the sampled tokens' logprobs and the top alternatives for the rows that asked, from their
+    ``raw_logprobs``."""
     if len(request.row_ids) < token_ids.shape[0]:
         token_ids = token_ids.index_select(0, request.rows)
-    sampled = raw_logprobs.gather(1, token_ids.unsqueeze(1)).squeeze(1)
-    top = raw_logprobs.topk(request.max_count, dim=-1)
+    sampled = logprobs.gather(1, token_ids.unsqueeze(1)).squeeze(1)
+    top = logprobs.topk(request.max_count, dim=-1)
     return DeviceLogprobs(request=request, sampled=sampled, top_ids=top.indices,
                           top_values=top.values)

@@ -151,7 +151,7 @@ class SamplingMetadata:
     logprobs: LogprobRequest | None
     logit_bias: LogitBiasTensors | None = None
     grammar_mask: GrammarMask | None = None
-    """Rows constrained by structured output (set by the model runner, which holds the matchers)."""
+    """Rows constrained by structured output (built by the model runner, which holds the matchers)."""
 
     @property
     def all_greedy(self) -> bool:
@@ -167,10 +167,12 @@ class SamplingMetadata:
         vocab_size: int,
         device: torch.device | str,
         output_positions: list[int] | None = None,
+        grammar_mask: GrammarMask | None = None,
     ) -> SamplingMetadata:
         """Builds the tensors for one step; row i samples the token at output position
         ``output_positions[i]`` of its request (default ``len(output_token_ids[i])``; this position
-        seeds seeded rows). Penalties read ``output_token_ids``."""
+        seeds seeded rows). Penalties read ``output_token_ids``; ``grammar_mask``: the rows structured output
+        constrains (None: none)."""
         if not len(params) == len(prompt_token_ids) == len(output_token_ids):
             raise ValueError("params, prompt_token_ids and output_token_ids need one entry per row")
         if output_positions is None:
@@ -187,6 +189,7 @@ class SamplingMetadata:
                 params, prompt_token_ids, output_token_ids, vocab_size, device),
             logprobs=_logprob_request(params, device),
             logit_bias=build_logit_bias(params, vocab_size, device),
+            grammar_mask=grammar_mask,
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from executor_svc.prompt_logprobs import ScoredPrompt
 from executor_svc.sampler import RowLogprobs
 from executor_svc.step_work import Emitted, ScheduledWork
 from stepahead_proto import executor_pb2, generation_pb2
@@ -9,7 +10,7 @@ from stepahead_proto import executor_pb2, generation_pb2
 
 def fill_outputs(
     result: executor_pb2.StepResult, work: list[ScheduledWork], emitted: dict[str, Emitted],
-    prompt_logprobs: dict[str, tuple[int, list[generation_pb2.PositionLogprobs]]] | None = None,
+    prompt_logprobs: dict[str, ScoredPrompt] | None = None,
 ) -> None:
     """One output per scheduled request, in order; requests that only prefilled get an empty one (but for the
     prompt logprobs their chunk scored)."""
@@ -17,8 +18,8 @@ def fill_outputs(
         output = result.outputs.add(request_id=item.state.request_id)
         scored = (prompt_logprobs or {}).get(item.state.request_id)
         if scored is not None:
-            output.prompt_logprobs_start, positions = scored
-            output.prompt_logprobs.extend(positions)
+            output.prompt_logprobs_start = scored.start
+            output.prompt_logprobs.extend(_logprobs_proto(t, lp) for t, lp in zip(scored.token_ids, scored.logprobs))
         produced = emitted.get(item.state.request_id)
         if produced is None:
             continue

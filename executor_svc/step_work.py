@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import HostCopy
-from executor_svc.prompt_logprobs import PromptRows
+from executor_svc.prompt_logprobs import PromptRows, ScoredPrompt
 from executor_svc.request_state import ExecutorRequestState
 from executor_svc.sampler import DeviceLogprobs, DeviceSamplerOutput, RowLogprobs, SamplerOutput
-from stepahead_proto import executor_pb2, generation_pb2
+from stepahead_proto import executor_pb2
 
 
 @dataclass
@@ -97,8 +97,8 @@ class LaunchedStep:
     pending: PendingSamples | None = None
     """None when nothing was sampled or once settled."""
     emitted: dict[str, Emitted] = field(default_factory=dict)
-    prompt_logprobs: dict[str, tuple[int, list[generation_pb2.PositionLogprobs]]] = field(default_factory=dict)
-    """Per request: the prompt position of its first scored token and the logprobs of its chunk's prompt tokens."""
+    prompt_logprobs: dict[str, ScoredPrompt] = field(default_factory=dict)
+    """Per request: the prompt tokens its chunk scored (prompt logprobs)."""
     settled: bool = False
     computed_at: float | None = None
     """When the device was seen to have finished the step (time.time())."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import uuid
 from dataclasses import dataclass
@@ -10,6 +9,7 @@ from typing import Any
 
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.tokenizer import Tokenizer
+from stepahead_common.json_text import parse_json_text
 from stepahead_common.structured_output import StructuredOutputError, grammar_error, grammar_of
 from stepahead_proto import generation_pb2, sampling_pb2
 
@@ -168,11 +168,9 @@ def _json_objects(text: str, field: str) -> list[dict[str, Any]]:
     if not text:
         return []
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InvalidRequestError(field, f"is not JSON: {error}") from error
-    except RecursionError as error:
-        raise InvalidRequestError(field, "is nested too deeply") from error
+        value = parse_json_text(text)
+    except ValueError as error:
+        raise InvalidRequestError(field, str(error)) from error
     _check(isinstance(value, list), field, f"must be a JSON array, got {_json_type(value)}")
     for index, item in enumerate(value):
         _check(isinstance(item, dict), field, f"item {index} must be a JSON object, got {_json_type(item)}")
@@ -195,8 +193,8 @@ def _template_tool_call(call: dict[str, Any]) -> dict[str, Any]:
         return {**call, "function": {**function, "arguments": {}}}
     if isinstance(arguments, str):
         try:
-            parsed = json.loads(arguments)
-        except (json.JSONDecodeError, RecursionError):
+            parsed = parse_json_text(arguments)
+        except ValueError:
             return call
         if isinstance(parsed, dict):
             return {**call, "function": {**function, "arguments": parsed}}

@@ -12,6 +12,7 @@ import json
 
 import llguidance
 
+from stepahead_common.json_text import parse_json_text
 from stepahead_proto import sampling_pb2
 
 MAX_FORMAT_CHARS = 64 * 1024
@@ -89,11 +90,9 @@ def grammar_tokenizer(tokenizer_json: str, vocab_size: int, eos_token_ids: list[
 
 def _parse_schema(text: str, field: str) -> object:
     try:
-        schema = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise StructuredOutputError(field, f"is not JSON: {error}") from error
-    except RecursionError as error:
-        raise StructuredOutputError(field, "is nested too deeply") from error
+        schema = parse_json_text(text)
+    except ValueError as error:
+        raise StructuredOutputError(field, str(error)) from error
     if schema is False:
         raise StructuredOutputError(field, "the schema false accepts no value")
     if schema is True:

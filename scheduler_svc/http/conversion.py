@@ -33,7 +33,6 @@ from scheduler_svc.http.protocol import (
     Endpoint,
     ResponseFormat,
     SamplingFields,
-    StructuredOutputs,
 )
 from scheduler_svc.http.tools import ToolCalling, chat_tools, locate_schema_error, message_tool_calls
 from scheduler_svc.http.unrecognized import refuse_unrecognized
@@ -48,6 +47,10 @@ ROLE_ALIASES = {"developer": "system"}
 _SEED_RANGE = (-(2**63), 2**64)
 _INDEX = re.compile(r"\[\d+\]$")
 _INT32_LIMIT = 2**31
+_GUIDED_PARAMS = ("guided_json", "guided_regex", "guided_choice", "guided_grammar")
+_STRUCTURED_OUTPUTS_PARAMS = ("structured_outputs.json", "structured_outputs.regex", "structured_outputs.choice",
+                              "structured_outputs.grammar")
+"""vLLM's two spellings of the same four formats: its guided_* parameters and its newer structured_outputs keys."""
 _GUIDED_KINDS = {"json_schema": "guided_json", "regex": "guided_regex", "choice": "guided_choice",
                  "grammar": "guided_grammar", "json_object": "response_format"}
 """The parameter a structured output kind most likely came from, where the request is not known."""
@@ -274,18 +277,13 @@ def _structured_output(body: SamplingFields) -> tuple[sampling_pb2.StructuredOut
         response_format = _response_format(body.response_format)
         if response_format is not None:
             formats.append(("response_format", response_format))
-    if body.guided_json is not None and body.guided_json != "":
-        schema = body.guided_json if isinstance(body.guided_json, str) else json.dumps(body.guided_json)
-        formats.append(("guided_json", sampling_pb2.StructuredOutput(json_schema=schema)))
-    if body.guided_regex:
-        formats.append(("guided_regex", sampling_pb2.StructuredOutput(regex=body.guided_regex)))
-    if body.guided_choice:
-        choice = sampling_pb2.ChoiceList(choices=body.guided_choice)
-        formats.append(("guided_choice", sampling_pb2.StructuredOutput(choice=choice)))
-    if body.guided_grammar:
-        formats.append(("guided_grammar", sampling_pb2.StructuredOutput(grammar=body.guided_grammar)))
-    if body.structured_outputs is not None:
-        formats += _vllm_structured_outputs(body.structured_outputs)
+    formats += _guided_formats(_GUIDED_PARAMS, body.guided_json, body.guided_regex, body.guided_choice,
+                               body.guided_grammar)
+    given = body.structured_outputs
+    if given is not None:
+        formats += _guided_formats(_STRUCTURED_OUTPUTS_PARAMS, given.json_, given.regex, given.choice, given.grammar)
+        if given.json_object:
+            formats.append(("structured_outputs.json_object", sampling_pb2.StructuredOutput(json_object=True)))
     if len(formats) > 1:
         (first, _), (second, _) = formats[:2]
         raise invalid(second, f"only one structured output format may be set ({first} is set too)")
@@ -295,21 +293,23 @@ def _structured_output(body: SamplingFields) -> tuple[sampling_pb2.StructuredOut
     return format_, param
 
 
-def _vllm_structured_outputs(given: StructuredOutputs) -> list[tuple[str, sampling_pb2.StructuredOutput]]:
-    """vLLM's ``structured_outputs`` object: one (parameter, format) per key set (neutral values set nothing)."""
+def _guided_formats(
+    params: tuple[str, str, str, str], schema: dict[str, Any] | str | None, regex: str | None,
+    choice: list[str] | None, grammar: str | None,
+) -> list[tuple[str, sampling_pb2.StructuredOutput]]:
+    """vLLM's guided formats (a JSON Schema as an object or its text, a regex, choices, a grammar), each with the
+    parameter that set it (``params``, in that order); neutral values set nothing."""
+    json_param, regex_param, choice_param, grammar_param = params
     formats = []
-    if given.json_ is not None and given.json_ != "":
-        schema = given.json_ if isinstance(given.json_, str) else json.dumps(given.json_)
-        formats.append(("structured_outputs.json", sampling_pb2.StructuredOutput(json_schema=schema)))
-    if given.regex:
-        formats.append(("structured_outputs.regex", sampling_pb2.StructuredOutput(regex=given.regex)))
-    if given.choice:
-        choice = sampling_pb2.ChoiceList(choices=given.choice)
-        formats.append(("structured_outputs.choice", sampling_pb2.StructuredOutput(choice=choice)))
-    if given.grammar:
-        formats.append(("structured_outputs.grammar", sampling_pb2.StructuredOutput(grammar=given.grammar)))
-    if given.json_object:
-        formats.append(("structured_outputs.json_object", sampling_pb2.StructuredOutput(json_object=True)))
+    if schema is not None and schema != "":
+        text = schema if isinstance(schema, str) else json.dumps(schema)
+        formats.append((json_param, sampling_pb2.StructuredOutput(json_schema=text)))
+    if regex:
+        formats.append((regex_param, sampling_pb2.StructuredOutput(regex=regex)))
+    if choice:
+        formats.append((choice_param, sampling_pb2.StructuredOutput(choice=sampling_pb2.ChoiceList(choices=choice))))
+    if grammar:
+        formats.append((grammar_param, sampling_pb2.StructuredOutput(grammar=grammar)))
     return formats
 
 

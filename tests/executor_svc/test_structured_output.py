@@ -19,7 +19,7 @@ from tiny_tokenizers import build_byte_level
 
 from executor_svc.config import ExecutorConfig
 from executor_svc.grammar import GrammarCompiler, mask_words
-from executor_svc.grammar_mask import GrammarMask, apply_grammar_mask
+from executor_svc.grammar_mask import GrammarMask, apply_grammar_mask, unpack_bits
 from executor_svc.model_runner import StepError
 from executor_svc.sampler import Sampler
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata
@@ -65,13 +65,14 @@ def decode(model_dir: Path, ids: list[int]) -> str:
 # ---- masks ---------------------------------------------------------------------------------------
 
 
-def test_the_device_mask_unpacks_bit_t_as_token_t():
+def test_the_mask_unpacks_bit_t_as_token_t_on_the_host_and_with_the_devices_tensor_ops():
     rng = np.random.default_rng(0)
     bits = rng.integers(-2**31, 2**31, size=(3, mask_words(VOCAB)), dtype=np.int64).astype(np.int32)
     mask = GrammarMask.build({0: bits[0], 2: bits[1], 5: bits[2]}, "cpu")
     expected = np.unpackbits(bits.view(np.uint8), bitorder="little").reshape(3, -1)[:, :VOCAB].astype(bool)
     assert mask is not None and mask.rows.tolist() == [0, 2, 5]
     assert torch.equal(mask.allowed(VOCAB), torch.from_numpy(expected))
+    assert torch.equal(unpack_bits(torch.from_numpy(bits), VOCAB), torch.from_numpy(expected))  # the GPU's path
 
 
 def test_only_constrained_rows_are_masked_and_the_input_is_untouched():
