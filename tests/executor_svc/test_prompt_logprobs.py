@@ -103,3 +103,16 @@ def test_a_scoring_step_is_not_deferred_and_the_scores_are_the_same(model_dir, h
     outputs = prefill(runner, [10, 10], count=1)
     assert runner.requests["other"].num_unread_tokens == 0  # scoring settled the earlier step first
     assert_like_hf(scored(outputs)[1], hf_logprobs, 1)
+
+
+def test_one_token_chunks_score_from_replayed_graphs_as_hf(model_dir, hf_logprobs):
+    """One-token prefill chunks replay the decode graphs (a CPU stand-in here): their prompt rows are read from the
+    replayed step's logits."""
+    from executor_svc.cuda_graphs.step_graphs import EagerStandIn
+
+    config = ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40, attention_backend="torch_padded",
+                            max_num_seqs=4)
+    runner = build_runner(config, make_capture=EagerStandIn)[0]
+    outputs = prefill(runner, [1] * len(PROMPT), count=2)
+    assert runner.forward.num_replays > 0
+    assert_like_hf(scored(outputs)[1], hf_logprobs, 2)

@@ -283,3 +283,17 @@ def test_on_cuda_constrained_greedy_equals_hf_and_masks_unpack_on_the_device(mod
     runner, _ = runner_for(model_dir, defer=defer, device="cuda", dtype="float32", enforce_eager=False)
     tokens = generate(runner, PROMPT, sampling_pb2.SamplingParams(temperature=0.0, structured_output=format_), 40)
     assert tokens == hf_constrained_greedy(model_dir, llg_tokenizer, PROMPT, format_, max_tokens=40)
+
+
+def test_replayed_decode_steps_mask_as_eager_steps(model_dir, llg_tokenizer):
+    """The step graphs' path (a CPU stand-in re-running the captured forward): masking happens on the replayed
+    step's logits, after the graph, and gives the eager tokens."""
+    from executor_svc.cuda_graphs.step_graphs import EagerStandIn
+
+    config = ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40, attention_backend="torch_padded",
+                            max_num_seqs=4)
+    runner = build_runner(config, make_capture=EagerStandIn)[0]
+    format_ = SO(regex=REGEX)
+    tokens = generate(runner, PROMPT, sampling_pb2.SamplingParams(temperature=0.0, structured_output=format_), 40)
+    assert runner.forward.num_replays > 0
+    assert tokens == hf_constrained_greedy(model_dir, llg_tokenizer, PROMPT, format_, max_tokens=40)
