@@ -4,7 +4,8 @@ A request with ``sampling.structured_output`` gets a ``RequestGrammar``: an llgu
 token once it is on the host. Before a step samples the request, the matcher gives one bit mask per sampled row:
 row 0 for the next token, row j for the token after drafts 1..j (the matcher walks the drafts and rolls back), so
 verifying drafts keeps the masked distribution and speculation stays lossless. Such a request's steps are never
-deferred: its mask needs the previous token on the host.
+deferred: its mask needs the previous token on the host. Its drafts are shaped by the format too
+(``constrain_drafts``): the tokens the format forces are drafted, and no draft it forbids.
 """
 
 from __future__ import annotations
@@ -59,6 +60,31 @@ class RequestGrammar:
         if walked:
             self._matcher.rollback(walked)
         return rows
+
+    def constrain_drafts(self, proposed: list[int], limit: int) -> list[int]:
+        """At most ``limit`` drafts the format allows: where it forces the next tokens (a JSON key and its quotes,
+        a regex's literal), those; elsewhere the drafter's ``proposed`` chain, up to its first token the format
+        forbids (certain to be rejected) and only while every earlier draft was the drafter's own (its later
+        tokens were drafted after them). Drafts are only proposals: verification against the masked target keeps
+        the output exact whichever they are. The matcher is left where it was."""
+        drafts: list[int] = []
+        own = True
+        while len(drafts) < limit:
+            forced = self._matcher.compute_ff_tokens()[: limit - len(drafts)]
+            if forced:
+                taken = forced[: self._matcher.try_consume_tokens(forced)]
+                own = own and proposed[len(drafts) : len(drafts) + len(taken)] == taken
+                drafts += taken
+                if len(taken) < len(forced):
+                    break
+                continue
+            next_proposed = proposed[len(drafts) : len(drafts) + 1] if own else []
+            if not next_proposed or self._matcher.try_consume_tokens(next_proposed) != 1:
+                break
+            drafts += next_proposed
+        if drafts:
+            self._matcher.rollback(len(drafts))
+        return drafts
 
     @property
     def error(self) -> str | None:

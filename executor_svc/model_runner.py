@@ -398,7 +398,10 @@ class ModelRunner:
             item.state.speculative = True
         proposals = self.drafter.propose([DraftRequest(item.state, item.num_spec) for item in wanting])
         for item, drafts in zip(wanting, proposals):
-            item.state.draft_token_ids = list(drafts[: item.num_spec])
+            drafts = list(drafts[: item.num_spec])
+            if item.state.grammar is not None:  # settled: steps of constrained requests are never deferred
+                drafts = item.state.grammar.constrain_drafts(drafts, item.num_spec)
+            item.state.draft_token_ids = drafts
 
     def reset(self) -> None:
         """Forget every request (a new Execute stream starts from nothing)."""

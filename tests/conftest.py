@@ -84,21 +84,11 @@ def tiny_draft_model_dir(tmp_path_factory) -> Path:
     return directory
 
 
-def train_tiny_drafter(model_dir: Path, out: Path, seed: int = 0, num_prompts: int = 64, epochs: int = 2) -> dict:
-    """Train an EAGLE-style drafter for a tiny checkpoint with small settings (seconds, not minutes)."""
-    from executor_svc.drafter_training.run import DataSettings, TrainDrafterJob, train_drafter
-    from executor_svc.drafter_training.trainer import TrainSettings
-
-    return train_drafter(TrainDrafterJob(
-        str(model_dir), str(out), seed=seed, minutes=None,
-        data=DataSettings(num_prompts=num_prompts, held_out_prompts=8, max_new_tokens=48, draft_vocab_size=200,
-                          generate_batch=32),
-        train=TrainSettings(epochs=epochs, batch_entries=512, warmup_batches=4)))
-
-
 @pytest.fixture(scope="session")
 def tiny_eagle_dir(tiny_model_dir, tmp_path_factory) -> Path:
     """An EAGLE-style drafter trained for tiny_model_dir (draft vocabulary 200 of its 400 tokens)."""
+    from tiny_drafter_training import train_tiny_drafter
+
     out = tmp_path_factory.mktemp("tiny_eagle")
     train_tiny_drafter(tiny_model_dir, out)
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import train_tiny_drafter
+from tiny_drafter_training import train_tiny_drafter
 
 from client.mtbench import load_mtbench_first_turns
 from executor_svc.drafter_training.prompts import training_modules, training_requests

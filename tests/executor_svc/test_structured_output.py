@@ -136,6 +136,29 @@ def test_draft_rows_are_masked_as_after_the_drafts_and_the_matcher_is_left_where
     assert np.array_equal(again[0], masks[0])  # rolled back to where it was
 
 
+def test_drafts_take_the_tokens_the_format_forces_then_the_drafters_while_the_format_allows_them(model_dir,
+                                                                                                 llg_tokenizer):
+    compiler = GrammarCompiler.for_model(model_dir, VOCAB, [EOS])
+    assert compiler is not None
+    grammar = compiler.request_grammar(SO(regex=r"answer=[0-9]{2}!"))
+    literal, answer = llg_tokenizer.tokenize_str("answer="), llg_tokenizer.tokenize_str("answer=12!")
+    before = grammar.masks([])
+    assert grammar.constrain_drafts([], 3) == literal[:3]
+    assert grammar.constrain_drafts([], 10) == literal  # the digits are not forced: the drafter has none
+    assert grammar.constrain_drafts(answer, 10) == answer  # forced, then the drafter's own chain
+    assert grammar.constrain_drafts(answer, 7) == answer[:7]
+    # A drafter that drafted other tokens where the format forces these: its later drafts followed its own.
+    assert grammar.constrain_drafts(llg_tokenizer.tokenize_str("an12!"), 10) == literal
+    grammar.consume(llg_tokenizer.tokenize_str("answer=1"))
+    # The drafter's "2" is allowed; its "Z" is not, but the "!" after two digits is forced.
+    assert grammar.constrain_drafts(llg_tokenizer.tokenize_str("2Z"), 3) == llg_tokenizer.tokenize_str("2!")
+    assert grammar.constrain_drafts(llg_tokenizer.tokenize_str("Z2"), 3) == []  # forbidden: certain to be rejected
+    fresh = compiler.request_grammar(SO(regex=r"answer=[0-9]{2}!"))
+    assert np.array_equal(fresh.masks([]), before)
+    fresh.consume(llg_tokenizer.tokenize_str("answer=1"))
+    assert np.array_equal(grammar.masks([]), fresh.masks([]))  # left where it was
+
+
 # ---- through the model runner ----------------------------------------------------------------------
 
 
@@ -258,6 +281,29 @@ def test_speculation_verifies_drafts_against_the_masked_target(model_dir):
     assert sum(o.num_drafted for o in outputs) > 0
     emitted = emitted[:emitted.index(EOS) + 1] if EOS in emitted else emitted
     assert len(emitted) >= 8 and emitted == expected[:len(emitted)]
+
+
+def test_the_tokens_the_format_forces_are_drafted_where_the_drafter_finds_none_and_accepted(model_dir,
+                                                                                           llg_tokenizer, monkeypatch):
+    """The n-gram lookup finds no match in this prompt; the regex's literal "kqzv=" (one allowed token at each
+    position here, so the masked target must take them) is drafted anyway and accepted, with the same output."""
+    sampling = sampling_pb2.SamplingParams(temperature=0.0, structured_output=SO(regex=r"kqzv=[0-9]{2}!"))
+    expected = generate(runner_for(model_dir)[0], PROMPT, sampling, max_tokens=20)
+
+    def speculate() -> list[executor_pb2.RequestStepOutput]:
+        runner, _ = runner_for(model_dir, spec_method="ngram", num_spec_tokens=3)
+        steps = plan_steps({"r": PlannedRequest(PROMPT, sampling, num_spec=3, block_ids=list(range(8)))}, [["r"]] * 6)
+        return [o for step in steps for o in runner.execute(step).outputs]
+
+    outputs = speculate()
+    emitted = [t for o in outputs for t in o.token_ids]
+    assert emitted[:emitted.index(EOS) + 1] == expected
+    assert emitted[:5] == llg_tokenizer.tokenize_str("kqzv=")
+    assert [o.num_accepted for o in outputs[:2]] == [0, 3]  # the prefill's "k", then "qzv" accepted and "="
+    from executor_svc.grammar import RequestGrammar
+
+    monkeypatch.setattr(RequestGrammar, "constrain_drafts", lambda self, proposed, limit: proposed[:limit])
+    assert sum(o.num_drafted for o in speculate()) == 0  # the drafter alone drafts nothing here
 
 
 def test_an_executor_without_a_tokenizer_refuses_structured_output_by_name(tmp_path):
