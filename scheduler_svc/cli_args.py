@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from scheduler_svc.config import ReadinessConfig, SchedulerServiceConfig, SchedulingConfig
+from scheduler_svc.config import TOOL_CALL_PARSERS, ReadinessConfig, SchedulerServiceConfig, SchedulingConfig
 
 
 def add_scheduler_arguments(
@@ -84,6 +84,10 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("public API security and HTTP")
     group.add_argument("--http-port", type=int, default=None,
                        help="serve the OpenAI-compatible HTTP API on this port (0: any free port; default off)")
+    group.add_argument("--tool-call-parser", choices=TOOL_CALL_PARSERS, default=None,
+                       help='serve tool_choice "auto" (OpenAI\'s default with tools) over HTTP by parsing tool calls '
+                            "from the output in this model syntax (hermes: <tool_call>{...}</tool_call> blocks, as "
+                            'Hermes and Qwen models write them) (default: none, "auto" is refused)')
     group.add_argument("--tls-cert", default=None, help="PEM certificate: serve the public APIs (gRPC, HTTP) over TLS")
     group.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     group.add_argument("--api-key", default=None,
@@ -131,6 +135,7 @@ def scheduler_config_from_args(
         executor_tls_key=getattr(args, "executor_tls_key", None),
         num_spec_tokens=str(getattr(args, "num_spec_tokens", "auto")),
         spec_profile_dir=getattr(args, "spec_profile_dir", None),
+        tool_call_parser=getattr(args, "tool_call_parser", None),
     )
 
 
@@ -157,8 +162,8 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
     flags.append("--enable-prefix-caching" if caching else "--no-enable-prefix-caching")
     if getattr(args, "spec_method", "none") != "none" and getattr(args, "num_spec_tokens", None) is not None:
         flags += ["--num-spec-tokens", str(args.num_spec_tokens)]  # serve: dynamic or N
-    for name in ("spec_profile_dir", "http_port", "tls_cert", "tls_key", "api_key_file", "executor_tls_ca",
-                 "executor_tls_cert", "executor_tls_key"):
+    for name in ("spec_profile_dir", "http_port", "tool_call_parser", "tls_cert", "tls_key", "api_key_file",
+                 "executor_tls_ca", "executor_tls_cert", "executor_tls_key"):
         value = getattr(args, name, None)
         if value is not None:
             flags += ["--" + name.replace("_", "-"), str(value)]

@@ -9,6 +9,8 @@ from stepahead_common.tls import check_pair, check_pem_file
 
 DEFAULT_PORT = 50051
 """Where the public API listens unless told otherwise (and where the CLI's clients look for it)."""
+TOOL_CALL_PARSERS = ("hermes",)
+"""The tool call syntaxes the HTTP front can read from free text (tool_choice "auto"): --tool-call-parser."""
 
 
 def _require(condition: bool, field_name: str, message: str) -> None:
@@ -115,6 +117,9 @@ class SchedulerServiceConfig:
     number N (fixed; at most the executor's K_max) or "auto" (fixed at the executor's K_max)."""
     spec_profile_dir: str | None = None
     """Where step profiles are cached (None: the stepahead cache's profiles/ folder)."""
+    tool_call_parser: str | None = None
+    """The model's tool call syntax, one of TOOL_CALL_PARSERS: the HTTP front serves tool_choice "auto" (OpenAI's
+    default with tools) by parsing calls from the output; None: "auto" is refused."""
 
     @property
     def fixed_num_spec_tokens(self) -> int | None:
@@ -158,6 +163,8 @@ class SchedulerServiceConfig:
         _require(self.num_spec_tokens in ("auto", "dynamic") or self.num_spec_tokens.isdigit(), "num_spec_tokens",
                  f"must be dynamic, auto or a number >= 0, got {self.num_spec_tokens!r}")
         self._check_http_port()
+        _require(self.tool_call_parser is None or self.tool_call_parser in TOOL_CALL_PARSERS, "tool_call_parser",
+                 f"must be one of {', '.join(TOOL_CALL_PARSERS)}, got {self.tool_call_parser!r}")
         check_pair(self.tls_cert, self.tls_key, "tls_cert", "tls_key")
         check_pair(self.executor_tls_cert, self.executor_tls_key, "executor_tls_cert", "executor_tls_key")
         check_pem_file(self.executor_tls_ca, "executor_tls_ca")

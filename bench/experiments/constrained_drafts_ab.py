@@ -3,7 +3,7 @@ drafter's drafts as they come, A/B through the stack on the default model.
 
 BASE is a commit before the change; its tree is checked out to /tmp and the executor (and scheduler) of the
 baseline rounds import it (PYTHONPATH), the current tree serves the others. Rounds alternate. Each round: the
-served default (eagle_ngram, dynamic K) or a fixed K (`--num-spec-tokens K`), 16 MT-Bench first turns asking for
+served default (eagle_ngram, dynamic K: the scheduler's `--num-spec-tokens dynamic`) or a fixed K (`--num-spec-tokens K`), 16 MT-Bench first turns asking for
 JSON under a schema (and one asking for a person as JSON), greedy, c=1, 160 tokens. Outputs are compared between
 the variants (must be identical), and drafted / accepted / tokens per verify step / tok/s are reported.
     PYTHONPATH=.:proto python3 bench/experiments/constrained_drafts_ab.py BASE ROUNDS [K]"""
@@ -38,7 +38,7 @@ async def run_all(address):
 def one_round(tree: Path, model_dir: Path, k: str | None):
     env = dict(os.environ, PYTHONPATH=f"{tree}:{tree}/proto")
     flags = ["--num-threads", "2"] + (["--num-spec-tokens", k] if k else [])
-    stack = LocalStack(str(model_dir), flags, [], env=env)
+    stack = LocalStack(str(model_dir), flags, [] if k else ["--num-spec-tokens", "dynamic"], env=env)
     here = os.getcwd()
     os.chdir(tree)  # `python -m` puts the working directory first on sys.path, before PYTHONPATH
     try:

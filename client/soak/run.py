@@ -58,7 +58,7 @@ def run_soak(args: argparse.Namespace) -> dict[str, Any]:
     print(json.dumps(report, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    if report["leaked_kv_blocks"] or report["hung_streams"] or report["requests_left"]:
+    if report["leaked_kv_blocks"] or report["hung_streams"] or report["requests_left"] or report["format_mismatches"]:
         raise SystemExit(1)
     return report
 
@@ -99,6 +99,8 @@ async def _soak(args: argparse.Namespace, address: str, stack) -> dict[str, Any]
         "hung_streams": tally.hung_streams,
         "stalled_streams": tally.stalled_streams,
         "max_silence_s": round(tally.max_silence_s, 1),
+        "constrained_checked": dict(sorted(tally.constrained.items())),
+        "format_mismatches": tally.format_mismatches,
         "leaked_kv_blocks": leaked,
         "requests_left": left,
         "executor_kills": len(kills),

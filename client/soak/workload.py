@@ -1,10 +1,13 @@
-"""The soak's load: concurrent workers sending random requests (lengths, sampling, cancels, deadlines) and
-recording how each one ended."""
+"""The soak's load: concurrent workers sending random requests (lengths, sampling, structured output formats, prompt
+scoring, cancels, deadlines) and recording how each one ended; a constrained output that ends with "stop" is checked
+against its format."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -13,6 +16,13 @@ import grpc
 
 from client.async_client import AsyncClient
 from client.errors import StepaheadError
+
+SOAK_FORMATS: tuple[tuple[str, dict], ...] = (
+    ("regex", {"regex": r"[0-9]{1,6}(-[a-z]{1,8})?!"}),
+    ("choice", {"choice": ["yes", "no", "maybe later"]}),
+    ("json_object", {"json_object": True}),
+)
+"""The structured output formats the soak draws (on a random-weight model: the mask does all the work)."""
 
 
 @dataclass(frozen=True)
@@ -25,6 +35,10 @@ class SoakLoad:
     vocab_size: int = 400
     cancel_fraction: float = 0.1
     deadline_fraction: float = 0.1
+    structured_fraction: float = 0.2
+    """Requests constrained to one of SOAK_FORMATS."""
+    scored_fraction: float = 0.1
+    """Requests asking for prompt_logprobs (their prefill scores the prompt and takes no cached prefix)."""
     hang_s: float = 60.0
     """A stream with no message for this long counts as stalled; for 5x as long, as hung (and is cancelled)."""
 
@@ -32,7 +46,7 @@ class SoakLoad:
         for name in ("concurrency", "max_prompt_tokens", "max_output_tokens", "vocab_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        for name in ("cancel_fraction", "deadline_fraction"):
+        for name in ("cancel_fraction", "deadline_fraction", "structured_fraction", "scored_fraction"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name}: must be in [0, 1], got {getattr(self, name)}")
         if self.hang_s <= 0:
@@ -50,6 +64,10 @@ class SoakTally:
     stalled_streams: int = 0
     """Streams silent for longer than hang_s that went on afterwards (starved, e.g. preempted and requeued)."""
     max_silence_s: float = 0.0
+    constrained: Counter[str] = field(default_factory=Counter)
+    """Constrained requests that ended with "stop", by format: their text checked against it."""
+    format_mismatches: list[str] = field(default_factory=list)
+    """Such texts that did not match their format (none expected)."""
 
 
 class SoakWorkers:
@@ -80,6 +98,10 @@ class SoakWorkers:
             params.update(temperature=0.0)
         else:
             params.update(temperature=rnd.uniform(0.1, 1.5), top_p=rnd.uniform(0.5, 1.0), seed=rnd.randrange(2**32))
+        if rnd.random() < load.structured_fraction:
+            params.update(rnd.choice(SOAK_FORMATS)[1])
+        if rnd.random() < load.scored_fraction:
+            params.update(prompt_logprobs=rnd.randint(0, 2))
         cancel_after = rnd.randint(1, 8) if rnd.random() < load.cancel_fraction else None
         deadline = rnd.uniform(0.05, 2.0) if rnd.random() < load.deadline_fraction else None
         return params, cancel_after, deadline
@@ -87,13 +109,15 @@ class SoakWorkers:
     async def _one(self, client: AsyncClient) -> str:
         params, cancel_after, deadline = self._params()
         stream = client.generate_stream(**params, timeout=deadline)
-        chunks, stalled = 0, False
+        chunks, stalled, finish_reason = 0, False, ""
+        text: list[str] = []
         try:
             while True:
                 waited_from = time.monotonic()
                 try:
                     chunk = await asyncio.wait_for(stream.__anext__(), timeout=5 * self.load.hang_s)
                 except StopAsyncIteration:
+                    self._check_format(params, "".join(text), finish_reason)
                     return "completed"
                 except asyncio.TimeoutError:
                     self.tally.hung_streams += 1
@@ -106,9 +130,31 @@ class SoakWorkers:
                         self.tally.stalled_streams += 1
                 chunks += 1
                 self.tally.tokens += len(chunk.token_ids)
+                text.append(chunk.text)
+                finish_reason = chunk.finish_reason or finish_reason
                 if cancel_after is not None and chunks >= cancel_after:
                     return "cancelled"
         except StepaheadError as error:
             return error.code.name if isinstance(error.code, grpc.StatusCode) else type(error).__name__
         finally:
             stream.cancel()
+
+    def _check_format(self, params: dict, text: str, finish_reason: str) -> None:
+        """A constrained request that stopped on its own (EOS once the format was complete) holds its format."""
+        kind = next((name for name, fields in SOAK_FORMATS if set(fields) <= set(params)), None)
+        if kind is None or finish_reason != "stop" or params.get("ignore_eos"):
+            return
+        self.tally.constrained[kind] += 1
+        if not _matches(kind, params, text):
+            self.tally.format_mismatches.append(f"{kind}: {text!r}")
+
+
+def _matches(kind: str, params: dict, text: str) -> bool:
+    if kind == "regex":
+        return re.fullmatch(params["regex"], text) is not None
+    if kind == "choice":
+        return text in params["choice"]
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False

@@ -76,7 +76,7 @@ class CompletionRoutes:
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``."""
         return await self._serve(request, CHAT_ROUTE, "chatcmpl", lambda raw: chat_plan(
-            parse_body(ChatCompletionRequest, raw), self.context.limits.model_name))
+            parse_body(ChatCompletionRequest, raw), self.context.limits.model_name, self.context.tool_call_parser))
 
     async def completions(self, request: Request) -> Response:
         """``POST /v1/completions``."""

@@ -32,6 +32,8 @@ class ServingContext:
     """The prometheus_client registry /metrics exposes; None: metrics are off and /metrics is 404."""
     created: int = field(default_factory=lambda: int(time.time()))
     """When the model was loaded (the ``created`` of /v1/models), Unix seconds."""
+    tool_call_parser: str | None = None
+    """--tool-call-parser: the model's tool call syntax, for tool_choice "auto" (None: "auto" is refused)."""
     max_body_bytes: int = 4 * 2**20
     """Largest request body read (--max-request-bytes, as for a gRPC message): parsing JSON holds the event loop,
     about 0.15 s per MiB of token ids, so a body is refused unread past it."""

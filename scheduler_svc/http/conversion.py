@@ -5,7 +5,8 @@ maps names (``max_completion_tokens`` -> ``stopping.max_tokens``, ``messages`` -
 refuses what only exists over HTTP (``n``, ``top_logprobs`` without ``logprobs``, ``logit_bias`` keys that are
 not token ids, two structured output parameters, unsupported OpenAI parameters). The structured output parameters
 (``response_format``, ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar``) and a tool_choice
-that calls tools (tools.py) all become ``sampling.structured_output``, at most one of them; the gRPC checks of the
+that forces calls (a named function or "required": tools.py) all become ``sampling.structured_output``, at most
+one of them (tool_choice "auto" leaves the output free); the gRPC checks of the
 format (a bad schema, regex or grammar) are renamed back to the parameter the request set (a tool's
 ``tools[i].function.parameters``). ``tools`` and messages' ``tool_calls`` / ``tool_call_id`` become the ChatPrompt's
 ``tools_json`` and its messages' ``tool_calls_json`` / ``tool_call_id``. ``n`` samples of one prompt are ``n``
@@ -82,7 +83,7 @@ class GenerationPlan:
     """A completion's ``echo``: the prompt (and with ``logprobs``, its tokens' logprobs) before each choice's
     output."""
     tool_calling: ToolCalling | None = None
-    """A chat's tool_choice that makes the output tool calls; None: text."""
+    """A chat's tool_choice that makes the output tool calls (or, "auto", text that may hold them); None: text."""
 
 
 def check_model(requested: str | None, served: str) -> None:
@@ -96,10 +97,11 @@ def check_model(requested: str | None, served: str) -> None:
         )
 
 
-def chat_plan(body: ChatCompletionRequest, served_model: str) -> GenerationPlan:
-    """The engine requests of a chat completion."""
+def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: str | None = None) -> GenerationPlan:
+    """The engine requests of a chat completion (``tool_call_parser``: the server's, for tool_choice "auto")."""
     check_model(body.model, served_model)
-    tools = chat_tools(body)  # before the unrecognized fields: a tool of another type is named by its type
+    # before the unrecognized fields: a tool of another type is named by its type
+    tools = chat_tools(body, tool_call_parser)
     refuse_unrecognized(body)
     _refuse_unsupported_chat(body)
     if body.top_logprobs is not None and not body.logprobs:
@@ -232,7 +234,7 @@ def _plan(
     prompt_logprobs = max(scored) if scored else None
     stopping = _stopping(body, max_tokens)
     structured_output, structured_output_param = _structured_output(body)
-    if tool_calling is not None:
+    if tool_calling is not None and tool_calling.structured_output is not None:
         if structured_output_param is not None:
             raise invalid(structured_output_param, "only one output format may be set: tool_choice makes the output "
                                                    "tool calls")
@@ -248,6 +250,8 @@ def _plan(
             request.stopping.CopyFrom(stopping)
             if body.skip_special_tokens is not None:
                 request.skip_special_tokens = body.skip_special_tokens
+            elif tool_calling is not None and tool_calling.mode == "auto":
+                request.skip_special_tokens = False  # a model's <tool_call> may be a special token (vLLM does so too)
             requests.append(request)
             prompt_index.append(index)
     include_usage = body.stream_options is not None and body.stream_options.include_usage

@@ -24,12 +24,12 @@ its tuning keys are refused unless neutral). At most one may be set; null, an em
 (an empty ``guided_json`` object is the schema ``{}``: any JSON value). vLLM's other guided decoding options
 (``guided_decoding_backend``, ``guided_whitespace_pattern``, ``structural_tag``) are refused.
 
-Tool calling (chat), as vLLM serves it without a model-specific tool parser (tools.py): ``tools`` (function tools)
-with ``tool_choice`` a named function (the output is that function's arguments, constrained to its ``parameters``)
-or "required" (a JSON array of calls, constrained to the tools' schemas); "none" generates free text without
-showing the tools to the template; "auto" (the default with ``tools``) is refused, as it needs a parser of the
-model's own tool call syntax. Messages may carry an assistant's ``tool_calls`` and a tool's ``tool_call_id``, which
-the chat template receives.
+Tool calling (chat), as vLLM serves it (tools.py): ``tools`` (function tools) with ``tool_choice`` a named function
+(the output is that function's arguments, constrained to its ``parameters``) or "required" (a JSON array of calls,
+constrained to the tools' schemas); "none" generates free text without showing the tools to the template; "auto"
+(the default with ``tools``) generates free text the calls are parsed from, in the model's own syntax, given by the
+server's ``--tool-call-parser`` (refused without it). Messages may carry an assistant's ``tool_calls`` and a tool's
+``tool_call_id``, which the chat template receives.
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ class ChatCompletionRequest(SamplingFields):
     tool_choice: str | dict[str, Any] | None = None
     """"none", "auto", "required" or ``{"type": "function", "function": {"name": ...}}``: read by tools.py."""
     parallel_tool_calls: bool | None = None
-    """False: with tool_choice "required", at most one call."""
+    """False: with tool_choice "required" or "auto", at most one call."""
     functions: list[Any] | None = None
 
 

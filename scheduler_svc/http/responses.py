@@ -13,7 +13,10 @@ first chunk, ``text_offset`` counting on from the prompt's token texts.
 Tool calls (tools.py): a named function's call is the message's one tool call (``content: null``); streamed, the
 first chunk of each choice carries its header (id, type, name, ``arguments: ""``) and later chunks append the
 arguments as they are generated. Calls of tool_choice "required" are parsed once the choice has finished; streamed,
-they come in one chunk before the choice's finish chunk.
+they come in one chunk before the choice's finish chunk. Tool_choice "auto" (``--tool-call-parser hermes``): the
+finished text is parsed into content and calls (hermes_tool_calls.parse_output); streamed, content goes out as it is
+generated until a ``<tool_call>`` may be starting, each call in a chunk of its own once its block is closed
+(``index`` its place among the calls), and the finish chunk says "tool_calls" once a call was sent.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler_svc.http.conversion import GenerationPlan
+from scheduler_svc.http.hermes_tool_calls import StreamDelta, StreamParser, parse_output
 from scheduler_svc.http.logprobs import (
     TokenTexts,
     chat_logprobs,
@@ -30,7 +34,7 @@ from scheduler_svc.http.logprobs import (
     echo_logprobs,
     prompt_logprobs,
 )
-from scheduler_svc.http.tools import new_call_id, output_calls, tool_call
+from scheduler_svc.http.tools import ToolCalling, new_call_id, output_calls, tool_call
 from stepahead_proto import generation_pb2
 
 FINISH_REASONS = {
@@ -58,6 +62,8 @@ class _Choice:
     """The echoed prompt's completion logprobs, not sent yet."""
     tool_call_id: str = ""
     """The id of the named function's call (tool_choice naming a function)."""
+    calls_parser: StreamParser | None = None
+    """The stream's parser of calls in the text (tool_choice "auto")."""
 
 
 class ResponseBuilder:
@@ -72,8 +78,10 @@ class ResponseBuilder:
         self.texts = texts
         self.chat = plan.endpoint == "chat"
         self._prompt_token_ids = prompt_token_ids
-        named = plan.tool_calling is not None and plan.tool_calling.mode == "named"
-        self._choices = [_Choice(tool_call_id=new_call_id() if named else "") for _ in plan.requests]
+        calling = plan.tool_calling
+        named = calling is not None and calling.mode == "named"
+        self._choices = [_Choice(tool_call_id=new_call_id() if named else "", calls_parser=_calls_parser(calling))
+                         for _ in plan.requests]
         self._prompt_tokens: dict[int, int] = {}
         self._cached_tokens: dict[int, int] = {}
         self._head: dict[str, Any] = {
@@ -170,6 +178,8 @@ class ResponseBuilder:
             delta = {"content": text} if text else {}
         elif calling.mode == "named":
             delta = {"tool_calls": [{"index": 0, "function": {"arguments": text}}]} if text else {}
+        elif calling.mode == "auto":
+            return self._auto_chunks(index, choice, text, logprobs)
         else:  # "required": the calls are parsed once the output is whole
             choice.text_parts.append(text)
             if choice.finish_reason is not None:
@@ -193,6 +203,26 @@ class ResponseBuilder:
         delta = {"tool_calls": [{"index": position, **call} for position, call in enumerate(calls)]}
         return [self._chunk([{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": None}]),
                 self._chunk([{"index": index, "delta": {}, "logprobs": None, "finish_reason": finish_reason}])]
+
+    def _auto_chunks(self, index: int, choice: _Choice, text: str,
+                     logprobs: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """Tool_choice "auto": what the parser lets go (content, then a chunk per call); once the choice has
+        finished, what it held and the finish chunk ("tool_calls" once a call was sent)."""
+        parser = choice.calls_parser
+        assert parser is not None
+        sent = parser.feed(text)
+        if choice.finish_reason is not None:
+            sent = sent.then(parser.finish())
+        deltas = _auto_deltas(sent, parser.calls_sent - len(sent.calls))
+        finish_reason = None
+        if choice.finish_reason is not None:
+            finish_reason = "tool_calls" if parser.calls_sent else choice.finish_reason
+            deltas.append({})
+        elif not deltas and logprobs is not None:
+            deltas.append({})
+        return [self._chunk([{"index": index, "delta": delta, "logprobs": logprobs if position == 0 else None,
+                              "finish_reason": finish_reason if position == len(deltas) - 1 else None}])
+                for position, delta in enumerate(deltas)]
 
     def usage_chunk(self) -> dict[str, Any]:
         """The last chunk with ``stream_options.include_usage``: no choices, the usage."""
@@ -245,6 +275,8 @@ class ResponseBuilder:
         calling = self.plan.tool_calling
         if calling is None:
             return {"role": "assistant", "content": text}, choice.finish_reason
+        if calling.mode == "auto":
+            return _auto_message(calling, text, choice.finish_reason)
         calls, finish_reason = output_calls(calling, text, choice.finish_reason, choice.tool_call_id)
         if calls is None:
             return {"role": "assistant", "content": text}, finish_reason
@@ -257,6 +289,29 @@ class ResponseBuilder:
         if logprobs["tokens"]:
             choice.token_offset = logprobs["text_offset"][-1] + len(logprobs["tokens"][-1])
         return logprobs
+
+
+def _calls_parser(calling: ToolCalling | None) -> StreamParser | None:
+    if calling is None or calling.mode != "auto":
+        return None
+    return StreamParser(calling.names, calling.parallel)
+
+
+def _auto_deltas(sent: StreamDelta, first_position: int) -> list[dict[str, Any]]:
+    """A stream's deltas for what the parser let go: its content, then one delta per call."""
+    deltas: list[dict[str, Any]] = [{"content": sent.content}] if sent.content else []
+    for position, call in enumerate(sent.calls, first_position):
+        deltas.append({"tool_calls": [{"index": position, **tool_call(call.name, call.arguments)}]})
+    return deltas
+
+
+def _auto_message(calling: ToolCalling, text: str, finish_reason: str | None) -> tuple[dict[str, Any], str | None]:
+    """Tool_choice "auto": the message parsed from a finished choice's text, and its finish reason."""
+    parsed = parse_output(text, calling.names, calling.parallel)
+    if not parsed.calls:
+        return {"role": "assistant", "content": parsed.content}, finish_reason
+    calls = [tool_call(call.name, call.arguments) for call in parsed.calls]
+    return {"role": "assistant", "content": parsed.content, "tool_calls": calls}, "tool_calls"
 
 
 def _merge_completion_logprobs(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""Tool calling (OpenAI's function calling) on structured output, as vLLM serves it without a model-specific parser.
+"""Tool calling (OpenAI's function calling): on structured output, as vLLM serves it without a model-specific
+parser, and, with the server's ``--tool-call-parser hermes``, parsed from free text (vLLM's
+``--enable-auto-tool-choice --tool-call-parser hermes``).
 
 A chat request's ``tools`` (function tools only) and ``tool_choice`` decide what the output is:
 
@@ -13,8 +15,15 @@ A chat request's ``tools`` (function tools only) and ``tool_choice`` decide what
   ``finish_reason`` "tool_calls". Output cut short (``max_tokens``, a stop string, an abort) does not parse: it is
   returned as ``content`` with the engine's finish reason;
 - "none": free text, and the tools are not shown to the chat template;
-- "auto" (OpenAI's default when ``tools`` is given) is refused: telling a call from text needs a parser of the
-  model's own tool call syntax, which stepahead does not have.
+- "auto" (OpenAI's default when ``tools`` is given): free text, which may hold calls in the model's own syntax.
+  With the server's ``--tool-call-parser hermes``, the finished output is read as Hermes-style
+  ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (hermes_tool_calls.py): the text before the
+  first block is the ``content`` (trailing whitespace dropped, null when blank), each block a tool call (at most one
+  with ``parallel_tool_calls: false``), ``finish_reason`` "tool_calls"; an output with a block that does not parse,
+  is not closed or calls a function not among the tools is returned whole as ``content``, with the engine's finish
+  reason. Special tokens are kept in the text unless the request sets ``skip_special_tokens`` (some models'
+  ``<tool_call>`` is one), as vLLM does. Without a parser "auto" is refused (400 naming ``tool_choice``): telling a
+  call from text needs one.
 
 The chat template receives the tools (``ChatPrompt.tools_json``, OpenAI's shape, ``parameters`` filled in when
 absent) unless tool_choice is "none", an assistant message's ``tool_calls`` and a tool message's ``tool_call_id``.
@@ -28,6 +37,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from scheduler_svc.config import TOOL_CALL_PARSERS
 from scheduler_svc.http.errors import ApiError, invalid
 from scheduler_svc.http.protocol import ChatCompletionRequest, ChatMessage, Tool
 from scheduler_svc.http.unrecognized import is_neutral
@@ -39,25 +49,30 @@ DEFAULT_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 """The arguments of a function defined without ``parameters``: an object with no properties, as OpenAI reads it."""
 TOOL_CHOICES = ("none", "auto", "required")
 _DEFS_KEYS = ("$defs", "definitions")
-_AUTO_REFUSED = ('"auto" (the default with tools) needs a parser of the model\'s own tool call syntax, which this '
-                 'server does not have: use "required" (the output is one or more calls) or a named function '
-                 '({"type": "function", "function": {"name": ...}}), or "none" for text')
+_AUTO_REFUSED = ('"auto" (the default with tools) needs a parser of the model\'s own tool call syntax: start the '
+                 'server with --tool-call-parser hermes, or use "required" (the output is one or more calls), a '
+                 'named function ({"type": "function", "function": {"name": ...}}) or "none" for text')
 
 
 @dataclass(frozen=True)
 class ToolCalling:
-    """How a chat request's tool_choice constrains its output to tool calls."""
+    """How a chat request's tool_choice makes its output tool calls: constrained to them ("named", "required"), or
+    free text they are parsed from ("auto")."""
 
-    mode: Literal["named", "required"]
-    structured_output: sampling_pb2.StructuredOutput
-    """The format of the output: the named function's parameters, or the array of calls."""
+    mode: Literal["named", "required", "auto"]
+    structured_output: sampling_pb2.StructuredOutput | None
+    """The format of the output: the named function's parameters, or the array of calls; None ("auto"): free."""
     schema_param: str
     """The parameter a problem with the format names: ``tools[i].function.parameters`` of the named function, or
-    ``tools`` for "required" (see locate_schema_error)."""
+    ``tools`` for "required" (see locate_schema_error); "" for "auto"."""
     function: str = ""
     """The named function (mode "named")."""
     tool_schemas: tuple[str, ...] = ()
     """Each tool's parameters schema as JSON text (mode "required"), to find the one a format problem comes from."""
+    names: frozenset[str] = frozenset()
+    """The tools' names (mode "auto"): a block calling another function is not a call."""
+    parallel: bool = True
+    """``parallel_tool_calls`` (mode "auto"): False keeps the first call only."""
 
 
 @dataclass(frozen=True)
@@ -80,8 +95,9 @@ class _Function:
 
 
 # ---- requests ---------------------------------------------------------------------------------------------------
-def chat_tools(body: ChatCompletionRequest) -> ChatTools:
-    """The tools of a chat request, checked; ApiError (400) naming the parameter otherwise."""
+def chat_tools(body: ChatCompletionRequest, tool_call_parser: str | None = None) -> ChatTools:
+    """The tools of a chat request, checked; ApiError (400) naming the parameter otherwise. ``tool_call_parser``:
+    the server's ``--tool-call-parser`` (None: "auto" is refused)."""
     functions = _functions(body.tools or [])
     choice = body.tool_choice
     if isinstance(choice, str) and choice not in TOOL_CHOICES:
@@ -91,7 +107,11 @@ def chat_tools(body: ChatCompletionRequest) -> ChatTools:
             return ChatTools()
         raise invalid("tool_choice", "needs tools: no tools are given")
     if choice is None or choice == "auto":
-        raise invalid("tool_choice", _AUTO_REFUSED)
+        if tool_call_parser not in TOOL_CALL_PARSERS:
+            raise invalid("tool_choice", _AUTO_REFUSED)
+        names = frozenset(function.name for function in functions)
+        return ChatTools(_tools_json(functions), ToolCalling("auto", None, "", names=names,
+                                                             parallel=body.parallel_tool_calls is not False))
     if choice == "none":
         return ChatTools()
     if choice == "required":

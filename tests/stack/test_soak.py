@@ -1,5 +1,6 @@
-"""`stepahead soak` on a tiny model with a small KV pool (preemption pressure), cancels, deadlines and the
-executor killed every 10 s for a minute: nothing leaks, no stream hangs, the report counts what happened."""
+"""`stepahead soak` on a tiny model with a small KV pool (preemption pressure), cancels, deadlines, structured output
+and prompt scoring, and the executor killed every 10 s for a minute: nothing leaks, no stream hangs, constrained
+outputs hold their format, the report counts what happened."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def test_a_short_soak_with_executor_kills_leaks_nothing(tiny_model_dir, tmp_path
     assert outcomes["completed"] > 30 and outcomes.get("cancelled", 0) > 0, outcomes
     assert set(outcomes) <= {"completed", "cancelled", "DEADLINE_EXCEEDED", "CANCELLED"}, outcomes
     assert "scheduler" in report["rss_growth_after_warmup"]
+    assert report["format_mismatches"] == [] and sum(report["constrained_checked"].values()) > 0, report
     counters = report["server_counters"]  # the small pool preempts; the cache is on by default
     assert counters["preemptions"] > 0 and 0 <= counters["prefix_cache_hit_tokens"] <= counters[
         "prefix_cache_queried_tokens"], counters

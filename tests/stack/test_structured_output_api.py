@@ -30,7 +30,7 @@ SCHEMA = {
 
 @pytest.fixture(scope="module")
 def stack(tiny_model_dir, launch_module_stack):
-    return launch_module_stack(tiny_model_dir, [], ["--http-port", "0"])
+    return launch_module_stack(tiny_model_dir, [], ["--http-port", "0", "--tool-call-parser", "hermes"])
 
 
 def test_outputs_match_their_format_greedy_and_sampled(stack):
@@ -125,6 +125,26 @@ def test_openai_tool_calls_named_required_streamed_and_answered(stack):
                  {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 C."}]
     answer = client.chat.completions.create(model=model, messages=follow_up, max_tokens=8, temperature=0.0)
     assert answer.choices[0].message.content
-    with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(model=model, messages=messages, tools=[WEATHER], max_tokens=4)
-    assert "tool_choice" in str(caught.value)
+
+
+def test_openai_auto_tool_choice_parses_hermes_calls_from_the_text_whole_and_streamed(stack):
+    """tool_choice "auto" (the default with tools) under --tool-call-parser hermes: the random model's free text is
+    content; steered by a regex into the Hermes syntax, the same text is a call, whole and streamed alike."""
+    with Client(stack.address) as grpc_client:
+        model = grpc_client.model_info().model
+    client = openai.OpenAI(base_url=f"{stack.http_url}/v1", api_key="unused")
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    free = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER, TIME], max_tokens=8,
+                                          temperature=0.0)
+    assert free.choices[0].message.content and not free.choices[0].message.tool_calls
+    hermes = r'<tool_call>\{"name": "get_weather", "arguments": \{"city": "Paris"\}\}</tool_call>'
+    steered = {"model": model, "messages": messages, "tools": [WEATHER, TIME], "tool_choice": "auto",
+               "max_tokens": 200, "temperature": 0.0, "extra_body": {"guided_regex": hermes}}
+    reply = client.chat.completions.create(**steered)
+    (call,) = reply.choices[0].message.tool_calls or []
+    assert reply.choices[0].finish_reason == "tool_calls" and reply.choices[0].message.content is None
+    assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Paris"})
+    chunks = list(client.chat.completions.create(**steered, stream=True))
+    streamed = [tc for chunk in chunks for choice in chunk.choices for tc in choice.delta.tool_calls or []]
+    assert [(tc.function.name, tc.function.arguments) for tc in streamed] == [("get_weather", call.function.arguments)]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"

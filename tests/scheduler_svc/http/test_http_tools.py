@@ -108,9 +108,10 @@ def test_none_still_allows_another_output_format():
 
 
 @pytest.mark.parametrize("fields", [{"tools": TOOLS}, {"tools": TOOLS, "tool_choice": "auto"}])
-def test_auto_is_refused_pointing_to_required_or_a_named_function(fields):
+def test_auto_without_a_parser_is_refused_pointing_to_the_parser_flag_required_or_a_named_function(fields):
     error = refused(**fields)
-    assert error.param == "tool_choice" and '"required"' in error.message and "named function" in error.message
+    assert error.param == "tool_choice" and "start the server with --tool-call-parser hermes" in error.message
+    assert '"required"' in error.message and "named function" in error.message and '"none"' in error.message
 
 
 BAD = [
