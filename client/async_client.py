@@ -180,11 +180,17 @@ class AsyncClient:
         model: str | None = None,
         timeout: float | None = None,
         tools: Sequence[Mapping[str, Any]] | str | None = None,
+        add_generation_prompt: bool | None = None,
+        continue_final_message: bool | None = None,
+        chat_template_kwargs: Mapping[str, Any] | str | None = None,
     ) -> TokenizeResult:
         """The token ids generate would start from for ``prompt`` (raw text) or ``messages`` (chat template
-        applied, given ``tools`` as generate's tools option gives them), without generating: to check a prompt
-        against ``max_model_len``."""
-        request = build_tokenize_request(prompt, messages=messages, model=model, tools=tools)
+        applied, given ``tools`` and the chat template controls as generate's options of those names give them),
+        without generating: to check a prompt against ``max_model_len``."""
+        request = build_tokenize_request(prompt, messages=messages, model=model, tools=tools,
+                                         add_generation_prompt=add_generation_prompt,
+                                         continue_final_message=continue_final_message,
+                                         chat_template_kwargs=chat_template_kwargs)
         try:
             response = await self._stub.Tokenize(
                 request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)

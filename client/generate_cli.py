@@ -40,6 +40,8 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
     stopping.add_argument("--include-stop-str", action="store_true", help="keep the matched stop string in the text")
     generate.add_argument("--keep-special-tokens", action="store_true",
                           help="detokenize special tokens too (default: skipped)")
+    generate.add_argument("--priority", type=int, default=None,
+                          help="scheduling priority: lower starts first (needs --scheduling-policy priority)")
     generate.add_argument("--no-speculation", action="store_true",
                           help="opt this request out of speculative decoding")
 
@@ -67,23 +69,47 @@ def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", default=f"127.0.0.1:{DEFAULT_PORT}")
     parser.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
     parser.add_argument("--system", default=None, help="a system message before the prompt (not with --raw)")
+    template = parser.add_argument_group("chat template (not with --raw)")
+    template.add_argument("--continue", dest="continue_with", default=None, metavar="TEXT",
+                          help="end the chat with an assistant message TEXT, which the model continues "
+                               "(continue_final_message: a prefilled answer)")
+    template.add_argument("--no-generation-prompt", action="store_true",
+                          help="render the chat without the assistant header after it (add_generation_prompt false)")
+    template.add_argument("--chat-template-kwargs", type=_json_object_text, default=None, metavar="JSON|@PATH",
+                          help='extra chat template variables, a JSON object, e.g. \'{"enable_thinking": false}\'')
+
+
+_TEMPLATE_FLAGS = {"system": ("system", "a system message"), "continue_with": ("continue", "a message to continue"),
+                   "no_generation_prompt": ("no-generation-prompt", "leaving out the generation prompt"),
+                   "chat_template_kwargs": ("chat-template-kwargs", "a template variable")}
+"""Prompt flags that need the chat template (argument name -> flag, what it asks for)."""
 
 
 def prompt_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``prompt`` (with --raw) or ``messages`` (the prompt as a user message, after --system's)."""
+    """``prompt`` (with --raw) or ``messages`` (the prompt as a user message, after --system's, before --continue's
+    assistant message) with the chat template controls the flags ask for."""
     if args.raw:
-        if args.system is not None:
-            raise ValueError("system: a system message needs the chat template (drop --raw)")
+        for name, (flag, what) in _TEMPLATE_FLAGS.items():
+            if getattr(args, name) not in (None, False):
+                raise ValueError(f"{flag}: {what} needs the chat template (drop --raw)")
         return {"prompt": args.prompt}
     system = [{"role": "system", "content": args.system}] if args.system is not None else []
-    return {"messages": [*system, {"role": "user", "content": args.prompt}]}
+    kwargs: dict[str, Any] = {"messages": [*system, {"role": "user", "content": args.prompt}]}
+    if args.continue_with is not None:
+        kwargs["messages"].append({"role": "assistant", "content": args.continue_with})
+        kwargs["continue_final_message"] = True
+    if args.no_generation_prompt:
+        kwargs["add_generation_prompt"] = False
+    if args.chat_template_kwargs is not None:
+        kwargs["chat_template_kwargs"] = args.chat_template_kwargs
+    return kwargs
 
 
 def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The Client.generate keywords the flags ask for (unset ones left out)."""
     kwargs = prompt_kwargs(args)
     for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-                 "frequency_penalty", "seed", "logprobs", "prompt_logprobs", "max_tokens", "min_tokens"):
+                 "frequency_penalty", "seed", "logprobs", "prompt_logprobs", "max_tokens", "min_tokens", "priority"):
         if getattr(args, name) is not None:
             kwargs[name] = getattr(args, name)
     if args.logit_bias:
@@ -148,6 +174,14 @@ def _text_or_file(value: str) -> str:
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
         raise argparse.ArgumentTypeError(f"cannot read {str(path)!r}: {reason}") from None
+
+
+def _json_object_text(value: str) -> str:
+    """JSON object text (or @PATH of a file holding it), checked to parse as an object; sent as written."""
+    text = _json_schema(value)
+    if not isinstance(json.loads(text), dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return text
 
 
 def _json_schema(value: str) -> str:

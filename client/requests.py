@@ -23,7 +23,8 @@ class GenerateOptions(TypedDict, total=False):
     (and the first stream chunk's) prompt_logprobs. Such a request reuses no prefix-cached blocks.
     Stopping: max_tokens, min_tokens, stop (a string or several), stop_token_ids, ignore_eos,
     include_stop_str_in_output. Request: request_id ("" = server-assigned), model ("" = the
-    served one), skip_special_tokens, disable_speculation (opt out of speculative decoding).
+    served one), skip_special_tokens, disable_speculation (opt out of speculative decoding), priority (lower
+    values start first and are preempted last; needs a server started with --scheduling-policy priority).
     Structured output (guided decoding; at most one, unset: free text): json_schema (a JSON Schema as a dict,
     serialized with json.dumps, or as JSON text: the output is one JSON value valid under it, written compactly as
     json.dumps writes it), json_object (True: any JSON object), regex (the whole output matches it; Rust `regex`
@@ -35,6 +36,11 @@ class GenerateOptions(TypedDict, total=False):
     It only shows the tools to the model: to get a call, constrain the output (json_schema=the tool's parameters)
     and read the call from the output's text yourself; the SDK parses no tool calls (the HTTP server's tool_choice
     does that). A message may carry an assistant's tool_calls and a tool's tool_call_id (see Message).
+    Chat template controls (with messages only; vLLM's names): add_generation_prompt (unset: true, or false with
+    continue_final_message; False renders no assistant header), continue_final_message (True: the last message, an
+    assistant's, is continued: the prompt ends with its content unterminated, e.g. a prefilled "The capital is"),
+    chat_template_kwargs (extra template variables, a dict such as {"enable_thinking": False} or its JSON text; the
+    server refuses names it sets itself, such as messages or bos_token).
     """
 
     request_id: str | None
@@ -58,12 +64,16 @@ class GenerateOptions(TypedDict, total=False):
     include_stop_str_in_output: bool | None
     skip_special_tokens: bool | None
     disable_speculation: bool | None
+    priority: int | None
     json_schema: Mapping[str, Any] | str | None
     json_object: bool | None
     regex: str | None
     choice: Sequence[str] | None
     grammar: str | None
     tools: Sequence[Mapping[str, Any]] | str | None
+    add_generation_prompt: bool | None
+    continue_final_message: bool | None
+    chat_template_kwargs: Mapping[str, Any] | str | None
 
 
 _SAMPLING_FIELDS = (
@@ -123,10 +133,13 @@ def build_generate_request(
         if messages is None:
             raise ValueError("tools: only a chat prompt (messages) is given tools")
         request.chat.tools_json = _json_list(options["tools"], "tools")
+    _set_template_options(request.chat if messages is not None else None, options)
     if options.get("skip_special_tokens") is not None:
         request.skip_special_tokens = options["skip_special_tokens"]
     if options.get("disable_speculation"):
         request.disable_speculation = True
+    if options.get("priority") is not None:
+        request.priority = options["priority"]
     request.sampling.CopyFrom(build_sampling_params(options))
     request.stopping.CopyFrom(build_stopping_params(options))
     return request
@@ -138,27 +151,51 @@ def build_tokenize_request(
     messages: Sequence[Message] | None = None,
     model: str | None = None,
     tools: Sequence[Mapping[str, Any]] | str | None = None,
+    add_generation_prompt: bool | None = None,
+    continue_final_message: bool | None = None,
+    chat_template_kwargs: Mapping[str, Any] | str | None = None,
 ) -> generation_pb2.TokenizeRequest:
     """A TokenizeRequest for exactly one of ``prompt`` (raw text) or ``messages`` (chat; ``tools`` given to the
-    template, as GenerateOptions' tools).
+    template and the chat template controls, as GenerateOptions' options of those names).
 
     Raises:
-        ValueError: not exactly one of prompt/messages, an empty message list, a malformed message, or tools
-            without messages.
+        ValueError: not exactly one of prompt/messages, an empty message list, a malformed message, or tools or a
+            chat template control without messages.
     """
     request = generation_pb2.TokenizeRequest(model=model or "")
     if (prompt is None) == (messages is None):
         raise ValueError("pass exactly one of prompt, messages")
+    template = {"add_generation_prompt": add_generation_prompt, "continue_final_message": continue_final_message,
+                "chat_template_kwargs": chat_template_kwargs}
     if prompt is not None:
         if tools is not None:
             raise ValueError("tools: only a chat prompt (messages) is given tools")
+        _set_template_options(None, template)
         request.text = _prompt_text(prompt)
     else:
         assert messages is not None  # exactly one of the two is given
         request.chat.CopyFrom(_chat_prompt(messages))
         if tools is not None:
             request.chat.tools_json = _json_list(tools, "tools")
+        _set_template_options(request.chat, template)
     return request
+
+
+def _set_template_options(chat: generation_pb2.ChatPrompt | None, options: Mapping[str, Any]) -> None:
+    """add_generation_prompt, continue_final_message and chat_template_kwargs (those given and not None) on
+    ``chat``; ValueError naming one given without a chat prompt (``chat`` None) or of the wrong type."""
+    for name in ("add_generation_prompt", "continue_final_message", "chat_template_kwargs"):
+        value = options.get(name)
+        if value is None:
+            continue
+        if chat is None:
+            raise ValueError(f"{name}: only a chat prompt (messages) is rendered with the chat template")
+        if name == "chat_template_kwargs":
+            chat.template_kwargs_json = _json_object(value, name)
+        elif isinstance(value, bool):
+            setattr(chat, name, value)
+        else:
+            raise ValueError(f"{name}: must be True or False, got {value!r}")
 
 
 def build_detokenize_request(
@@ -351,6 +388,18 @@ def _json_list(value: Any, field: str) -> str:
         raise ValueError(f"{field}: must be a list of dicts or its JSON text, got {type(value).__name__} {value!r}")
     try:
         return json.dumps([dict(item) for item in value], ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{field}: cannot be written as JSON ({error})") from None
+
+
+def _json_object(value: Any, field: str) -> str:
+    """A dict as JSON text; JSON text is passed as it is (the server checks it)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{field}: must be a dict or its JSON text, got {type(value).__name__} {value!r}")
+    try:
+        return json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{field}: cannot be written as JSON ({error})") from None
 

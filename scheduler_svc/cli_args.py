@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from scheduler_svc.config import TOOL_CALL_PARSERS, ReadinessConfig, SchedulerServiceConfig, SchedulingConfig
+from scheduler_svc.config import (
+    SCHEDULING_POLICIES,
+    TOOL_CALL_PARSERS,
+    ReadinessConfig,
+    SchedulerServiceConfig,
+    SchedulingConfig,
+)
 
 
 def add_scheduler_arguments(
@@ -47,6 +53,10 @@ def add_scheduler_arguments(
     group.add_argument("--max-queue-wait-s", type=float, default=None,
                        help="a request still waiting to start after this many seconds ends with RESOURCE_EXHAUSTED "
                             "(default: no limit)")
+    group.add_argument("--scheduling-policy", choices=SCHEDULING_POLICIES, default="fcfs",
+                       help="fcfs: requests start in arrival order (their priority must be 0); priority: lower "
+                            "GenerateRequest.priority values start first and are preempted last, and a waiting "
+                            "request preempts running ones of lower priority when it cannot start (default fcfs)")
     if several_inflight_values:
         group.add_argument("--max-inflight-steps", type=int, nargs="+", default=[1, 2],
                            help="compare these run-ahead depths in one run (default 1 2)")
@@ -118,6 +128,7 @@ def scheduler_config_from_args(
             max_queue_wait_s=args.max_queue_wait_s,
             stream_interval=args.stream_interval,
             enable_prefix_caching=getattr(args, "enable_prefix_caching", True),
+            scheduling_policy=getattr(args, "scheduling_policy", "fcfs"),
         ),
         default_max_tokens=args.default_max_tokens,
         max_request_bytes=args.max_request_bytes,
@@ -153,6 +164,7 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         "--default-max-tokens", str(args.default_max_tokens),
         "--executor-stall-timeout-s", str(args.executor_stall_timeout_s),
         "--stream-interval", str(args.stream_interval),
+        "--scheduling-policy", str(getattr(args, "scheduling_policy", "fcfs")),
     ]
     if args.metrics_port is not None:
         flags += ["--metrics-port", str(args.metrics_port)]

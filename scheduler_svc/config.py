@@ -9,6 +9,8 @@ from stepahead_common.tls import check_pair, check_pem_file
 
 DEFAULT_PORT = 50051
 """Where the public API listens unless told otherwise (and where the CLI's clients look for it)."""
+SCHEDULING_POLICIES = ("fcfs", "priority")
+"""--scheduling-policy: the order requests start in and the order they are preempted in."""
 TOOL_CALL_PARSERS = ("hermes",)
 """The tool call syntaxes the HTTP front can read from free text (tool_choice "auto"): --tool-call-parser."""
 
@@ -39,8 +41,13 @@ class SchedulingConfig:
     messages when the scheduler's sends are the limit (high concurrency)."""
     enable_prefix_caching: bool = True
     """Reuse the KV blocks of a prefix (whole blocks of the same tokens from the start) computed before."""
+    scheduling_policy: str = "fcfs"
+    """One of SCHEDULING_POLICIES: "fcfs" (first come, first served; requests' priority must be 0) or "priority"
+    (GenerateRequest.priority orders the queue and chooses whom to preempt)."""
 
     def __post_init__(self) -> None:
+        _require(self.scheduling_policy in SCHEDULING_POLICIES, "scheduling_policy",
+                 f"must be one of {', '.join(SCHEDULING_POLICIES)}, got {self.scheduling_policy!r}")
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_inflight_steps", "num_scheduler_steps",
                      "max_queued_requests", "stream_interval"):
             value = getattr(self, name)

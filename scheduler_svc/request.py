@@ -40,6 +40,8 @@ class Request:
     sampling: sampling_pb2.SamplingParams
     stop_params: StopParams
     arrival_time: float = field(default_factory=time.monotonic)
+    priority: int = 0
+    """Under the priority scheduling policy, lower values start first and are preempted last (ties: arrival)."""
     output_token_ids: list[int] = field(default_factory=list)
     num_computed_tokens: int = 0
     num_output_placeholders: int = 0
@@ -77,6 +79,11 @@ class Request:
     @property
     def all_token_ids(self) -> list[int]:
         return self.prompt_token_ids + self.output_token_ids
+
+    @property
+    def priority_key(self) -> tuple[int, float]:
+        """The order of the priority scheduling policy: smaller first."""
+        return self.priority, self.arrival_time
 
     @property
     def is_finished(self) -> bool:

@@ -3,10 +3,17 @@
 The scheduler decides, step by step, which requests compute how many tokens, under a token
 budget and the KV blocks available. It plans from ``computed + placeholders`` so it can run ahead
 of the executor: a token scheduled for sampling counts as a placeholder until its result returns.
+
+Policies: "fcfs" keeps the waiting queue and the running batch in arrival order (a preempted request goes back
+to the queue's head) and preempts the latest-started request first. "priority" keeps both ordered by
+(priority, arrival): the best waiting request starts first, the worst running one is preempted first, and a
+waiting request that cannot start for want of a seat or of KV blocks preempts running requests of strictly lower
+priority (before the step is planned, so no request of the step being built is taken back).
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections import deque
 
@@ -53,6 +60,7 @@ class Scheduler:
         self.k_policy: KPolicy = k_policy if k_policy is not None else FixedK(num_spec_tokens)
         """Chooses each step's K (one for every request in the step, all sub-steps of a multi-step batch)."""
         self._step_k = 0
+        self._by_priority = config.scheduling_policy == "priority"
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
@@ -81,7 +89,16 @@ class Scheduler:
                 f"{self.config.max_queued_requests} (--max-queued-requests); retry later"
             )
         self.requests[request.request_id] = request
-        self.waiting.append(request)
+        self._enqueue(request)
+
+    def _enqueue(self, request: Request, preempted: bool = False) -> None:
+        """Into the waiting queue: at its place by priority, else at the back (a preempted request: the head)."""
+        if self._by_priority:
+            self.waiting.insert(_place(self.waiting, request), request)
+        elif preempted:
+            self.waiting.appendleft(request)
+        else:
+            self.waiting.append(request)
 
     def finish_request(self, request_id: str) -> bool:
         """End a request (stopped, aborted or failed): frees its blocks now. False if unknown."""
@@ -116,7 +133,7 @@ class Scheduler:
         if request.request_id in self.requests:
             raise DuplicateRequestError(f"request_id: {request.request_id!r} is already running")
         self.requests[request.request_id] = request
-        self.waiting.append(request)
+        self._enqueue(request)
 
     def blocks_wanted(self) -> int:
         """KV blocks the waiting requests need to hold their known tokens (prompts, and outputs to
@@ -154,7 +171,8 @@ class Scheduler:
         output = SchedulerOutput(step_id=self._next_step_id)
         self._step_k = output.num_spec_tokens = self._choose_k()
         budget = self.config.max_num_batched_tokens
-        budget = self._schedule_running(output, budget)
+        started_first, budget = self._start_before_lower_priority(output, budget)
+        budget = self._schedule_running(output, budget, started_first)
         self._schedule_waiting(output, budget)
         if self.config.num_scheduler_steps > 1 and _is_pure_decode(output):
             self._extend_to_multi_step(output)
@@ -182,17 +200,19 @@ class Scheduler:
         limit = self.max_model_len - request.num_computed_tokens
         return max(0, min(planned - request.num_computed_tokens, budget, limit))
 
-    def _schedule_running(self, output: SchedulerOutput, budget: int) -> int:
+    def _schedule_running(self, output: SchedulerOutput, budget: int, started_first: set[str]) -> int:
+        """Every running request's next tokens, in order, preempting from the back for blocks; requests that
+        started first in this step (``started_first``) are planned already and never preempted."""
         index = 0
         while index < len(self.running) and budget > 0:
             request = self.running[index]
-            num_new = self._num_tokens_to_schedule(request, budget)
+            num_new = 0 if request.request_id in started_first else self._num_tokens_to_schedule(request, budget)
             if num_new == 0:
                 index += 1
                 continue
             num_drafts, num_spec = self._spec_plan(request, num_new, budget)
             total = self._tokens_to_cover(request, num_new, num_drafts, num_spec)
-            if not self._make_room(request, total):
+            if not self._make_room(request, total, started_first):
                 break  # the request preempted itself: everything after it is gone too
             new_block_ids = self.block_manager.allocate(request.request_id, total)
             self._record(output, request, num_new, new_block_ids, num_drafts, num_spec)
@@ -214,38 +234,74 @@ class Scheduler:
         proposes next, and the drafts of steps in flight it may already have accepted."""
         return request.num_computed_tokens + num_new + request.num_unresolved_drafts + num_drafts + num_spec
 
-    def _make_room(self, request: Request, total: int) -> bool:
-        """Preempt from the back of the running batch until the request's blocks cover ``total`` tokens."""
+    def _make_room(self, request: Request, total: int, protected: set[str]) -> bool:
+        """Preempt from the back of the running batch (skipping ``protected`` requests, planned in this step
+        already) until the request's blocks cover ``total`` tokens; False when it preempted the request itself."""
         while not self.block_manager.can_allocate(request.request_id, total):
-            victim = self.running[-1]
+            victim = next(r for r in reversed(self.running) if r.request_id not in protected)
             self._preempt(victim)
             if victim is request:
                 return False
         return True
 
+    def _start_before_lower_priority(self, output: SchedulerOutput, budget: int) -> tuple[set[str], int]:
+        """Priority policy: while the best waiting request has a strictly higher priority than the worst running
+        one, start it first in the step, preempting running requests of lower priority (worst first) until it has
+        a seat and its KV blocks. Runs before any running request is planned, so none planned is taken back.
+        Returns the ids started and the budget left."""
+        started: set[str] = set()
+        while self._by_priority and self.waiting and self.running and budget > 0 and (
+                self.waiting[0].priority < self.running[-1].priority):
+            head = self.waiting[0]
+            seated = len(self.running) < self.config.max_num_seqs
+            admission = self._admission(head, budget) if seated else None
+            if admission is None:
+                self._preempt(self.running[-1])
+                continue
+            budget -= self._start(output, head, admission)
+            started.add(head.request_id)
+        return started, budget
+
+    def _admission(self, request: Request, budget: int) -> tuple[list[int], int, int, int] | None:
+        """What starting ``request`` now takes: (its cached prefix's blocks, tokens to compute, drafts to propose,
+        KV slots to cover); None when it cannot start (no budget or too few free blocks). Leaves
+        ``request.num_computed_tokens`` at the cached prefix's length (0 with None)."""
+        cached = self._cached_prefix(request)
+        request.num_computed_tokens = len(cached) * self.block_manager.block_size
+        num_new = self._num_tokens_to_schedule(request, budget)
+        _, num_spec = self._spec_plan(request, num_new, budget)
+        total = self._tokens_to_cover(request, num_new, 0, num_spec)
+        if num_new == 0 or not self.block_manager.can_allocate_after_cached(cached, total):
+            request.num_computed_tokens = 0
+            return None
+        return cached, num_new, num_spec, total
+
     def _schedule_waiting(self, output: SchedulerOutput, budget: int) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             request = self.waiting[0]
-            cached = self._cached_prefix(request)
-            request.num_computed_tokens = len(cached) * self.block_manager.block_size
-            num_new = self._num_tokens_to_schedule(request, budget)
-            _, num_spec = self._spec_plan(request, num_new, budget)
-            total = self._tokens_to_cover(request, num_new, 0, num_spec)
-            if num_new == 0 or not self.block_manager.can_allocate_after_cached(cached, total):
-                request.num_computed_tokens = 0
+            admission = self._admission(request, budget)
+            if admission is None:
                 break
-            self.waiting.popleft()
-            if self.block_manager.enable_prefix_caching:
-                self.num_prefix_queried_tokens += request.num_tokens
-                self.num_prefix_hit_tokens += request.num_computed_tokens
-                if not request.num_preemptions:
-                    request.num_cached_prompt_tokens = request.num_computed_tokens
-            self.block_manager.take_cached(request.request_id, cached)
-            self.block_manager.allocate(request.request_id, total)
-            request.status = RequestStatus.RUNNING
+            budget -= self._start(output, request, admission)
+
+    def _start(self, output: SchedulerOutput, request: Request, admission: tuple[list[int], int, int, int]) -> int:
+        """Move the first waiting request to the running batch and plan its first chunk; returns its tokens."""
+        cached, num_new, num_spec, total = admission
+        self.waiting.popleft()
+        if self.block_manager.enable_prefix_caching:
+            self.num_prefix_queried_tokens += request.num_tokens
+            self.num_prefix_hit_tokens += request.num_computed_tokens
+            if not request.num_preemptions:
+                request.num_cached_prompt_tokens = request.num_computed_tokens
+        self.block_manager.take_cached(request.request_id, cached)
+        self.block_manager.allocate(request.request_id, total)
+        request.status = RequestStatus.RUNNING
+        if self._by_priority:
+            self.running.insert(_place(self.running, request), request)
+        else:
             self.running.append(request)
-            self._record(output, request, num_new, [], 0, num_spec)
-            budget -= num_new
+        self._record(output, request, num_new, [], 0, num_spec)
+        return num_new
 
     # ---- prefix caching --------------------------------------------------------------------
     @staticmethod
@@ -394,7 +450,7 @@ class Scheduler:
         request.epoch += 1
         request.num_preemptions += 1
         self.num_preemptions += counted
-        self.waiting.appendleft(request)
+        self._enqueue(request, preempted=True)
 
     # ---- results ---------------------------------------------------------------------------
     def accept_result(
@@ -449,3 +505,9 @@ def _is_pure_decode(output: SchedulerOutput) -> bool:
         cached.num_scheduled_tokens == 1 and cached.request_id in output.sampling_request_ids
         for cached in output.cached_requests
     )
+
+
+def _place(queue: deque[Request] | list[Request], request: Request) -> int:
+    """Where ``request`` goes in ``queue`` (ordered by priority_key): after every request with its key or a smaller
+    one."""
+    return bisect.bisect_right([queued.priority_key for queued in queue], request.priority_key)

@@ -56,6 +56,7 @@ def model_limits(
         eos_token_ids=frozenset(eos),
         default_max_tokens=config.default_max_tokens,
         structured_output=all(d.structured_output for d in descriptions),
+        priority_scheduling=config.scheduling.scheduling_policy == "priority",
     )
 
 

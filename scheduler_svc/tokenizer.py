@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +20,11 @@ from stepahead_common.structured_output import grammar_tokenizer
 
 _BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 _SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
+
+
+class ContinuationError(ValueError):
+    """``continue_final_message`` cannot be honoured: the template does not render the last message's content as
+    given (it drops or rewrites part of it), so there is no place to cut the prompt."""
 
 
 class Tokenizer:
@@ -111,31 +117,66 @@ class Tokenizer:
         """Whether ``token_id`` is a ``<0xNN>`` token that the decoder turns into a raw byte (ByteFallback)."""
         return token_id in self._byte_fallback_ids
 
-    def render_chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
-        """The chat template rendered for ``messages`` with the generation prompt appended.
+    def render_chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        template_kwargs: dict[str, Any] | None = None,
+    ) -> str:
+        """The chat template rendered for ``messages``, by default with the generation prompt appended.
 
         ``tools``: what the template receives as ``tools`` (None: no tools), as HF transformers passes them; a
         message may carry ``tool_calls`` (an assistant's) and ``tool_call_id`` (a tool's), as in HF's format.
-        Raises ValueError when there is no template or it fails (including ``raise_exception``, and a TypeError
-        such as a filter given the wrong kind of value by the request's data).
+        ``add_generation_prompt``: the template's variable of that name (the header of the assistant's next
+        message). ``continue_final_message``: the text ends with the last message's content, unterminated, for the
+        model to continue (see _continued); needs ``add_generation_prompt`` false, as in transformers.
+        ``template_kwargs``: further variables for the template (a Qwen3 template's ``enable_thinking``); none may
+        be one of TEMPLATE_NAMES.
+        Raises ValueError when there is no template or it fails (including ``raise_exception``, a TypeError such
+        as a filter given the wrong kind of value by the request's data, and recursion too deep for a nested value),
+        ContinuationError when the last message cannot be continued.
         """
+        if continue_final_message and add_generation_prompt:
+            raise ValueError("continue_final_message needs add_generation_prompt false")
+        clashing = sorted(set(template_kwargs or {}) & TEMPLATE_NAMES)
+        if clashing:
+            raise ValueError(f"template kwargs {', '.join(clashing)} are set by the server itself")
         template = self._template()
+        given, marker = messages, ""
+        if continue_final_message:
+            messages, marker = _marked_final_message(given)
         try:
-            return template.render(
+            rendered = template.render(
+                **(template_kwargs or {}),
                 messages=messages,
-                add_generation_prompt=True,
+                add_generation_prompt=add_generation_prompt,
                 tools=tools,
                 documents=None,
                 **self.special_tokens,
             )
         except (jinja2.TemplateError, TypeError) as error:
             raise ValueError(f"chat template failed: {error}") from error
+        except RecursionError as error:  # e.g. tojson of a deeply nested value from the request
+            raise ValueError("chat template failed: a value is nested too deeply") from error
+        return _continued(rendered, given[-1]["content"], marker) if marker else rendered
 
-    def apply_chat_template(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
-                            ) -> list[int]:
+    def apply_chat_template(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        template_kwargs: dict[str, Any] | None = None,
+    ) -> list[int]:
         """Token ids of the rendered chat (see render_chat); the template supplies special tokens, so none are
         added."""
-        return self.encode(self.render_chat(messages, tools), add_special_tokens=False)
+        text = self.render_chat(messages, tools, add_generation_prompt=add_generation_prompt,
+                                continue_final_message=continue_final_message, template_kwargs=template_kwargs)
+        return self.encode(text, add_special_tokens=False)
 
     def _template(self) -> jinja2.Template:
         if self._chat_template_source is None:
@@ -173,6 +214,35 @@ def _strftime_now(date_format: str) -> str:
     return datetime.now().strftime(date_format)
 
 
+def _marked_final_message(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """``messages`` with a marker after the last one's content (a copy: the caller's are left alone), and the
+    marker: a random word and a space, which no message holds by chance, to find where that content ends in the
+    rendered text."""
+    if not messages:
+        raise ContinuationError("there is no message to continue")
+    final = messages[-1]
+    content = final.get("content")
+    if not isinstance(content, str):
+        raise ContinuationError("the last message has no text content to continue")
+    marker = f"CONTINUE{secrets.token_hex(8).upper()} "
+    return [*messages[:-1], {**final, "content": content + marker}], marker
+
+
+def _continued(rendered: str, content: str, marker: str) -> str:
+    """The rendered chat cut where the last message's content ends (its marker, _marked_final_message), as HF
+    transformers' continue_final_message cuts it: right before the marker when the template kept the marker's
+    space, else (the template trimmed the content's end) before it with trailing whitespace dropped, as the template
+    would have trimmed the content itself. ContinuationError when the content or the marker is not in the text."""
+    word = marker.strip()
+    if content.strip() not in rendered or word not in rendered:
+        raise ContinuationError("the chat template does not render the last message's content as given, so the "
+                                "prompt cannot end with it")
+    cut = rendered.rindex(word)
+    if rendered.startswith(marker, cut):
+        return rendered[:cut]
+    return rendered[:cut].rstrip()
+
+
 def _chat_environment() -> ImmutableSandboxedEnvironment:
     """A Jinja environment that renders chat templates the way HF transformers does."""
     environment = ImmutableSandboxedEnvironment(
@@ -182,6 +252,14 @@ def _chat_environment() -> ImmutableSandboxedEnvironment:
     environment.globals["raise_exception"] = _raise_exception
     environment.globals["strftime_now"] = _strftime_now
     return environment
+
+
+TEMPLATE_NAMES = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
+                            *_SPECIAL_TOKEN_NAMES, *_chat_environment().globals})
+"""Names a chat template gets from the server itself: the variables render_chat sets (the special token names all
+reserved, whether the model has the token or not; ``continue_final_message``, which HF does not pass either, as the
+request field of that name) and the environment's functions (``raise_exception``, ``strftime_now``, ``namespace``,
+``range``, ...). Extra template variables may not take these names."""
 
 
 def _decoder_types(config: Any) -> set[str]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler_svc.request import Request, StopParams
-from scheduler_svc.tokenizer import Tokenizer
+from scheduler_svc.tokenizer import TEMPLATE_NAMES, ContinuationError, Tokenizer
 from stepahead_common.json_text import parse_json_text
 from stepahead_common.structured_output import StructuredOutputError, grammar_error, grammar_of
 from stepahead_proto import generation_pb2, sampling_pb2
@@ -28,6 +28,9 @@ CHAT_MESSAGE_CHARS = 16
 """What each chat message counts towards MAX_PROMPT_CHARS_PER_TOKEN besides its role and content: the template's
 own text around it (ChatML's is 26 characters). Without it, 130k empty messages in a 1 MB request passed the
 check and took 2.5 s to render and tokenize before being refused as too long."""
+MAX_TEMPLATE_KWARGS_CHARS = 65_536
+"""Longest ChatPrompt.template_kwargs_json: template switches and short texts (Qwen3's enable_thinking, a reasoning
+effort), not a second prompt. Like tools_json, the text also counts toward MAX_PROMPT_CHARS_PER_TOKEN."""
 PromptRequest = generation_pb2.GenerateRequest | generation_pb2.TokenizeRequest
 """A message with GenerateRequest's ``prompt`` oneof (TokenizeRequest has its text and chat forms)."""
 
@@ -53,6 +56,8 @@ class ModelLimits:
     default_max_tokens: int
     structured_output: bool = True
     """Whether the executors can apply SamplingParams.structured_output."""
+    priority_scheduling: bool = False
+    """Whether the scheduler orders requests by GenerateRequest.priority (else only 0 is accepted)."""
 
 
 def _check(condition: bool, field: str, message: str) -> None:
@@ -80,6 +85,9 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         f"{len(prompt_ids)} tokens leave no room to generate within the model's limit of "
         f"{limits.max_model_len} tokens",
     )
+    _check(pb.priority == 0 or limits.priority_scheduling, "priority",
+           f"{pb.priority} needs the priority scheduling policy; this server schedules first come, first served "
+           "(start it with --scheduling-policy priority)")
     _check_sampling(pb.sampling, limits.vocab_size)
     if pb.sampling.HasField("structured_output"):
         check_structured_output(pb.sampling.structured_output, tokenizer, limits)
@@ -90,6 +98,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         sampling=pb.sampling,
         stop_params=stop_params,
         spec_enabled=not pb.disable_speculation,
+        priority=pb.priority,
     )
 
 
@@ -132,14 +141,55 @@ def _given_token_ids(prompt: generation_pb2.TokenIdsPrompt, limits: ModelLimits)
 
 
 def _chat_token_ids(chat: generation_pb2.ChatPrompt, tokenizer: Tokenizer, limits: ModelLimits) -> list[int]:
+    kwargs_chars = len(chat.template_kwargs_json)
+    _check(kwargs_chars <= MAX_TEMPLATE_KWARGS_CHARS, "chat.template_kwargs_json",
+           f"{kwargs_chars} characters; at most {MAX_TEMPLATE_KWARGS_CHARS}")
     _check_prompt_chars("chat", chat_prompt_chars(chat), limits.max_model_len)
     _check(bool(chat.messages), "chat.messages", "at least one message is required")
     messages = [_template_message(message, index) for index, message in enumerate(chat.messages)]
     tools = _json_objects(chat.tools_json, "chat.tools_json") or None
+    add_generation_prompt = _add_generation_prompt(chat)
+    template_kwargs = _template_kwargs(chat.template_kwargs_json)
     try:
-        return tokenizer.apply_chat_template(messages, tools)
+        return tokenizer.apply_chat_template(messages, tools, add_generation_prompt=add_generation_prompt,
+                                             continue_final_message=chat.continue_final_message,
+                                             template_kwargs=template_kwargs)
+    except ContinuationError as error:
+        raise InvalidRequestError("chat.continue_final_message", str(error)) from error
     except ValueError as error:
         raise InvalidRequestError("chat", f"the chat template failed: {error}") from error
+
+
+def _add_generation_prompt(chat: generation_pb2.ChatPrompt) -> bool:
+    """The template's add_generation_prompt (unset: true, false when continuing the last message); with
+    continue_final_message, that last message must be the assistant's and add_generation_prompt not true."""
+    if not chat.continue_final_message:
+        return chat.add_generation_prompt if chat.HasField("add_generation_prompt") else True
+    _check(not chat.add_generation_prompt, "chat.add_generation_prompt",
+           "must be false with continue_final_message (the last message is continued: no new one is started)")
+    last = len(chat.messages) - 1
+    role = chat.messages[last].role
+    _check(role == "assistant", "chat.continue_final_message",
+           f"the last message (chat.messages[{last}]) must be the assistant's to be continued, not one of role "
+           f"{role!r}")
+    return False
+
+
+def _template_kwargs(text: str) -> dict[str, Any]:
+    """ChatPrompt.template_kwargs_json as the template's extra variables ("" is none), none of them a name the
+    server sets itself."""
+    field = "chat.template_kwargs_json"
+    if not text:
+        return {}
+    try:
+        value = parse_json_text(text)
+    except ValueError as error:
+        raise InvalidRequestError(field, str(error)) from error
+    _check(isinstance(value, dict), field, f"must be a JSON object, got {_json_type(value)}")
+    for name in value:
+        _check(name not in TEMPLATE_NAMES, f"{field}.{name}",
+               "the server sets this template variable itself (set the request's own field, where there is one)")
+    return dict(value)
 
 
 def _template_message(message: generation_pb2.ChatMessage, index: int) -> dict[str, Any]:
@@ -203,8 +253,8 @@ def _template_tool_call(call: dict[str, Any]) -> dict[str, Any]:
 
 def chat_prompt_chars(chat: generation_pb2.ChatPrompt) -> int:
     """The characters a chat prompt counts as: its roles, contents, tool calls, tool call ids and names,
-    CHAT_MESSAGE_CHARS per message, and its tools."""
-    return len(chat.tools_json) + sum(
+    CHAT_MESSAGE_CHARS per message, its tools and its template kwargs (the template may render either)."""
+    return len(chat.tools_json) + len(chat.template_kwargs_json) + sum(
         len(m.content) + len(m.role) + len(m.tool_calls_json) + len(m.tool_call_id) + len(m.name) + CHAT_MESSAGE_CHARS
         for m in chat.messages
     )

@@ -9,8 +9,10 @@ that forces calls (a named function or "required": tools.py) all become ``sampli
 one of them (tool_choice "auto" leaves the output free); the gRPC checks of the
 format (a bad schema, regex or grammar) are renamed back to the parameter the request set (a tool's
 ``tools[i].function.parameters``). ``tools`` and messages' ``tool_calls`` / ``tool_call_id`` become the ChatPrompt's
-``tools_json`` and its messages' ``tool_calls_json`` / ``tool_call_id``. ``n`` samples of one prompt are ``n``
-engine requests; with a ``seed``, sample ``i`` uses ``seed + i``, so each sample is reproducible on its own.
+``tools_json`` and its messages' ``tool_calls_json`` / ``tool_call_id``; vLLM's ``add_generation_prompt``,
+``continue_final_message`` and ``chat_template_kwargs`` become the ChatPrompt's fields of those names
+(``template_kwargs_json``, the object as JSON text), and their errors are renamed back. ``n`` samples of one prompt
+are ``n`` engine requests; with a ``seed``, sample ``i`` uses ``seed + i``, so each sample is reproducible on its own.
 
 Prompt logprobs: vLLM's ``prompt_logprobs`` is ``sampling.prompt_logprobs`` (refused with ``stream``, as vLLM
 does); a completion's ``echo`` with ``logprobs`` asks the server for ``prompt_logprobs = logprobs`` too (the
@@ -30,6 +32,7 @@ from scheduler_svc.http.errors import ApiError, invalid
 from scheduler_svc.http.protocol import (
     ChatCompletionRequest,
     ChatMessage,
+    ChatTemplateFields,
     CompletionRequest,
     Endpoint,
     ResponseFormat,
@@ -112,7 +115,7 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
     if not body.messages:
         raise invalid("messages", "at least one message is required")
     prompt = generation_pb2.GenerateRequest(model=served_model)
-    prompt.chat.CopyFrom(chat_prompt(body.messages, tools.tools_json))
+    prompt.chat.CopyFrom(chat_prompt(body.messages, tools.tools_json, body))
     max_tokens, max_param = body.max_tokens, "max_tokens"
     if body.max_completion_tokens is not None:
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
@@ -185,6 +188,10 @@ def _param_name(field: str, endpoint: Endpoint, max_tokens_param: str, structure
     if section == "chat":
         if rest == "tools_json":
             return "tools"
+        if rest in ("add_generation_prompt", "continue_final_message"):
+            return rest
+        if rest.partition(".")[0] == "template_kwargs_json":
+            return "chat_template_kwargs" + rest.removeprefix("template_kwargs_json")
         return "messages" + rest.removeprefix("messages").replace(".tool_calls_json", ".tool_calls")
     if section in ("prompt", "text", "token_ids"):
         return prompt_param
@@ -252,6 +259,8 @@ def _plan(
                 request.skip_special_tokens = body.skip_special_tokens
             elif tool_calling is not None and tool_calling.mode == "auto":
                 request.skip_special_tokens = False  # a model's <tool_call> may be a special token (vLLM does so too)
+            if body.priority is not None:
+                request.priority = body.priority
             requests.append(request)
             prompt_index.append(index)
     include_usage = body.stream_options is not None and body.stream_options.include_usage
@@ -388,11 +397,19 @@ def _refuse_unsupported_chat(body: ChatCompletionRequest) -> None:
         raise invalid("functions", "the deprecated functions are not supported: use tools")
 
 
-def chat_prompt(messages: list[ChatMessage], tools_json: str = "") -> generation_pb2.ChatPrompt:
+def chat_prompt(messages: list[ChatMessage], tools_json: str = "",
+                template: ChatTemplateFields | None = None) -> generation_pb2.ChatPrompt:
     """``messages`` as the gRPC API's ChatPrompt (OpenAI's "developer" role is "system"; text parts joined; an
     assistant's tool calls, a tool's call id and the author's name kept), with the tools the template is given (JSON
-    text)."""
+    text) and the request's chat template controls (``template``: add_generation_prompt, continue_final_message,
+    chat_template_kwargs as the ChatPrompt's template_kwargs_json; the gRPC checks judge them)."""
     prompt = generation_pb2.ChatPrompt(tools_json=tools_json)
+    if template is not None:
+        if template.add_generation_prompt is not None:
+            prompt.add_generation_prompt = template.add_generation_prompt
+        prompt.continue_final_message = bool(template.continue_final_message)
+        if template.chat_template_kwargs:
+            prompt.template_kwargs_json = json.dumps(template.chat_template_kwargs, ensure_ascii=False)
     for index, message in enumerate(messages):
         prompt.messages.add(role=ROLE_ALIASES.get(message.role, message.role), content=_content(message, index),
                             tool_calls_json=message_tool_calls(message, index),

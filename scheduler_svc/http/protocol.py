@@ -30,6 +30,12 @@ constrained to the tools' schemas); "none" generates free text without showing t
 (the default with ``tools``) generates free text the calls are parsed from, in the model's own syntax, given by the
 server's ``--tool-call-parser`` (refused without it). Messages may carry an assistant's ``tool_calls`` and a tool's
 ``tool_call_id``, which the chat template receives.
+
+Chat template controls (chat and /tokenize with ``messages``), as vLLM takes them: ``add_generation_prompt`` (default
+true; false renders no assistant header), ``continue_final_message`` (the prompt ends with the last message, an
+assistant's, unterminated: the model continues a prefilled answer; add_generation_prompt then defaults to false and
+may not be true) and ``chat_template_kwargs`` (an object of extra template variables, such as Qwen3's
+``enable_thinking``; names the server sets itself are refused). Their checks are the gRPC API's ChatPrompt checks.
 """
 
 from __future__ import annotations
@@ -162,6 +168,8 @@ class SamplingFields(_Strict):
     top_k: Int32 | None = None
     min_p: float | None = None
     repetition_penalty: float | None = None
+    priority: Int32 | None = None
+    """Scheduling priority (lower first; the server needs --scheduling-policy priority for any value but 0)."""
     min_tokens: Int32 | None = None
     ignore_eos: bool | None = None
     stop_token_ids: list[Int32] | None = None
@@ -179,7 +187,18 @@ class SamplingFields(_Strict):
     structured_outputs: StructuredOutputs | None = None
 
 
-class ChatCompletionRequest(SamplingFields):
+class ChatTemplateFields(_Strict):
+    """vLLM's chat template controls, on the chat endpoint and /tokenize with ``messages``."""
+
+    add_generation_prompt: bool | None = None
+    """Whether the template appends the assistant's header; unset: true, or false with continue_final_message."""
+    continue_final_message: bool | None = None
+    """The prompt ends with the last message (an assistant's) unterminated, for the model to continue it."""
+    chat_template_kwargs: dict[str, Any] | None = None
+    """Extra variables for the chat template (``{"enable_thinking": false}``)."""
+
+
+class ChatCompletionRequest(SamplingFields, ChatTemplateFields):
     """``POST /v1/chat/completions``."""
 
     messages: list[ChatMessage]
@@ -206,8 +225,9 @@ class CompletionRequest(SamplingFields):
     best_of: Int32 | None = None
 
 
-class TokenizeRequest(_Strict):
-    """``POST /tokenize`` (vLLM's shape): ``prompt`` (text) or ``messages`` (chat template applied)."""
+class TokenizeRequest(ChatTemplateFields):
+    """``POST /tokenize`` (vLLM's shape): ``prompt`` (text) or ``messages`` (chat template applied, with the
+    chat template controls of ChatTemplateFields)."""
 
     model: str | None = None
     prompt: str | None = None
@@ -217,8 +237,6 @@ class TokenizeRequest(_Strict):
     "none" gives them)."""
     add_special_tokens: bool | None = None
     """Only true (what the completions endpoint does with a text prompt) is served."""
-    add_generation_prompt: bool | None = None
-    """Only true (what the chat endpoint renders) is served."""
 
 
 class DetokenizeRequest(_Strict):

@@ -2,7 +2,8 @@
 
 /tokenize takes ``prompt`` (text, tokenized as /v1/completions does) or ``messages`` (rendered with the chat
 template as /v1/chat/completions does; ``tools`` are given to the template as a chat completion that calls tools
-gives them) and answers ``{"count", "max_model_len", "tokens"}``; /detokenize takes ``tokens`` and answers
+gives them, and ``add_generation_prompt``, ``continue_final_message`` and ``chat_template_kwargs`` are the chat
+endpoint's) and answers ``{"count", "max_model_len", "tokens"}``; /detokenize takes ``tokens`` and answers
 ``{"prompt": text}``. Both need the API key when one is configured; errors have OpenAI's
 shape and name the parameter.
 """
@@ -22,7 +23,7 @@ from scheduler_svc.http.conversion import chat_prompt, check_model, renamed_erro
 from scheduler_svc.http.errors import ApiError, invalid
 from scheduler_svc.http.protocol import DetokenizeRequest, Endpoint, TokenizeRequest
 from scheduler_svc.http.tools import template_tools
-from scheduler_svc.http.unrecognized import refuse_unrecognized
+from scheduler_svc.http.unrecognized import is_neutral, refuse_unrecognized
 from scheduler_svc.prompt_work import prompt_chars, run_prompt_work
 from scheduler_svc.tokenization import detokenize, tokenize
 from scheduler_svc.validation import InvalidRequestError
@@ -74,15 +75,16 @@ class TokenizeRoutes:
             _refuse_not_true(body.add_special_tokens, "add_special_tokens")
             if body.add_generation_prompt is not None:
                 raise invalid("add_generation_prompt", "applies to messages only")
-            if body.tools:
-                raise invalid("tools", "applies to messages only")
+            for param, value in (("tools", body.tools), ("continue_final_message", body.continue_final_message),
+                                 ("chat_template_kwargs", body.chat_template_kwargs)):
+                if not is_neutral(value):
+                    raise invalid(param, "applies to messages only")
             request.text = body.prompt
         elif body.messages is not None and body.prompt is None:
             endpoint = "chat"
-            _refuse_not_true(body.add_generation_prompt, "add_generation_prompt")
             if body.add_special_tokens is not None:
                 raise invalid("add_special_tokens", "applies to prompt only (the chat template adds special tokens)")
-            request.chat.CopyFrom(chat_prompt(body.messages, template_tools(body.tools)))
+            request.chat.CopyFrom(chat_prompt(body.messages, template_tools(body.tools), body))
         else:
             raise invalid("prompt", "give exactly one of prompt or messages")
         try:

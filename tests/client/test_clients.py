@@ -15,6 +15,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from concurrent import futures
+from typing import Any
 
 import grpc
 import pytest
@@ -377,6 +378,27 @@ def test_tools_reach_the_server_from_both_clients(client: Client, fake: FakeGene
     assert len(chats) == 4 and all(chat == chats[0] for chat in chats)
     assert json.loads(chats[0].tools_json) == tools and json.loads(chats[0].messages[1].tool_calls_json) == [call]
     assert chats[0].messages[2].tool_call_id == "c1"
+
+
+def test_chat_template_controls_reach_the_server_from_both_clients(client: Client, fake: FakeGeneration,
+                                                                    address: str) -> None:
+    messages = [{"role": "user", "content": "Capital of France?"}, {"role": "assistant", "content": "The capital is"}]
+    controls: dict[str, Any] = {"add_generation_prompt": False, "continue_final_message": True,
+                                "chat_template_kwargs": {"enable_thinking": False}}
+    client.generate(messages=messages, **controls)
+    client.tokenize(messages=messages, **controls)
+
+    async def scenario() -> None:
+        async with AsyncClient(address) as async_client:
+            await async_client.generate(messages=messages, **controls)
+            await async_client.tokenize(messages=messages, **controls)
+
+    asyncio.run(scenario())
+    chats = [request.chat for request in fake.requests + fake.tokenize_requests]
+    assert len(chats) == 4 and all(chat == chats[0] for chat in chats)
+    chat = chats[0]
+    assert chat.HasField("add_generation_prompt") and not chat.add_generation_prompt and chat.continue_final_message
+    assert json.loads(chat.template_kwargs_json) == {"enable_thinking": False}
 
 
 def test_bad_tokenize_arguments_fail_before_any_rpc(client: Client, fake: FakeGeneration) -> None:

@@ -51,7 +51,7 @@ EVERY_FLAG = ["--system", "Be brief.", "--temperature", "0.7", "--top-p", "0.9",
               "--seed", "11", "--logprobs", "2", "--prompt-logprobs", "1",
               "--logit-bias", "7=-100", "--logit-bias", "9=2.5",
               "--max-tokens", "16", "--min-tokens", "2", "--stop", "\n\n", "--stop", "END", "--stop-token-id", "3",
-              "--ignore-eos", "--include-stop-str", "--keep-special-tokens", "--no-speculation"]
+              "--ignore-eos", "--include-stop-str", "--keep-special-tokens", "--no-speculation", "--priority", "-3"]
 
 
 def test_every_flag_reaches_its_request_field(served, capsys):
@@ -70,7 +70,7 @@ def test_every_flag_reaches_its_request_field(served, capsys):
         16, 2, ["\n\n", "END"], [3])
     assert stopping.ignore_eos and stopping.include_stop_str_in_output
     assert request.HasField("skip_special_tokens") and not request.skip_special_tokens
-    assert request.disable_speculation
+    assert request.disable_speculation and request.priority == -3
 
 
 def test_unset_flags_leave_the_server_defaults(served, capsys):
@@ -81,7 +81,7 @@ def test_unset_flags_leave_the_server_defaults(served, capsys):
     assert request.text == "plain text"
     assert request.sampling == generation_pb2.GenerateRequest().sampling
     assert request.stopping == generation_pb2.GenerateRequest().stopping
-    assert not request.HasField("skip_special_tokens") and not request.disable_speculation
+    assert not request.HasField("skip_special_tokens") and not request.disable_speculation and request.priority == 0
 
 
 def test_prompt_logprobs_are_in_the_json_output(served, capsys):
@@ -104,6 +104,34 @@ def test_prompt_logprobs_are_in_the_json_output(served, capsys):
     (["--logit-bias", "a=1"], "error: argument --logit-bias: must be ID=BIAS"),
 ])
 def test_a_flag_that_cannot_be_sent_is_refused_naming_it(flags, error, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["generate", "hi", "--server", "127.0.0.1:1", *flags])
+    assert exit_info.value.code == 2
+    assert error in capsys.readouterr().err
+
+
+def test_the_chat_template_flags_reach_the_chat_prompt(served, capsys):
+    address, servicer = served
+    cli.main(["generate", "Capital of France?", "--server", address, "--continue", "The capital is",
+              "--chat-template-kwargs", '{"enable_thinking": false}'])
+    cli.main(["generate", "Hi", "--server", address, "--no-generation-prompt"])
+    continued, headless = (request.chat for request in servicer.requests)
+    assert [(m.role, m.content) for m in continued.messages] == [("user", "Capital of France?"),
+                                                                  ("assistant", "The capital is")]
+    assert continued.continue_final_message and not continued.HasField("add_generation_prompt")
+    assert json.loads(continued.template_kwargs_json) == {"enable_thinking": False}
+    assert headless.HasField("add_generation_prompt") and not headless.add_generation_prompt
+    assert not headless.continue_final_message and headless.template_kwargs_json == ""
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--raw", "--continue", "x"], "error: continue: a message to continue needs the chat template (drop --raw)"),
+    (["--raw", "--no-generation-prompt"], "error: no-generation-prompt: leaving out the generation prompt needs"),
+    (["--raw", "--chat-template-kwargs", "{}"], "error: chat-template-kwargs: a template variable needs the chat"),
+    (["--chat-template-kwargs", "[1]"], "error: argument --chat-template-kwargs: must be a JSON object"),
+    (["--chat-template-kwargs", "{x"], "error: argument --chat-template-kwargs: is not valid JSON"),
+])
+def test_a_chat_template_flag_that_cannot_be_sent_is_refused(flags, error, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["generate", "hi", "--server", "127.0.0.1:1", *flags])
     assert exit_info.value.code == 2

@@ -88,9 +88,11 @@ def test_every_declared_option_is_accepted() -> None:
     values = {"stop": "s", "stop_token_ids": [1], "request_id": "r", "model": "m", "logit_bias": {1: 1.0},
               "json_schema": {"type": "object"}, "json_object": True, "regex": "[a-z]+", "choice": ["a"],
               "grammar": 'start: "a"'}
+    chat_only = {"tools": [{"type": "function"}], "add_generation_prompt": False, "continue_final_message": True,
+                 "chat_template_kwargs": {"enable_thinking": False}}
     for name in GenerateOptions.__annotations__:
-        if name == "tools":  # a chat prompt's only
-            build_generate_request(messages=[{"role": "user", "content": "x"}], tools=[{"type": "function"}])
+        if name in chat_only:  # a chat prompt's only
+            build_generate_request(messages=[{"role": "user", "content": "x"}], **{name: chat_only[name]})
         else:
             build_generate_request("x", **{name: values.get(name, 1)})
 
@@ -156,6 +158,49 @@ def test_tools_and_tool_messages_reach_the_chat_prompt() -> None:
      r"messages\[0\] needs string 'role' and 'content'"),
 ])
 def test_bad_tools_and_tool_messages_are_value_errors(build, kwargs, message) -> None:
+    with pytest.raises(ValueError, match=f"^{message}"):
+        build(**kwargs)
+
+
+CONTINUED = [{"role": "user", "content": "Capital of France?"}, {"role": "assistant", "content": "The capital is"}]
+
+
+def test_the_chat_template_controls_reach_the_chat_prompt() -> None:
+    plain = build_generate_request(messages=CONTINUED).chat
+    assert not plain.HasField("add_generation_prompt") and not plain.continue_final_message
+    assert plain.template_kwargs_json == ""
+    request = build_generate_request(messages=CONTINUED, add_generation_prompt=False, continue_final_message=True,
+                                     chat_template_kwargs={"enable_thinking": False, "persona": "Zürich"})
+    chat = request.chat
+    assert chat.HasField("add_generation_prompt") and not chat.add_generation_prompt and chat.continue_final_message
+    assert json.loads(chat.template_kwargs_json) == {"enable_thinking": False, "persona": "Zürich"}
+    assert "Zürich" in chat.template_kwargs_json  # written as it is, not escaped
+    assert build_tokenize_request(messages=CONTINUED, add_generation_prompt=False, continue_final_message=True,
+                                  chat_template_kwargs={"enable_thinking": False, "persona": "Zürich"}).chat == chat
+    text = '{"enable_thinking": true}'
+    assert build_generate_request(messages=CONTINUED, chat_template_kwargs=text).chat.template_kwargs_json == text
+    assert build_generate_request(messages=CONTINUED, add_generation_prompt=True).chat.add_generation_prompt
+
+
+@pytest.mark.parametrize("build, kwargs, message", [
+    (build_generate_request, {"prompt": "x", "add_generation_prompt": False},
+     "add_generation_prompt: only a chat prompt"),
+    (build_tokenize_request, {"prompt": "x", "continue_final_message": True},
+     "continue_final_message: only a chat prompt"),
+    (build_generate_request, {"token_ids": [1], "chat_template_kwargs": {}},
+     "chat_template_kwargs: only a chat prompt"),
+    (build_generate_request, {"messages": CONTINUED, "continue_final_message": "yes"},
+     "continue_final_message: must be True or False"),
+    (build_tokenize_request, {"messages": CONTINUED, "add_generation_prompt": 0},
+     "add_generation_prompt: must be True or False"),
+    (build_generate_request, {"messages": CONTINUED, "chat_template_kwargs": [("a", 1)]},
+     "chat_template_kwargs: must be a dict"),
+    (build_generate_request, {"messages": CONTINUED, "chat_template_kwargs": {"x": float("inf")}},
+     "chat_template_kwargs: cannot be written as JSON"),
+    (build_tokenize_request, {"messages": CONTINUED, "chat_template_kwargs": {"x": object()}},
+     "chat_template_kwargs: cannot be written as JSON"),
+])
+def test_bad_chat_template_controls_are_value_errors(build, kwargs, message) -> None:
     with pytest.raises(ValueError, match=f"^{message}"):
         build(**kwargs)
 

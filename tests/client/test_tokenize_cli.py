@@ -63,3 +63,15 @@ def test_system_with_raw_is_refused_naming_the_option(served, capsys):
     with pytest.raises(SystemExit) as exited:
         cli.main(["tokenize", "hi", "--server", address, "--raw", "--system", "x"])
     assert exited.value.code == 2 and "system:" in capsys.readouterr().err and servicer.requests == []
+
+
+def test_the_chat_template_flags_reach_the_tokenize_request(served, capsys, tmp_path):
+    address, servicer = served
+    (tmp_path / "kwargs.json").write_text('{"enable_thinking": false}')
+    cli.main(["tokenize", "Capital of France?", "--server", address, "--continue", "The capital is",
+              "--chat-template-kwargs", f"@{tmp_path / 'kwargs.json'}"])
+    cli.main(["tokenize", "Hi", "--server", address, "--no-generation-prompt"])
+    continued, headless = (request.chat for request in servicer.requests)
+    assert [m.role for m in continued.messages] == ["user", "assistant"] and continued.continue_final_message
+    assert continued.template_kwargs_json == '{"enable_thinking": false}'
+    assert headless.HasField("add_generation_prompt") and not headless.add_generation_prompt

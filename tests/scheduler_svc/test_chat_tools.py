@@ -137,7 +137,7 @@ def test_tool_calls_belong_to_assistants_and_call_ids_to_tools(tokenizer):
 def test_tools_and_calls_count_towards_the_character_limit_before_rendering(tokenizer, monkeypatch):
     limit = MAX_PROMPT_CHARS_PER_TOKEN * MAX_MODEL_LEN
     rendered = []
-    monkeypatch.setattr(tokenizer, "apply_chat_template", lambda *args: rendered.append(args) or [1])
+    monkeypatch.setattr(tokenizer, "apply_chat_template", lambda *args, **kwargs: rendered.append(args) or [1])
     huge = [{"type": "function", "function": {"name": "f", "description": "x" * limit}}]
     for chat in (conversation(tools=huge), conversation(calls=[{**CALL, "id": "x" * limit}]),
                  conversation(call_id="x" * limit)):

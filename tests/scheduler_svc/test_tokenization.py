@@ -92,7 +92,7 @@ def test_a_bad_detokenize_request_names_its_field(tokenizer, limits, request_fie
 def test_many_empty_chat_messages_are_refused_before_the_template_renders(tokenizer, limits, monkeypatch):
     from scheduler_svc.validation import CHAT_MESSAGE_CHARS
 
-    def render(*args):
+    def render(*args, **kwargs):
         raise AssertionError("rendered")
 
     monkeypatch.setattr(tokenizer, "apply_chat_template", render)

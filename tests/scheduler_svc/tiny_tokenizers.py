@@ -59,6 +59,19 @@ TOOLS_TEMPLATE = (
 """A ChatML-like template that renders ``tools``, each message's ``tool_calls`` (arguments as JSON, as HF templates
 expect them: objects), ``tool_call_id`` and ``name``."""
 
+THINKING_TEMPLATE = (
+    "{% if persona is defined %}{{ '<|im_start|>system\n' + persona + '<|im_end|>\n' }}{% endif %}"
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['role'] == 'assistant' %}{{ message['content'] | trim }}"
+    "{% else %}{{ message['content'] }}{% endif %}"
+    "{{ '<|im_end|>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{% endif %}"
+)
+"""A Qwen3-like ChatML template that reads two extra variables, ``enable_thinking`` (false: an empty think block after
+the generation prompt) and ``persona`` (a system message first), and trims assistants' contents (as Qwen3's does)."""
+
 
 def _save(raw: RawTokenizer, directory: Path, special: dict[str, str], chat_template: str) -> None:
     """Save through transformers so the directory looks exactly like a real HF checkpoint's."""
@@ -90,6 +103,13 @@ def build_tool_calling(directory: Path) -> Path:
     """The byte-level directory with TOOLS_TEMPLATE as its chat template."""
     build_byte_level(directory)
     (directory / "chat_template.jinja").write_text(TOOLS_TEMPLATE)
+    return directory
+
+
+def build_thinking(directory: Path) -> Path:
+    """The byte-level directory with THINKING_TEMPLATE as its chat template."""
+    build_byte_level(directory)
+    (directory / "chat_template.jinja").write_text(THINKING_TEMPLATE)
     return directory
 
 

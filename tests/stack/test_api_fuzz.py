@@ -1,9 +1,9 @@
 """Fuzzing the public Generate RPC with hypothesis: random and hostile values in every GenerateRequest field
 (huge strings, out-of-vocabulary ids, extreme, negative, NaN and infinite numbers, thousands of stop strings,
-duplicate ids, hostile structured output formats and tool fields, invalid UTF-8, oversize and malformed messages),
-sent through a raw channel so no SDK check hides anything; Tokenize and Detokenize likewise. Only proper status codes
-come back, the server stays up, and at the end no KV block is held and no request is left in the scheduler.
-Derandomized: the same cases every run."""
+duplicate ids, hostile structured output formats, tool fields and chat template controls, invalid UTF-8, oversize and
+malformed messages), sent through a raw channel so no SDK check hides anything; Tokenize and Detokenize likewise.
+Only proper status codes come back, the server stays up, and at the end no KV block is held and no request is left in
+the scheduler. Derandomized: the same cases every run."""
 
 from __future__ import annotations
 
@@ -41,6 +41,12 @@ TOOLS_TEXT = st.one_of(TEXT, st.sampled_from([
     "[]", "{}", "[1]", "[" * 5000, "[" + '{"a":' * 900 + "1" + "}" * 900 + "]", '[{"function": 5}]',
     '[{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\\"x\\": 1}"}}]',
     '[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]']))
+TEMPLATE_KWARGS_TEXT = st.one_of(TEXT, TOOLS_TEXT, st.sampled_from([
+    "{}", '{"enable_thinking": false}', '{"messages": []}', '{"bos_token": "x", "a": 1}', '{"raise_exception": 1}',
+    '{"namespace": null}', '{"": 1, "a b": [1, {"c": null}]}', "null", '"x"', "{" * 5000,
+    '{"a":' * 900 + "1" + "}" * 900, '{"x": "' + "y" * 40_000 + '"}', '{"x": "' + "y" * 70_000 + '"}',
+    '{"x": NaN, "y": -Infinity}', '{"x": 1e999}']))
+"""Hostile ChatPrompt.template_kwargs_json: not JSON, not an object, reserved names, deep nesting, oversize."""
 SMALL_MAX_TOKENS = st.integers(1, 2)  # accepted requests stay short: 2,000 cases in about 1.5 minutes
 
 
@@ -112,6 +118,7 @@ def generate_requests(draw) -> bytes:
         sampling=draw(sampling_params()),
         stopping=draw(stopping_params()),
         disable_speculation=draw(st.booleans()),
+        priority=draw(st.one_of(st.just(0), st.integers(-3, 3), st.integers(-2**31, 2**31 - 1))),
     )
     prompt = draw(st.sampled_from(["text", "chat", "token_ids", "none"]))
     if prompt == "text":
@@ -126,6 +133,7 @@ def generate_requests(draw) -> bytes:
                 message.name = draw(TEXT)
         if draw(st.integers(0, 3)) == 0:
             request.chat.tools_json = draw(TOOLS_TEXT)
+        _set_template_options(draw, request.chat)
     elif prompt == "token_ids":
         request.token_ids.ids.extend(draw(st.lists(INT32, max_size=6)) + [5] * draw(st.sampled_from([0, 0, 600])))
     if draw(st.booleans()):
@@ -154,12 +162,24 @@ def tokenizer_requests(draw) -> tuple[str, bytes]:
             request.text = draw(TEXT)
         elif prompt == "chat":
             for _ in range(draw(st.integers(0, 3))):
-                request.chat.messages.add(role=draw(st.sampled_from(["user", "system", "robot", ""])),
+                request.chat.messages.add(role=draw(st.sampled_from(["user", "system", "assistant", "robot", ""])),
                                           content=draw(TEXT))
+            _set_template_options(draw, request.chat)
         method = TOKENIZE
     data = request.SerializeToString()
     damage = draw(st.sampled_from(["none"] * 6 + ["truncate", "garbage", "oversize"]))
     return method, _damaged(draw, data, damage, model_tag=b"\x0a")
+
+
+def _set_template_options(draw, chat: generation_pb2.ChatPrompt) -> None:
+    """The chat template controls, hostile or not: add_generation_prompt unset, false or true (with
+    continue_final_message too: refused), continue_final_message whatever the last message's role, template kwargs."""
+    generation_prompt = draw(st.sampled_from([None, None, False, True]))
+    if generation_prompt is not None:
+        chat.add_generation_prompt = generation_prompt
+    chat.continue_final_message = draw(st.integers(0, 3)) == 0
+    if draw(st.integers(0, 2)) == 0:
+        chat.template_kwargs_json = draw(TEMPLATE_KWARGS_TEXT)
 
 
 def _damaged(draw, data: bytes, damage: str, model_tag: bytes) -> bytes:
@@ -198,7 +218,8 @@ def fuzz_target(tiny_model_dir):
     from client.stack import LocalStack
 
     stack = LocalStack(str(tiny_model_dir), ["--num-threads", "1", "--num-kv-blocks", "64"],
-                       ["--max-request-bytes", str(MAX_MESSAGE_BYTES), "--max-queued-requests", "64"])
+                       ["--max-request-bytes", str(MAX_MESSAGE_BYTES), "--max-queued-requests", "64",
+                        "--scheduling-policy", "priority"])  # requests' priorities reorder and preempt
     stack.start(timeout_s=600)
     channel = grpc.insecure_channel(stack.address)
     generate = channel.unary_stream(GENERATE, request_serializer=lambda data: data,

@@ -228,6 +228,8 @@ BAD = [
      "messages[0].tool_calls[0].type"),
     (CHAT, {"messages": MESSAGES, "store": True}, "store"),
     (COMPLETIONS, {"prompt": "hi", "store": True}, "store"),
+    (CHAT, {"messages": MESSAGES, "priority": 1}, "priority"),  # this server schedules first come, first served
+    (COMPLETIONS, {"prompt": "hi", "priority": 2**31}, "priority"),
 ]
 
 
