@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
@@ -134,14 +135,14 @@ class Tokenizer:
         message). ``continue_final_message``: the text ends with the last message's content, unterminated, for the
         model to continue (see _continued); needs ``add_generation_prompt`` false, as in transformers.
         ``template_kwargs``: further variables for the template (a Qwen3 template's ``enable_thinking``); none may
-        be one of TEMPLATE_NAMES.
+        be one of template_names().
         Raises ValueError when there is no template or it fails (including ``raise_exception``, a TypeError such
         as a filter given the wrong kind of value by the request's data, and recursion too deep for a nested value),
         ContinuationError when the last message cannot be continued.
         """
         if continue_final_message and add_generation_prompt:
             raise ValueError("continue_final_message needs add_generation_prompt false")
-        clashing = sorted(set(template_kwargs or {}) & TEMPLATE_NAMES)
+        clashing = sorted(set(template_kwargs or {}) & template_names())
         if clashing:
             raise ValueError(f"template kwargs {', '.join(clashing)} are set by the server itself")
         template = self._template()
@@ -254,12 +255,14 @@ def _chat_environment() -> ImmutableSandboxedEnvironment:
     return environment
 
 
-TEMPLATE_NAMES = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
-                            *_SPECIAL_TOKEN_NAMES, *_chat_environment().globals})
-"""Names a chat template gets from the server itself: the variables render_chat sets (the special token names all
-reserved, whether the model has the token or not; ``continue_final_message``, which HF does not pass either, as the
-request field of that name) and the environment's functions (``raise_exception``, ``strftime_now``, ``namespace``,
-``range``, ...). Extra template variables may not take these names."""
+@functools.cache
+def template_names() -> frozenset[str]:
+    """Names a chat template gets from the server itself: the variables render_chat sets (the special token names
+    all reserved, whether the model has the token or not; ``continue_final_message``, which HF does not pass either,
+    as the request field of that name) and the environment's functions (``raise_exception``, ``strftime_now``,
+    ``namespace``, ``range``, ...). Extra template variables may not take these names."""
+    return frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
+                      *_SPECIAL_TOKEN_NAMES, *_chat_environment().globals})
 
 
 def _decoder_types(config: Any) -> set[str]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler_svc.request import Request, StopParams
-from scheduler_svc.tokenizer import TEMPLATE_NAMES, ContinuationError, Tokenizer
+from scheduler_svc.tokenizer import ContinuationError, Tokenizer, template_names
 from stepahead_common.json_text import parse_json_text
 from stepahead_common.structured_output import StructuredOutputError, grammar_error, grammar_of
 from stepahead_proto import generation_pb2, sampling_pb2
@@ -187,7 +187,7 @@ def _template_kwargs(text: str) -> dict[str, Any]:
         raise InvalidRequestError(field, str(error)) from error
     _check(isinstance(value, dict), field, f"must be a JSON object, got {_json_type(value)}")
     for name in value:
-        _check(name not in TEMPLATE_NAMES, f"{field}.{name}",
+        _check(name not in template_names(), f"{field}.{name}",
                "the server sets this template variable itself (set the request's own field, where there is one)")
     return dict(value)
 

@@ -2,8 +2,9 @@
 
 Every feature's own tests pin its combinations one axis at a time; this draws whole configurations at random
 (drafter and K, running ahead, multi-step, chunk budget, a KV pool small enough to preempt, prefix caching,
-stream interval, batch width, staggered arrivals) and checks each against a plain synchronous stack: the same
-greedy tokens for every request (several share long prefixes), every KV block free afterwards, no error.
+stream interval, batch width, staggered arrivals, the scheduling policy with requests' priorities) and checks each
+against a plain synchronous stack: the same greedy tokens for every request (several share long prefixes, two are
+constrained by a regex and a JSON object), every KV block free afterwards, no error.
 
     PYTHONPATH=.:tests:tests/executor_svc:tests/scheduler_svc:tests/fixtures \
         python3 bench/experiments/config_combinations.py N SEED [default]
@@ -17,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from conftest import train_tiny_drafter
+from tiny_drafter_training import train_tiny_drafter
 from tiny_models import make_tiny_llama
 from tiny_tokenizers import build_byte_level
 
@@ -47,11 +48,19 @@ def prompts() -> list[list[int]]:
     return fresh + [shared + [rng.randrange(3, 400) for _ in range(n)] for n in (1, 9, 30)]
 
 
-def run_all(address: str, stagger_s: float, counts: dict | None = None) -> list[tuple[int, ...]]:
+FORMATS = {1: {"regex": r"[0-9]{2,5}-[a-z]{2,9}!"}, 3: {"json_object": True}}
+"""Greedy requests constrained to a format (by index): their tokens must match the reference too."""
+
+
+def run_all(address: str, stagger_s: float, counts: dict | None = None,
+            prioritised: bool = False) -> list[tuple[int, ...]]:
     def one(index: int) -> tuple[int, ...]:
         time.sleep(index * stagger_s)
         sampled = index >= len(prompts())
         params = dict(temperature=0.8, top_p=0.9, seed=index) if sampled else dict(temperature=0.0)
+        params.update(FORMATS.get(index, {}))
+        if prioritised:
+            params["priority"] = index % 3 - 1
         with Client(address) as client:
             result = client.generate(token_ids=prompts()[index % len(prompts())], max_tokens=MAX_TOKENS,
                                      ignore_eos=True, **params)
@@ -83,6 +92,7 @@ def draw(rng: random.Random, drafts: dict[str, list[str]]) -> tuple[list[str], l
     scheduler += ["--max-num-seqs", rng.choice(["2", "3", "8"])]
     scheduler += ["--stream-interval", rng.choice(["1", "3"])]
     scheduler += [rng.choice(["--enable-prefix-caching", "--no-enable-prefix-caching"])]
+    scheduler += ["--scheduling-policy", rng.choice(["fcfs", "priority"])]
     return executor, scheduler, rng.choice([0.0, 0.0, 0.03]), rng.choice([1, 1, 1, 2])
 
 
@@ -130,7 +140,7 @@ def main() -> None:
         try:
             stack.start()
             counts: dict = {}
-            outputs = run_all(stack.address, stagger, counts)
+            outputs = run_all(stack.address, stagger, counts, prioritised="priority" in scheduler)
             free = free_blocks(stack.address)
             compared = len(outputs) if "none" in executor else len(prompts())
             mismatched = [i for i, (a, b) in enumerate(zip(outputs[:compared], reference)) if a != b]

@@ -11,7 +11,7 @@ from tiny_tokenizers import build_byte_level, build_thinking
 
 from scheduler_svc.prompt_work import prompt_chars
 from scheduler_svc.tokenization import tokenize
-from scheduler_svc.tokenizer import TEMPLATE_NAMES, ContinuationError, Tokenizer
+from scheduler_svc.tokenizer import ContinuationError, Tokenizer, template_names
 from scheduler_svc.validation import (
     MAX_PROMPT_CHARS_PER_TOKEN,
     MAX_TEMPLATE_KWARGS_CHARS,
@@ -183,7 +183,7 @@ def test_bad_template_kwargs_name_their_field(tokenizer, kwargs, field, words):
 
 def test_every_name_the_server_sets_is_reserved(tokenizer):
     assert {"messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token", "unk_token",
-            "raise_exception", "strftime_now"} <= TEMPLATE_NAMES
+            "raise_exception", "strftime_now"} <= template_names()
     with pytest.raises(ValueError, match="eos_token"):
         tokenizer.render_chat([QUESTION], template_kwargs={"eos_token": "x"})
 
