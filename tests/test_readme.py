@@ -36,8 +36,8 @@ def test_readme_commands_are_the_ones_expected():
     programs = {next(w for w in words if not re.fullmatch(r"[A-Z_]+=.*", w)) for words in shell_commands(README)}
     assert programs <= {"bash", "stepahead", "python3", "docker", "curl"}
     assert ["bash", ".ci/setup"] in shell_commands(README)
-    assert ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadscope"
-            ] in shell_commands(README)
+    assert ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadscope",
+            "--durations=25"] in shell_commands(README)
     assert ["serve"] in stepahead_commands(README)
 
 
