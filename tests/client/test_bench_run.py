@@ -18,7 +18,7 @@ pytestmark = pytest.mark.stack
 def test_bench_reports_sync_and_async_against_bare_forwards(tiny_model_dir, tmp_path, capsys):
     main(["bench", "--model", str(tiny_model_dir), "--no-hf", "--concurrency", "1", "3", "--num-prompts", "3",
           "--max-tokens", "6", "--max-inflight-steps", "1", "2", "--num-threads", "1", "--weight-floor",
-          "--out", str(tmp_path)])
+          "--reuse-executor", "--out", str(tmp_path)])
     report = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
     assert [run["label"] for run in report["runs"]] == [
         "c=1 inflight=1", "c=3 inflight=1", "c=1 inflight=2", "c=3 inflight=2"]
@@ -108,7 +108,7 @@ def test_hf_peers_picks_the_baselines(tiny_model_dir, tmp_path, monkeypatch, cap
 def test_odd_rounds_run_the_configurations_in_reverse(tiny_model_dir, tmp_path):
     main(["bench", "--model", str(tiny_model_dir), "--no-hf", "--concurrency", "1", "--num-prompts", "2",
           "--max-tokens", "4", "--max-inflight-steps", "1", "2", "--num-threads", "1", "--rounds", "2",
-          "--out", str(tmp_path)])
+          "--reuse-executor", "--out", str(tmp_path)])
     report = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
     assert [(run["label"], run["round"]) for run in report["runs"]] == [
         ("c=1 inflight=1", 0), ("c=1 inflight=2", 0), ("c=1 inflight=2", 1), ("c=1 inflight=1", 1)]
