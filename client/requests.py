@@ -386,10 +386,7 @@ def _json_list(value: Any, field: str) -> str:
         return value
     if not isinstance(value, Sequence) or not all(isinstance(item, Mapping) for item in value):
         raise ValueError(f"{field}: must be a list of dicts or its JSON text, got {type(value).__name__} {value!r}")
-    try:
-        return json.dumps([dict(item) for item in value], ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{field}: cannot be written as JSON ({error})") from None
+    return _dumps([dict(item) for item in value], field)
 
 
 def _json_object(value: Any, field: str) -> str:
@@ -398,8 +395,13 @@ def _json_object(value: Any, field: str) -> str:
         return value
     if not isinstance(value, Mapping):
         raise ValueError(f"{field}: must be a dict or its JSON text, got {type(value).__name__} {value!r}")
+    return _dumps(dict(value), field)
+
+
+def _dumps(value: Any, field: str) -> str:
+    """``value`` as JSON text; ValueError naming ``field`` when it cannot be written (a set, NaN, ...)."""
     try:
-        return json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{field}: cannot be written as JSON ({error})") from None
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections import deque
+from operator import attrgetter
 
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulingConfig
@@ -89,16 +90,17 @@ class Scheduler:
                 f"{self.config.max_queued_requests} (--max-queued-requests); retry later"
             )
         self.requests[request.request_id] = request
-        self._enqueue(request)
+        self._join(self.waiting, request)
 
-    def _enqueue(self, request: Request, preempted: bool = False) -> None:
-        """Into the waiting queue: at its place by priority, else at the back (a preempted request: the head)."""
+    def _join(self, queue: deque[Request] | list[Request], request: Request, at_head: bool = False) -> None:
+        """Into the waiting queue or the running batch: at its place by (priority, arrival) under the priority
+        policy, else at the back (``at_head``: the front, where a preempted request goes back)."""
         if self._by_priority:
-            self.waiting.insert(_place(self.waiting, request), request)
-        elif preempted:
-            self.waiting.appendleft(request)
+            queue.insert(bisect.bisect_right(queue, request.priority_key, key=attrgetter("priority_key")), request)
+        elif at_head:
+            queue.insert(0, request)
         else:
-            self.waiting.append(request)
+            queue.append(request)
 
     def finish_request(self, request_id: str) -> bool:
         """End a request (stopped, aborted or failed): frees its blocks now. False if unknown."""
@@ -133,7 +135,7 @@ class Scheduler:
         if request.request_id in self.requests:
             raise DuplicateRequestError(f"request_id: {request.request_id!r} is already running")
         self.requests[request.request_id] = request
-        self._enqueue(request)
+        self._join(self.waiting, request)
 
     def blocks_wanted(self) -> int:
         """KV blocks the waiting requests need to hold their known tokens (prompts, and outputs to
@@ -296,10 +298,7 @@ class Scheduler:
         self.block_manager.take_cached(request.request_id, cached)
         self.block_manager.allocate(request.request_id, total)
         request.status = RequestStatus.RUNNING
-        if self._by_priority:
-            self.running.insert(_place(self.running, request), request)
-        else:
-            self.running.append(request)
+        self._join(self.running, request)
         self._record(output, request, num_new, [], 0, num_spec)
         return num_new
 
@@ -450,7 +449,7 @@ class Scheduler:
         request.epoch += 1
         request.num_preemptions += 1
         self.num_preemptions += counted
-        self._enqueue(request, preempted=True)
+        self._join(self.waiting, request, at_head=True)
 
     # ---- results ---------------------------------------------------------------------------
     def accept_result(
@@ -506,8 +505,3 @@ def _is_pure_decode(output: SchedulerOutput) -> bool:
         for cached in output.cached_requests
     )
 
-
-def _place(queue: deque[Request] | list[Request], request: Request) -> int:
-    """Where ``request`` goes in ``queue`` (ordered by priority_key): after every request with its key or a smaller
-    one."""
-    return bisect.bisect_right([queued.priority_key for queued in queue], request.priority_key)

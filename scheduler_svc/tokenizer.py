@@ -164,20 +164,11 @@ class Tokenizer:
             raise ValueError("chat template failed: a value is nested too deeply") from error
         return _continued(rendered, given[-1]["content"], marker) if marker else rendered
 
-    def apply_chat_template(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        *,
-        add_generation_prompt: bool = True,
-        continue_final_message: bool = False,
-        template_kwargs: dict[str, Any] | None = None,
-    ) -> list[int]:
-        """Token ids of the rendered chat (see render_chat); the template supplies special tokens, so none are
-        added."""
-        text = self.render_chat(messages, tools, add_generation_prompt=add_generation_prompt,
-                                continue_final_message=continue_final_message, template_kwargs=template_kwargs)
-        return self.encode(text, add_special_tokens=False)
+    def apply_chat_template(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                            **controls: Any) -> list[int]:
+        """Token ids of the rendered chat (see render_chat, whose keywords ``controls`` are); the template supplies
+        special tokens, so none are added."""
+        return self.encode(self.render_chat(messages, tools, **controls), add_special_tokens=False)
 
     def _template(self) -> jinja2.Template:
         if self._chat_template_source is None:

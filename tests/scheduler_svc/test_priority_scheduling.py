@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from scheduler_steps import complete_step
 from tiny_tokenizers import build_byte_level
 
 from scheduler_svc.block_manager import KVBlockManager
@@ -28,13 +29,6 @@ def make_scheduler(policy: str, num_blocks: int = 64, max_num_seqs: int = 64) ->
     config = SchedulingConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=512, scheduling_policy=policy)
     return Scheduler(config, KVBlockManager(num_blocks, 16), max_model_len=4096)
 
-
-def complete_step(scheduler: Scheduler, output, token: int = 7) -> None:
-    """Feed back one sampled token for every request the step samples."""
-    for request_id in output.sampling_request_ids:
-        request = scheduler.accept_result(output, request_id)
-        if request is not None:
-            request.output_token_ids.append(token)
 
 
 def started(output) -> list[str]:

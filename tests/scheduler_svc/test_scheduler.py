@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from scheduler_steps import complete_step
+
 from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulingConfig
 from scheduler_svc.request import Request, RequestStatus, StopParams
@@ -22,13 +24,6 @@ def make_scheduler(num_blocks: int = 64, budget: int = 512, max_num_seqs: int = 
     config = SchedulingConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=budget)
     return Scheduler(config, KVBlockManager(num_blocks, 16), max_model_len=4096)
 
-
-def complete_step(scheduler: Scheduler, output, token: int = 7) -> None:
-    """Feed back one sampled token for every request the step samples."""
-    for request_id in output.sampling_request_ids:
-        request = scheduler.accept_result(output, request_id)
-        if request is not None:
-            request.output_token_ids.append(token)
 
 
 def test_prefill_then_decode_sends_request_once_then_deltas():
