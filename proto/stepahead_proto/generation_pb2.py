@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from stepahead_proto import sampling_pb2 as stepahead__proto_dot_sampling__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n stepahead_proto/generation.proto\x12\x0cstepahead.v1\x1a\x1estepahead_proto/sampling.proto\"i\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x17\n\x0ftool_calls_json\x18\x03 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x04 \x01(\t\x12\x0c\n\x04name\x18\x05 \x01(\t\"\xc9\x01\n\nChatPrompt\x12+\n\x08messages\x18\x01 \x03(\x0b\x32\x19.stepahead.v1.ChatMessage\x12\x12\n\ntools_json\x18\x02 \x01(\t\x12\"\n\x15\x61\x64\x64_generation_prompt\x18\x03 \x01(\x08H\x00\x88\x01\x01\x12\x1e\n\x16\x63ontinue_final_message\x18\x04 \x01(\x08\x12\x1c\n\x14template_kwargs_json\x18\x05 \x01(\tB\x18\n\x16_add_generation_prompt\"\x1d\n\x0eTokenIdsPrompt\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xf4\x02\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0e\n\x04text\x18\x03 \x01(\tH\x00\x12(\n\x04\x63hat\x18\x04 \x01(\x0b\x32\x18.stepahead.v1.ChatPromptH\x00\x12\x31\n\ttoken_ids\x18\x05 \x01(\x0b\x32\x1c.stepahead.v1.TokenIdsPromptH\x00\x12.\n\x08sampling\x18\x06 \x01(\x0b\x32\x1c.stepahead.v1.SamplingParams\x12.\n\x08stopping\x18\x07 \x01(\x0b\x32\x1c.stepahead.v1.StoppingParams\x12 \n\x13skip_special_tokens\x18\x08 \x01(\x08H\x01\x88\x01\x01\x12\x1b\n\x13\x64isable_speculation\x18\t \x01(\x08\x12\x10\n\x08priority\x18\n \x01(\x05\x42\x08\n\x06promptB\x16\n\x14_skip_special_tokens\"1\n\x0cTokenLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\"h\n\x10PositionLogprobs\x12+\n\x07sampled\x18\x01 \x01(\x0b\x32\x1a.stepahead.v1.TokenLogprob\x12\'\n\x03top\x18\x02 \x03(\x0b\x32\x1a.stepahead.v1.TokenLogprob\"p\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x17\n\x0fnum_preemptions\x18\x03 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x04 \x01(\x05\"s\n\x07Timings\x12\x0f\n\x07queue_s\x18\x01 \x01(\x01\x12\x0e\n\x06ttft_s\x18\x02 \x01(\x01\x12\x12\n\nitl_mean_s\x18\x03 \x01(\x01\x12\x11\n\titl_p50_s\x18\x04 \x01(\x01\x12\x11\n\titl_max_s\x18\x05 \x01(\x01\x12\r\n\x05\x65\x32\x65_s\x18\x06 \x01(\x01\"\x84\x03\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x11\n\ttoken_ids\x18\x03 \x03(\x05\x12\x30\n\x08logprobs\x18\x04 \x03(\x0b\x32\x1e.stepahead.v1.PositionLogprobs\x12\x31\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x1a.stepahead.v1.FinishReason\x12\x13\n\x0bstop_reason\x18\x06 \x01(\t\x12\"\n\x05usage\x18\x07 \x01(\x0b\x32\x13.stepahead.v1.Usage\x12&\n\x07timings\x18\x08 \x01(\x0b\x32\x15.stepahead.v1.Timings\x12\x15\n\rprompt_tokens\x18\t \x01(\x05\x12%\n\x04spec\x18\n \x01(\x0b\x32\x17.stepahead.v1.SpecStats\x12\x37\n\x0fprompt_logprobs\x18\x0b \x03(\x0b\x32\x1e.stepahead.v1.PositionLogprobs\"\xc4\x01\n\tSpecStats\x12\x0f\n\x07\x64rafted\x18\x01 \x01(\x05\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x05\x12\x1d\n\x15\x61\x63\x63\x65pted_per_position\x18\x03 \x03(\x05\x12\x1e\n\x16mean_acceptance_length\x18\x04 \x01(\x01\x12\x14\n\x0cverify_steps\x18\x05 \x01(\x05\x12\x13\n\x0bsteps_per_k\x18\x06 \x03(\x05\x12\x0e\n\x06mean_k\x18\x07 \x01(\x01\x12\x1a\n\x12tried_per_position\x18\x08 \x03(\x05\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\" \n\rAbortResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x01(\x08\"d\n\x0fTokenizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12(\n\x04\x63hat\x18\x03 \x01(\x0b\x32\x18.stepahead.v1.ChatPromptH\x00\x42\x08\n\x06prompt\"<\n\x10TokenizeResponse\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x15\n\rmax_model_len\x18\x02 \x01(\x05\"o\n\x11\x44\x65tokenizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12 \n\x13skip_special_tokens\x18\x03 \x01(\x08H\x00\x88\x01\x01\x42\x16\n\x14_skip_special_tokens\"\"\n\x12\x44\x65tokenizeResponse\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x15\n\x13GetModelInfoRequest\"\x8f\x02\n\tModelInfo\x12\r\n\x05model\x18\x01 \x01(\t\x12\x15\n\rmax_model_len\x18\x02 \x01(\x05\x12\x12\n\nvocab_size\x18\x03 \x01(\x05\x12\x15\n\reos_token_ids\x18\x04 \x03(\x05\x12\x12\n\nblock_size\x18\x05 \x01(\x05\x12\x15\n\rnum_kv_blocks\x18\x06 \x01(\x05\x12\x1a\n\x12num_free_kv_blocks\x18\x07 \x01(\x05\x12\x13\n\x0bnum_running\x18\x08 \x01(\x05\x12\x13\n\x0bnum_waiting\x18\t \x01(\x05\x12(\n\x05stats\x18\n \x01(\x0b\x32\x19.stepahead.v1.EngineStats\x12\x16\n\x0eserver_version\x18\x0b \x01(\t\"\xbe\x03\n\x0b\x45ngineStats\x12\r\n\x05steps\x18\x01 \x01(\x04\x12\x17\n\x0f\x65xecutor_busy_s\x18\x02 \x01(\x01\x12\x19\n\x11\x65xecutor_bubble_s\x18\x03 \x01(\x01\x12\x17\n\x0fnum_preemptions\x18\x04 \x01(\x04\x12\x14\n\x0cspec_drafted\x18\x05 \x01(\x04\x12\x15\n\rspec_accepted\x18\x06 \x01(\x04\x12\x18\n\x10\x65xecutor_draft_s\x18\x07 \x01(\x01\x12\x1a\n\x12\x65xecutor_forward_s\x18\x08 \x01(\x01\x12\x1d\n\x15scheduler_invocations\x18\t \x01(\x04\x12\x15\n\rstep_requests\x18\n \x01(\x04\x12\x17\n\x0fscheduler_cpu_s\x18\x0b \x01(\x01\x12#\n\x1bprefix_cache_queried_tokens\x18\x0c \x01(\x04\x12\x1f\n\x17prefix_cache_hit_tokens\x18\r \x01(\x04\x12\'\n\x1f\x65xecutor_bubble_awaiting_step_s\x18\x0e \x01(\x01\x12\x19\n\x11result_delivery_s\x18\x0f \x01(\x01\x12\x17\n\x0fstep_delivery_s\x18\x10 \x01(\x01*x\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x32\x83\x03\n\nGeneration\x12K\n\x08Generate\x12\x1d.stepahead.v1.GenerateRequest\x1a\x1e.stepahead.v1.GenerateResponse0\x01\x12@\n\x05\x41\x62ort\x12\x1a.stepahead.v1.AbortRequest\x1a\x1b.stepahead.v1.AbortResponse\x12J\n\x0cGetModelInfo\x12!.stepahead.v1.GetModelInfoRequest\x1a\x17.stepahead.v1.ModelInfo\x12I\n\x08Tokenize\x12\x1d.stepahead.v1.TokenizeRequest\x1a\x1e.stepahead.v1.TokenizeResponse\x12O\n\nDetokenize\x12\x1f.stepahead.v1.DetokenizeRequest\x1a .stepahead.v1.DetokenizeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n stepahead_proto/generation.proto\x12\x0cstepahead.v1\x1a\x1estepahead_proto/sampling.proto\"i\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x17\n\x0ftool_calls_json\x18\x03 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x04 \x01(\t\x12\x0c\n\x04name\x18\x05 \x01(\t\"\xc9\x01\n\nChatPrompt\x12+\n\x08messages\x18\x01 \x03(\x0b\x32\x19.stepahead.v1.ChatMessage\x12\x12\n\ntools_json\x18\x02 \x01(\t\x12\"\n\x15\x61\x64\x64_generation_prompt\x18\x03 \x01(\x08H\x00\x88\x01\x01\x12\x1e\n\x16\x63ontinue_final_message\x18\x04 \x01(\x08\x12\x1c\n\x14template_kwargs_json\x18\x05 \x01(\tB\x18\n\x16_add_generation_prompt\"\x1d\n\x0eTokenIdsPrompt\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xb4\x03\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0e\n\x04text\x18\x03 \x01(\tH\x00\x12(\n\x04\x63hat\x18\x04 \x01(\x0b\x32\x18.stepahead.v1.ChatPromptH\x00\x12\x31\n\ttoken_ids\x18\x05 \x01(\x0b\x32\x1c.stepahead.v1.TokenIdsPromptH\x00\x12.\n\x08sampling\x18\x06 \x01(\x0b\x32\x1c.stepahead.v1.SamplingParams\x12.\n\x08stopping\x18\x07 \x01(\x0b\x32\x1c.stepahead.v1.StoppingParams\x12 \n\x13skip_special_tokens\x18\x08 \x01(\x08H\x01\x88\x01\x01\x12\x1b\n\x13\x64isable_speculation\x18\t \x01(\x08\x12\x10\n\x08priority\x18\n \x01(\x05\x12#\n\x16truncate_prompt_tokens\x18\x0b \x01(\x05H\x02\x88\x01\x01\x42\x08\n\x06promptB\x16\n\x14_skip_special_tokensB\x19\n\x17_truncate_prompt_tokens\"1\n\x0cTokenLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\"h\n\x10PositionLogprobs\x12+\n\x07sampled\x18\x01 \x01(\x0b\x32\x1a.stepahead.v1.TokenLogprob\x12\'\n\x03top\x18\x02 \x03(\x0b\x32\x1a.stepahead.v1.TokenLogprob\"p\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x17\n\x0fnum_preemptions\x18\x03 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x04 \x01(\x05\"s\n\x07Timings\x12\x0f\n\x07queue_s\x18\x01 \x01(\x01\x12\x0e\n\x06ttft_s\x18\x02 \x01(\x01\x12\x12\n\nitl_mean_s\x18\x03 \x01(\x01\x12\x11\n\titl_p50_s\x18\x04 \x01(\x01\x12\x11\n\titl_max_s\x18\x05 \x01(\x01\x12\r\n\x05\x65\x32\x65_s\x18\x06 \x01(\x01\"\x84\x03\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x11\n\ttoken_ids\x18\x03 \x03(\x05\x12\x30\n\x08logprobs\x18\x04 \x03(\x0b\x32\x1e.stepahead.v1.PositionLogprobs\x12\x31\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x1a.stepahead.v1.FinishReason\x12\x13\n\x0bstop_reason\x18\x06 \x01(\t\x12\"\n\x05usage\x18\x07 \x01(\x0b\x32\x13.stepahead.v1.Usage\x12&\n\x07timings\x18\x08 \x01(\x0b\x32\x15.stepahead.v1.Timings\x12\x15\n\rprompt_tokens\x18\t \x01(\x05\x12%\n\x04spec\x18\n \x01(\x0b\x32\x17.stepahead.v1.SpecStats\x12\x37\n\x0fprompt_logprobs\x18\x0b \x03(\x0b\x32\x1e.stepahead.v1.PositionLogprobs\"\xc4\x01\n\tSpecStats\x12\x0f\n\x07\x64rafted\x18\x01 \x01(\x05\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x05\x12\x1d\n\x15\x61\x63\x63\x65pted_per_position\x18\x03 \x03(\x05\x12\x1e\n\x16mean_acceptance_length\x18\x04 \x01(\x01\x12\x14\n\x0cverify_steps\x18\x05 \x01(\x05\x12\x13\n\x0bsteps_per_k\x18\x06 \x03(\x05\x12\x0e\n\x06mean_k\x18\x07 \x01(\x01\x12\x1a\n\x12tried_per_position\x18\x08 \x03(\x05\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\" \n\rAbortResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x01(\x08\"d\n\x0fTokenizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12(\n\x04\x63hat\x18\x03 \x01(\x0b\x32\x18.stepahead.v1.ChatPromptH\x00\x42\x08\n\x06prompt\"<\n\x10TokenizeResponse\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x15\n\rmax_model_len\x18\x02 \x01(\x05\"o\n\x11\x44\x65tokenizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12 \n\x13skip_special_tokens\x18\x03 \x01(\x08H\x00\x88\x01\x01\x42\x16\n\x14_skip_special_tokens\"\"\n\x12\x44\x65tokenizeResponse\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x15\n\x13GetModelInfoRequest\"\x8f\x02\n\tModelInfo\x12\r\n\x05model\x18\x01 \x01(\t\x12\x15\n\rmax_model_len\x18\x02 \x01(\x05\x12\x12\n\nvocab_size\x18\x03 \x01(\x05\x12\x15\n\reos_token_ids\x18\x04 \x03(\x05\x12\x12\n\nblock_size\x18\x05 \x01(\x05\x12\x15\n\rnum_kv_blocks\x18\x06 \x01(\x05\x12\x1a\n\x12num_free_kv_blocks\x18\x07 \x01(\x05\x12\x13\n\x0bnum_running\x18\x08 \x01(\x05\x12\x13\n\x0bnum_waiting\x18\t \x01(\x05\x12(\n\x05stats\x18\n \x01(\x0b\x32\x19.stepahead.v1.EngineStats\x12\x16\n\x0eserver_version\x18\x0b \x01(\t\"\xbe\x03\n\x0b\x45ngineStats\x12\r\n\x05steps\x18\x01 \x01(\x04\x12\x17\n\x0f\x65xecutor_busy_s\x18\x02 \x01(\x01\x12\x19\n\x11\x65xecutor_bubble_s\x18\x03 \x01(\x01\x12\x17\n\x0fnum_preemptions\x18\x04 \x01(\x04\x12\x14\n\x0cspec_drafted\x18\x05 \x01(\x04\x12\x15\n\rspec_accepted\x18\x06 \x01(\x04\x12\x18\n\x10\x65xecutor_draft_s\x18\x07 \x01(\x01\x12\x1a\n\x12\x65xecutor_forward_s\x18\x08 \x01(\x01\x12\x1d\n\x15scheduler_invocations\x18\t \x01(\x04\x12\x15\n\rstep_requests\x18\n \x01(\x04\x12\x17\n\x0fscheduler_cpu_s\x18\x0b \x01(\x01\x12#\n\x1bprefix_cache_queried_tokens\x18\x0c \x01(\x04\x12\x1f\n\x17prefix_cache_hit_tokens\x18\r \x01(\x04\x12\'\n\x1f\x65xecutor_bubble_awaiting_step_s\x18\x0e \x01(\x01\x12\x19\n\x11result_delivery_s\x18\x0f \x01(\x01\x12\x17\n\x0fstep_delivery_s\x18\x10 \x01(\x01*x\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x32\x83\x03\n\nGeneration\x12K\n\x08Generate\x12\x1d.stepahead.v1.GenerateRequest\x1a\x1e.stepahead.v1.GenerateResponse0\x01\x12@\n\x05\x41\x62ort\x12\x1a.stepahead.v1.AbortRequest\x1a\x1b.stepahead.v1.AbortResponse\x12J\n\x0cGetModelInfo\x12!.stepahead.v1.GetModelInfoRequest\x1a\x17.stepahead.v1.ModelInfo\x12I\n\x08Tokenize\x12\x1d.stepahead.v1.TokenizeRequest\x1a\x1e.stepahead.v1.TokenizeResponse\x12O\n\nDetokenize\x12\x1f.stepahead.v1.DetokenizeRequest\x1a .stepahead.v1.DetokenizeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'stepahead_proto.generation_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FINISHREASON']._serialized_start=2906
-  _globals['_FINISHREASON']._serialized_end=3026
+  _globals['_FINISHREASON']._serialized_start=2970
+  _globals['_FINISHREASON']._serialized_end=3090
   _globals['_CHATMESSAGE']._serialized_start=82
   _globals['_CHATMESSAGE']._serialized_end=187
   _globals['_CHATPROMPT']._serialized_start=190
@@ -41,37 +41,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOKENIDSPROMPT']._serialized_start=393
   _globals['_TOKENIDSPROMPT']._serialized_end=422
   _globals['_GENERATEREQUEST']._serialized_start=425
-  _globals['_GENERATEREQUEST']._serialized_end=797
-  _globals['_TOKENLOGPROB']._serialized_start=799
-  _globals['_TOKENLOGPROB']._serialized_end=848
-  _globals['_POSITIONLOGPROBS']._serialized_start=850
-  _globals['_POSITIONLOGPROBS']._serialized_end=954
-  _globals['_USAGE']._serialized_start=956
-  _globals['_USAGE']._serialized_end=1068
-  _globals['_TIMINGS']._serialized_start=1070
-  _globals['_TIMINGS']._serialized_end=1185
-  _globals['_GENERATERESPONSE']._serialized_start=1188
-  _globals['_GENERATERESPONSE']._serialized_end=1576
-  _globals['_SPECSTATS']._serialized_start=1579
-  _globals['_SPECSTATS']._serialized_end=1775
-  _globals['_ABORTREQUEST']._serialized_start=1777
-  _globals['_ABORTREQUEST']._serialized_end=1811
-  _globals['_ABORTRESPONSE']._serialized_start=1813
-  _globals['_ABORTRESPONSE']._serialized_end=1845
-  _globals['_TOKENIZEREQUEST']._serialized_start=1847
-  _globals['_TOKENIZEREQUEST']._serialized_end=1947
-  _globals['_TOKENIZERESPONSE']._serialized_start=1949
-  _globals['_TOKENIZERESPONSE']._serialized_end=2009
-  _globals['_DETOKENIZEREQUEST']._serialized_start=2011
-  _globals['_DETOKENIZEREQUEST']._serialized_end=2122
-  _globals['_DETOKENIZERESPONSE']._serialized_start=2124
-  _globals['_DETOKENIZERESPONSE']._serialized_end=2158
-  _globals['_GETMODELINFOREQUEST']._serialized_start=2160
-  _globals['_GETMODELINFOREQUEST']._serialized_end=2181
-  _globals['_MODELINFO']._serialized_start=2184
-  _globals['_MODELINFO']._serialized_end=2455
-  _globals['_ENGINESTATS']._serialized_start=2458
-  _globals['_ENGINESTATS']._serialized_end=2904
-  _globals['_GENERATION']._serialized_start=3029
-  _globals['_GENERATION']._serialized_end=3416
+  _globals['_GENERATEREQUEST']._serialized_end=861
+  _globals['_TOKENLOGPROB']._serialized_start=863
+  _globals['_TOKENLOGPROB']._serialized_end=912
+  _globals['_POSITIONLOGPROBS']._serialized_start=914
+  _globals['_POSITIONLOGPROBS']._serialized_end=1018
+  _globals['_USAGE']._serialized_start=1020
+  _globals['_USAGE']._serialized_end=1132
+  _globals['_TIMINGS']._serialized_start=1134
+  _globals['_TIMINGS']._serialized_end=1249
+  _globals['_GENERATERESPONSE']._serialized_start=1252
+  _globals['_GENERATERESPONSE']._serialized_end=1640
+  _globals['_SPECSTATS']._serialized_start=1643
+  _globals['_SPECSTATS']._serialized_end=1839
+  _globals['_ABORTREQUEST']._serialized_start=1841
+  _globals['_ABORTREQUEST']._serialized_end=1875
+  _globals['_ABORTRESPONSE']._serialized_start=1877
+  _globals['_ABORTRESPONSE']._serialized_end=1909
+  _globals['_TOKENIZEREQUEST']._serialized_start=1911
+  _globals['_TOKENIZEREQUEST']._serialized_end=2011
+  _globals['_TOKENIZERESPONSE']._serialized_start=2013
+  _globals['_TOKENIZERESPONSE']._serialized_end=2073
+  _globals['_DETOKENIZEREQUEST']._serialized_start=2075
+  _globals['_DETOKENIZEREQUEST']._serialized_end=2186
+  _globals['_DETOKENIZERESPONSE']._serialized_start=2188
+  _globals['_DETOKENIZERESPONSE']._serialized_end=2222
+  _globals['_GETMODELINFOREQUEST']._serialized_start=2224
+  _globals['_GETMODELINFOREQUEST']._serialized_end=2245
+  _globals['_MODELINFO']._serialized_start=2248
+  _globals['_MODELINFO']._serialized_end=2519
+  _globals['_ENGINESTATS']._serialized_start=2522
+  _globals['_ENGINESTATS']._serialized_end=2968
+  _globals['_GENERATION']._serialized_start=3093
+  _globals['_GENERATION']._serialized_end=3480
 # @@protoc_insertion_point(module_scope)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1estepahead_proto/sampling.proto\x12\x0cstepahead.v1\"\x92\x04\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_k\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\r\n\x05min_p\x18\x04 \x01(\x02\x12\x1f\n\x12repetition_penalty\x18\x05 \x01(\x02H\x03\x88\x01\x01\x12\x18\n\x10presence_penalty\x18\x06 \x01(\x02\x12\x19\n\x11\x66requency_penalty\x18\x07 \x01(\x02\x12\x11\n\x04seed\x18\x08 \x01(\x04H\x04\x88\x01\x01\x12\x15\n\x08logprobs\x18\t \x01(\x05H\x05\x88\x01\x01\x12?\n\nlogit_bias\x18\n \x03(\x0b\x32+.stepahead.v1.SamplingParams.LogitBiasEntry\x12\x39\n\x11structured_output\x18\x0b \x01(\x0b\x32\x1e.stepahead.v1.StructuredOutput\x12\x1c\n\x0fprompt_logprobs\x18\x0c \x01(\x05H\x06\x88\x01\x01\x1a\x30\n\x0eLogitBiasEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x02:\x02\x38\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x15\n\x13_repetition_penaltyB\x07\n\x05_seedB\x0b\n\t_logprobsB\x12\n\x10_prompt_logprobs\"\x98\x01\n\x10StructuredOutput\x12\x15\n\x0bjson_schema\x18\x01 \x01(\tH\x00\x12\x15\n\x0bjson_object\x18\x02 \x01(\x08H\x00\x12\x0f\n\x05regex\x18\x03 \x01(\tH\x00\x12\x11\n\x07grammar\x18\x04 \x01(\tH\x00\x12*\n\x06\x63hoice\x18\x05 \x01(\x0b\x32\x18.stepahead.v1.ChoiceListH\x00\x42\x06\n\x04kind\"\x1d\n\nChoiceList\x12\x0f\n\x07\x63hoices\x18\x01 \x03(\t\"\xaa\x01\n\x0eStoppingParams\x12\x17\n\nmax_tokens\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x12\n\nmin_tokens\x18\x02 \x01(\x05\x12\x0c\n\x04stop\x18\x03 \x03(\t\x12\x16\n\x0estop_token_ids\x18\x04 \x03(\x05\x12\x12\n\nignore_eos\x18\x05 \x01(\x08\x12\"\n\x1ainclude_stop_str_in_output\x18\x06 \x01(\x08\x42\r\n\x0b_max_tokensb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1estepahead_proto/sampling.proto\x12\x0cstepahead.v1\"\xc0\x04\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_k\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\r\n\x05min_p\x18\x04 \x01(\x02\x12\x1f\n\x12repetition_penalty\x18\x05 \x01(\x02H\x03\x88\x01\x01\x12\x18\n\x10presence_penalty\x18\x06 \x01(\x02\x12\x19\n\x11\x66requency_penalty\x18\x07 \x01(\x02\x12\x11\n\x04seed\x18\x08 \x01(\x04H\x04\x88\x01\x01\x12\x15\n\x08logprobs\x18\t \x01(\x05H\x05\x88\x01\x01\x12?\n\nlogit_bias\x18\n \x03(\x0b\x32+.stepahead.v1.SamplingParams.LogitBiasEntry\x12\x39\n\x11structured_output\x18\x0b \x01(\x0b\x32\x1e.stepahead.v1.StructuredOutput\x12\x1c\n\x0fprompt_logprobs\x18\x0c \x01(\x05H\x06\x88\x01\x01\x12\x19\n\x11\x61llowed_token_ids\x18\r \x03(\x05\x12\x11\n\tbad_words\x18\x0e \x03(\t\x1a\x30\n\x0eLogitBiasEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x02:\x02\x38\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x15\n\x13_repetition_penaltyB\x07\n\x05_seedB\x0b\n\t_logprobsB\x12\n\x10_prompt_logprobs\"\x98\x01\n\x10StructuredOutput\x12\x15\n\x0bjson_schema\x18\x01 \x01(\tH\x00\x12\x15\n\x0bjson_object\x18\x02 \x01(\x08H\x00\x12\x0f\n\x05regex\x18\x03 \x01(\tH\x00\x12\x11\n\x07grammar\x18\x04 \x01(\tH\x00\x12*\n\x06\x63hoice\x18\x05 \x01(\x0b\x32\x18.stepahead.v1.ChoiceListH\x00\x42\x06\n\x04kind\"\x1d\n\nChoiceList\x12\x0f\n\x07\x63hoices\x18\x01 \x03(\t\"\xaa\x01\n\x0eStoppingParams\x12\x17\n\nmax_tokens\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x12\n\nmin_tokens\x18\x02 \x01(\x05\x12\x0c\n\x04stop\x18\x03 \x03(\t\x12\x16\n\x0estop_token_ids\x18\x04 \x03(\x05\x12\x12\n\nignore_eos\x18\x05 \x01(\x08\x12\"\n\x1ainclude_stop_str_in_output\x18\x06 \x01(\x08\x42\r\n\x0b_max_tokensb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,13 +34,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._loaded_options = None
   _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_options = b'8\001'
   _globals['_SAMPLINGPARAMS']._serialized_start=49
-  _globals['_SAMPLINGPARAMS']._serialized_end=579
-  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_start=430
-  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_end=478
-  _globals['_STRUCTUREDOUTPUT']._serialized_start=582
-  _globals['_STRUCTUREDOUTPUT']._serialized_end=734
-  _globals['_CHOICELIST']._serialized_start=736
-  _globals['_CHOICELIST']._serialized_end=765
-  _globals['_STOPPINGPARAMS']._serialized_start=768
-  _globals['_STOPPINGPARAMS']._serialized_end=938
+  _globals['_SAMPLINGPARAMS']._serialized_end=625
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_start=476
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_end=524
+  _globals['_STRUCTUREDOUTPUT']._serialized_start=628
+  _globals['_STRUCTUREDOUTPUT']._serialized_end=780
+  _globals['_CHOICELIST']._serialized_start=782
+  _globals['_CHOICELIST']._serialized_end=811
+  _globals['_STOPPINGPARAMS']._serialized_start=814
+  _globals['_STOPPINGPARAMS']._serialized_end=984
 # @@protoc_insertion_point(module_scope)
