@@ -20,7 +20,6 @@ import torch
 from executor_svc.cuda_graphs.step_graphs import StepGraphs
 from executor_svc.drafters.base import Drafter, DraftRequest
 from executor_svc.grammar import GrammarCompiler, GrammarError, RequestGrammar
-from executor_svc.grammar_mask import GrammarMask
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
@@ -42,6 +41,7 @@ from executor_svc.step_work import (
     SamplingGroup,
     ScheduledWork,
 )
+from executor_svc.token_mask import TokenMask, token_bits
 from executor_svc.tracing import StepPhaseTracer
 from stepahead_proto import executor_pb2
 
@@ -119,14 +119,13 @@ class ModelRunner:
             prompt_token_ids=list(new.prompt_token_ids),
             output_token_ids=list(new.output_token_ids),
             block_ids=list(new.block_ids),
-            params=RowSamplingParams.from_proto(new.sampling),
+            params=RowSamplingParams.from_proto(new.sampling, [list(words.ids) for words in new.bad_words]),
             num_computed_tokens=new.num_computed_tokens,
             stop=StopRule.from_proto(new.stop) if new.HasField("stop") else None,
         )
-        outside = [token for token, _ in state.params.logit_bias if token >= self.vocab_size]
-        if outside:
-            raise StepError(f"new_requests: {new.request_id!r} sampling.logit_bias token id {outside[0]} is outside "
-                            f"the vocabulary [0, {self.vocab_size})")
+        self._check_token_lists(new, state.params)
+        if new.sampling.allowed_token_ids:
+            state.allowed_tokens = token_bits(new.sampling.allowed_token_ids, self.vocab_size)
         if new.sampling.HasField("structured_output"):
             state.grammar = self._request_grammar(new)
         self.requests[new.request_id] = state
@@ -134,6 +133,19 @@ class ModelRunner:
         if new.num_computed_tokens and self.drafter is not None:
             self.drafter.adopt_cached_prefix(new.request_id, new.num_computed_tokens)
         return ScheduledWork(state, new.num_scheduled_tokens, 0, new.num_spec_tokens)
+
+    def _check_token_lists(self, new: executor_pb2.NewRequestData, params: RowSamplingParams) -> None:
+        """StepError naming the field when a token id the request lists is outside the vocabulary."""
+        lists = {
+            "sampling.logit_bias": [token for token, _ in params.logit_bias],
+            "sampling.allowed_token_ids": list(new.sampling.allowed_token_ids),
+            "bad_words": [token for words in params.bad_words for token in words],
+        }
+        for field, tokens in lists.items():
+            outside = [token for token in tokens if not 0 <= token < self.vocab_size]
+            if outside:
+                raise StepError(f"new_requests: {new.request_id!r} {field} token id {outside[0]} is outside the "
+                                f"vocabulary [0, {self.vocab_size})")
 
     def _request_grammar(self, new: executor_pb2.NewRequestData) -> RequestGrammar:
         """The request's matcher, past the outputs it arrives with (a resumed request)."""
@@ -281,7 +293,7 @@ class ModelRunner:
         """Whether the item needs nothing from the host copy of earlier steps' tokens."""
         state = item.state
         plain = (not item.num_drafts and not item.num_spec and not row_has_penalty(state.params)
-                 and state.grammar is None and not wants_prompt_logprobs(state))
+                 and not state.params.bad_words and state.grammar is None and not wants_prompt_logprobs(state))
         # An unread token can only be the single input of a decode.
         readable = not state.num_unread_tokens or (
             item.num_tokens == 1 and state.num_computed_tokens == state.num_tokens - 1)
@@ -304,8 +316,8 @@ class ModelRunner:
         return sampled
 
     def _sampling_metadata(self, groups: list[SamplingGroup]) -> SamplingMetadata:
-        """One row per logits row: row j of a request sees its outputs plus drafts 1..j (for penalties, the
-        seed's output position and a structured output's mask)."""
+        """One row per logits row: row j of a request sees its outputs plus drafts 1..j (for penalties, bad words,
+        the seed's output position and a structured output's mask); allowed_token_ids masks every row."""
         params: list[RowSamplingParams] = []
         prompts, outputs, positions = [], [], []
         masks: dict[int, np.ndarray] = {}
@@ -313,6 +325,9 @@ class ModelRunner:
             state = group.work.state
             if state.grammar is not None:  # its earlier tokens are on the host: such steps are never deferred
                 masks.update(enumerate(state.grammar.masks(group.drafts), start=len(params)))
+            if state.allowed_tokens is not None:
+                for row in range(len(params), len(params) + len(group.drafts) + 1):
+                    masks[row] = masks[row] & state.allowed_tokens if row in masks else state.allowed_tokens
             real = [d for d in group.drafts if d != PAD_DRAFT]
             for j in range(len(group.drafts) + 1):
                 params.append(state.params)
@@ -321,7 +336,7 @@ class ModelRunner:
                 outputs.append(state.output_token_ids + real[:j] if j else state.output_token_ids)
                 positions.append(state.num_output_tokens + j)
         return SamplingMetadata.build(params, prompts, outputs, self.vocab_size, self.device, positions,
-                                      GrammarMask.build(masks, self.device))
+                                      TokenMask.build(masks, self.device))
 
     # ---- settling and completing -----------------------------------------------------------
     def settle_all(self) -> None:

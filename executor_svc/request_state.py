@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from executor_svc.grammar import RequestGrammar
 from executor_svc.sampling_metadata import RowSamplingParams
 from stepahead_proto import executor_pb2
@@ -59,6 +61,8 @@ class ExecutorRequestState:
     """True once a multi-step sub-step met a stop condition: later sub-steps and steps skip it."""
     grammar: RequestGrammar | None = None
     """Structured output's matcher, fed every output token once it is on the host (None: free text)."""
+    allowed_tokens: np.ndarray | None = None
+    """allowed_token_ids as an int32 bit mask [words] (executor_svc.token_mask.token_bits); None: every token."""
     token_ids: list[int] = field(init=False)
 
     def __post_init__(self) -> None:

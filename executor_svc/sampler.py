@@ -4,8 +4,9 @@ Order of operations for a batch of logits [N, V]:
 1. logprobs (when asked for) are log_softmax of the RAW logits, before penalties and
    temperature, as vLLM returns by default;
 2. the request's logit bias (``executor_svc.logit_bias``), then penalties (repetition,
-   presence, frequency; see ``executor_svc.penalties``), then structured output's mask of forbidden
-   tokens (``executor_svc.grammar_mask``), all also on greedy rows;
+   presence, frequency; see ``executor_svc.penalties``), then bad words (``executor_svc.bad_words``), then the
+   mask of tokens outside structured output's format or allowed_token_ids (``executor_svc.token_mask``), all
+   also on greedy rows;
 3. greedy rows (temperature 0) take the argmax of the penalised logits;
 4. sampling rows divide by their temperature, drop tokens below min_p times the top
    token's probability, keep their top_k tokens, then the smallest set whose
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from executor_svc.grammar_mask import apply_grammar_mask
+from executor_svc.bad_words import apply_banned_tokens
 from executor_svc.logit_bias import apply_logit_bias
 from executor_svc.penalties import apply_penalties
 from executor_svc.row_argmax import row_argmax
@@ -36,6 +37,7 @@ from executor_svc.sampling_metadata import (
     SamplingMetadata,
     TopKTopP,
 )
+from executor_svc.token_mask import apply_token_mask
 
 # Tokens a CPU top-p filter sorts per row in successive rounds before a full sort
 # (SmolLM2 at temperature 1: the 0.95 nucleus is under 256 tokens at ~75% of positions).
@@ -125,14 +127,16 @@ class Sampler:
         return DeviceSamplerOutput(token_ids=token_ids, logprobs=logprobs)
 
     def processed_logits(self, logits: Tensor, meta: SamplingMetadata) -> Tensor:
-        """The logits after the logit bias, penalties and grammar mask (a new tensor when any applies; the input is
-        never modified)."""
+        """The logits after the logit bias, penalties, bad words and token mask (a new tensor when any applies; the
+        input is never modified)."""
         if meta.logit_bias is not None:
             logits = apply_logit_bias(logits, meta.logit_bias)
         if meta.penalties is not None:
             logits = apply_penalties(logits, meta.penalties)
-        if meta.grammar_mask is not None:
-            logits = apply_grammar_mask(logits, meta.grammar_mask)
+        if meta.banned_tokens is not None:
+            logits = apply_banned_tokens(logits, meta.banned_tokens)
+        if meta.token_mask is not None:
+            logits = apply_token_mask(logits, meta.token_mask)
         return logits
 
     def probabilities(self, logits: Tensor, sampling: RandomSampling) -> Tensor:

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from executor_svc.grammar_mask import GrammarMask
+from executor_svc.bad_words import BannedTokens, bad_word_sequences, build_banned_tokens
 from executor_svc.host_transfer import host_column_to_device, host_list_to_device
 from executor_svc.logit_bias import LogitBiasTensors, bias_pairs, build_logit_bias
 from executor_svc.penalties import PenaltyTensors, build_penalty_tensors
+from executor_svc.token_mask import TokenMask
 from stepahead_proto import sampling_pb2
 
 # Temperatures below this are treated as greedy (as vLLM does): dividing by them only
@@ -38,7 +39,8 @@ class RowSamplingParams:
     temperature 0 means greedy; top_k -1 and top_p 1.0 disable those filters; logprobs None
     returns no logprobs, n >= 0 the sampled token's logprob plus the top n alternatives; logit_bias: (token id,
     bias) pairs sorted by id, added to the logits before penalties; prompt_logprobs: as logprobs, for the prompt's
-    own tokens (scored while the prompt is computed, not sampled).
+    own tokens (scored while the prompt is computed, not sampled); bad_words: token sequences whose last token is
+    forbidden after the others (``executor_svc.bad_words``).
     """
 
     temperature: float = 1.0
@@ -52,6 +54,7 @@ class RowSamplingParams:
     logprobs: int | None = None
     logit_bias: tuple[tuple[int, float], ...] = ()
     prompt_logprobs: int | None = None
+    bad_words: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         _check(self.temperature >= 0.0, "temperature", "must be >= 0", self.temperature)
@@ -76,10 +79,15 @@ class RowSamplingParams:
             _check(token >= 0, f"logit_bias[{token}]", "token id must be >= 0", token)
             _check(math.isfinite(bias) and abs(bias) <= MAX_ABS_LOGIT_BIAS, f"logit_bias[{token}]",
                    f"must be a number in [-{MAX_ABS_LOGIT_BIAS:g}, {MAX_ABS_LOGIT_BIAS:g}]", bias)
+        for index, sequence in enumerate(self.bad_words):
+            _check(bool(sequence) and min(sequence) >= 0, f"bad_words[{index}]",
+                   "must be a non-empty sequence of token ids >= 0", sequence)
 
     @classmethod
-    def from_proto(cls, p: sampling_pb2.SamplingParams) -> RowSamplingParams:
-        """Reads a proto message; unset optional fields take the defaults the proto documents."""
+    def from_proto(cls, p: sampling_pb2.SamplingParams,
+                   bad_words: Sequence[Sequence[int]] = ()) -> RowSamplingParams:
+        """Reads a proto message; unset optional fields take the defaults the proto documents. ``bad_words``: the
+        request's bad words as token sequences (the scheduler tokenizes them: the proto's strings are not read)."""
         return cls(
             temperature=p.temperature if p.HasField("temperature") else 1.0,
             top_p=p.top_p if p.HasField("top_p") else 1.0,
@@ -92,6 +100,7 @@ class RowSamplingParams:
             logprobs=p.logprobs if p.HasField("logprobs") else None,
             logit_bias=bias_pairs(dict(p.logit_bias)),
             prompt_logprobs=p.prompt_logprobs if p.HasField("prompt_logprobs") else None,
+            bad_words=bad_word_sequences(bad_words),
         )
 
     @property
@@ -150,8 +159,11 @@ class SamplingMetadata:
     penalties: PenaltyTensors | None
     logprobs: LogprobRequest | None
     logit_bias: LogitBiasTensors | None = None
-    grammar_mask: GrammarMask | None = None
-    """Rows constrained by structured output (built by the model runner, which holds the matchers)."""
+    banned_tokens: BannedTokens | None = None
+    """Tokens bad words forbid at each row."""
+    token_mask: TokenMask | None = None
+    """Rows that may take only some tokens: structured output's and allowed_token_ids' (built by the model runner,
+    which holds the matchers)."""
 
     @property
     def all_greedy(self) -> bool:
@@ -167,12 +179,12 @@ class SamplingMetadata:
         vocab_size: int,
         device: torch.device | str,
         output_positions: list[int] | None = None,
-        grammar_mask: GrammarMask | None = None,
+        token_mask: TokenMask | None = None,
     ) -> SamplingMetadata:
         """Builds the tensors for one step; row i samples the token at output position
         ``output_positions[i]`` of its request (default ``len(output_token_ids[i])``; this position
-        seeds seeded rows). Penalties read ``output_token_ids``; ``grammar_mask``: the rows structured output
-        constrains (None: none)."""
+        seeds seeded rows). Penalties and bad words read ``output_token_ids``; ``token_mask``: the rows that may
+        take only some tokens (None: none)."""
         if not len(params) == len(prompt_token_ids) == len(output_token_ids):
             raise ValueError("params, prompt_token_ids and output_token_ids need one entry per row")
         if output_positions is None:
@@ -189,7 +201,8 @@ class SamplingMetadata:
                 params, prompt_token_ids, output_token_ids, vocab_size, device),
             logprobs=_logprob_request(params, device),
             logit_bias=build_logit_bias(params, vocab_size, device),
-            grammar_mask=grammar_mask,
+            banned_tokens=build_banned_tokens(params, output_token_ids, device),
+            token_mask=token_mask,
         )
 
 

@@ -61,6 +61,8 @@ class Request:
     """Drafts in steps still in flight: the executor may be that many tokens ahead of num_computed_tokens."""
     num_cached_prompt_tokens: int = 0
     """Prompt tokens found in the prefix cache when the request first started."""
+    bad_words: tuple[tuple[int, ...], ...] = ()
+    """SamplingParams.bad_words tokenized: the last token of each sequence is forbidden after the others."""
 
     @property
     def num_tokens(self) -> int:

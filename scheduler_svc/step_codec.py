@@ -37,6 +37,7 @@ def to_step_request(output: SchedulerOutput, max_model_len: int = 0) -> executor
                 num_scheduled_tokens=scheduled.num_scheduled_tokens,
                 num_spec_tokens=scheduled.num_spec_tokens,
                 stop=stop_conditions(request, max_model_len),
+                bad_words=[executor_pb2.TokenSequence(ids=words) for words in request.bad_words],
             )
         )
     for cached in output.cached_requests:

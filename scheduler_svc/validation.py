@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler_svc.request import Request, StopParams
+from scheduler_svc.token_restrictions import TokenRestrictionError, bad_word_token_ids, check_allowed_token_ids
 from scheduler_svc.tokenizer import ContinuationError, Tokenizer, template_names
 from stepahead_common.json_text import parse_json_text
 from stepahead_common.structured_output import StructuredOutputError, grammar_error, grammar_of
@@ -77,8 +78,11 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         "request_id",
         f"{len(pb.request_id)} characters; at most {MAX_REQUEST_ID_CHARS}",
     )
+    truncate = _truncation(pb, limits)
     if prompt_ids is None:
-        prompt_ids = prompt_token_ids(pb, tokenizer, limits)
+        prompt_ids = prompt_token_ids(pb, tokenizer, limits, truncating=truncate is not None)
+    if truncate is not None:
+        prompt_ids = prompt_ids[-truncate:]
     _check(
         len(prompt_ids) < limits.max_model_len,
         "prompt",
@@ -91,6 +95,11 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
     _check_sampling(pb.sampling, limits.vocab_size)
     if pb.sampling.HasField("structured_output"):
         check_structured_output(pb.sampling.structured_output, tokenizer, limits)
+    try:
+        check_allowed_token_ids(pb.sampling, limits.vocab_size)
+        bad_words = bad_word_token_ids(pb.sampling, tokenizer)
+    except TokenRestrictionError as error:
+        raise InvalidRequestError(error.field, error.reason) from error
     stop_params = _stop_params(pb, len(prompt_ids), limits)
     return Request(
         request_id=pb.request_id or uuid.uuid4().hex,
@@ -99,7 +108,18 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         stop_params=stop_params,
         spec_enabled=not pb.disable_speculation,
         priority=pb.priority,
+        bad_words=bad_words,
     )
+
+
+def _truncation(pb: generation_pb2.GenerateRequest, limits: ModelLimits) -> int | None:
+    """How many prompt tokens truncate_prompt_tokens keeps (None: no truncation)."""
+    if not pb.HasField("truncate_prompt_tokens"):
+        return None
+    keep = pb.truncate_prompt_tokens
+    _check(keep == -1 or keep >= 1, "truncate_prompt_tokens", f"must be -1 (the longest prompt the model's context "
+           f"allows) or >= 1, got {keep}")
+    return limits.max_model_len - 1 if keep == -1 else keep
 
 
 def check_model_name(model: str, limits: ModelLimits) -> None:
@@ -107,14 +127,16 @@ def check_model_name(model: str, limits: ModelLimits) -> None:
     _check(model in ("", limits.model_name), "model", f"unknown model {model!r}; served: {limits.model_name!r}")
 
 
-def prompt_token_ids(pb: PromptRequest, tokenizer: Tokenizer, limits: ModelLimits) -> list[int]:
+def prompt_token_ids(pb: PromptRequest, tokenizer: Tokenizer, limits: ModelLimits,
+                     truncating: bool = False) -> list[int]:
     """The prompt's token ids, as the model reads them (chat template applied); InvalidRequestError naming the
-    field when the prompt is missing, empty, too long to tokenize, or out of the vocabulary."""
+    field when the prompt is missing, empty, too long to tokenize, or out of the vocabulary. ``truncating``: only
+    its last tokens will be kept, so given ids may outnumber the model's limit (up to the character limit's count)."""
     kind = pb.WhichOneof("prompt")
     forms = "text, chat or token_ids" if isinstance(pb, generation_pb2.GenerateRequest) else "text or chat"
     _check(kind is not None, "prompt", f"one of {forms} is required")
     if kind == "token_ids" and isinstance(pb, generation_pb2.GenerateRequest):
-        ids = _given_token_ids(pb.token_ids, limits)
+        ids = _given_token_ids(pb.token_ids, limits, truncating)
     elif kind == "text":
         _check_prompt_chars("text", len(pb.text), limits.max_model_len)
         _check(pb.text != "", "text", "the prompt is empty")
@@ -125,10 +147,14 @@ def prompt_token_ids(pb: PromptRequest, tokenizer: Tokenizer, limits: ModelLimit
     return ids
 
 
-def _given_token_ids(prompt: generation_pb2.TokenIdsPrompt, limits: ModelLimits) -> list[int]:
+def _given_token_ids(prompt: generation_pb2.TokenIdsPrompt, limits: ModelLimits, truncating: bool) -> list[int]:
     count, max_model_len = len(prompt.ids), limits.max_model_len
-    _check(count < max_model_len, "prompt",
-           f"{count} tokens leave no room to generate within the model's limit of {max_model_len} tokens")
+    if truncating:
+        limit = MAX_PROMPT_CHARS_PER_TOKEN * max_model_len
+        _check(count <= limit, "token_ids.ids", f"{count} ids; at most {limit} even when truncated")
+    else:
+        _check(count < max_model_len, "prompt",
+               f"{count} tokens leave no room to generate within the model's limit of {max_model_len} tokens")
     ids = list(prompt.ids)
     _check(bool(ids), "token_ids.ids", "the prompt is empty")
     for index, token_id in enumerate(ids):

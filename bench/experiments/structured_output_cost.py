@@ -2,21 +2,27 @@
 
 1. Matcher (llguidance) on the default model's tokenizer, one JSON Schema: microseconds per mask and per token
    consumed, walking a real JSON answer token by token (masks of a verify step with 3 drafts too).
-2. The mask on [rows, 49152] float32 logits (executor_svc.grammar_mask), the executor's added work per step (a
+2. The mask on [rows, 49152] float32 logits (executor_svc.token_mask), the executor's added work per step (a
    verify step with K drafts has K + 1 rows per request).
 3. The default model served as `stepahead serve` serves it (shipped drafter on, async), 16 MT-Bench first turns asking
    for JSON, free vs constrained by the schema, 3 alternating rounds each at c=1 (first 8 prompts) and c=16 (all 16):
    tok/s and time per output token (TPOT), medians.
     PYTHONPATH=.:proto python3 bench/experiments/structured_output_cost.py"""
-import asyncio, json, statistics, sys, time
+import asyncio
+import json
+import statistics
+import time
 from pathlib import Path
-import llguidance, numpy as np, torch
+
+import llguidance
+import torch
+
 from client import AsyncClient
 from client.model_resolver import resolve_model
 from client.mtbench import load_mtbench_first_turns
 from client.stack import LocalStack
 from executor_svc.grammar import GrammarCompiler
-from executor_svc.grammar_mask import GrammarMask, apply_grammar_mask
+from executor_svc.token_mask import TokenMask, apply_token_mask
 from stepahead_proto import sampling_pb2
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 600},
@@ -51,10 +57,10 @@ def apply_cost(real):
     """Masks met walking the answer (structural positions allow few tokens, string contents most)."""
     for rows in (1, 16, 64):
         logits = torch.randn(rows, 49152)
-        mask = GrammarMask.build({r: real[r % len(real)] for r in range(rows)}, "cpu")
-        for _ in range(5): apply_grammar_mask(logits, mask)
+        mask = TokenMask.build({r: real[r % len(real)] for r in range(rows)}, "cpu")
+        for _ in range(5): apply_token_mask(logits, mask)
         t = time.perf_counter()
-        for _ in range(50): apply_grammar_mask(logits, mask)
+        for _ in range(50): apply_token_mask(logits, mask)
         print(f"mask on [{rows}, 49152] logits: {(time.perf_counter() - t) / 50 * 1e6:.0f} us")
 
 async def one(client, prompt, constrained):

@@ -33,6 +33,9 @@ REQUESTS = {
     "d": (list(range(20, 40)), sampling_pb2.SamplingParams(temperature=1.0, seed=5, logprobs=1),
           executor_pb2.StopConditions(max_tokens=40)),
 }
+# Bad words (token sequences) of request "a", whose free greedy output is 48 199 237 193 140 201: the sub-steps must
+# forbid 237 after 199 and 140 everywhere from the outputs of the sub-steps before.
+BAD_WORDS = {"a": [[199, 237], [140]]}
 
 
 def prefill(num_spec: int, stops: dict[str, executor_pb2.StopConditions]) -> executor_pb2.StepRequest:
@@ -40,7 +43,8 @@ def prefill(num_spec: int, stops: dict[str, executor_pb2.StopConditions]) -> exe
     for index, (rid, (prompt, sampling, _)) in enumerate(REQUESTS.items()):
         step.new_requests.add(request_id=rid, prompt_token_ids=prompt, sampling=sampling,
                               block_ids=list(range(index * BLOCKS, (index + 1) * BLOCKS)),
-                              num_scheduled_tokens=len(prompt), num_spec_tokens=num_spec, stop=stops[rid])
+                              num_scheduled_tokens=len(prompt), num_spec_tokens=num_spec, stop=stops[rid],
+                              bad_words=[executor_pb2.TokenSequence(ids=ids) for ids in BAD_WORDS.get(rid, [])])
     return step
 
 
@@ -90,6 +94,8 @@ def test_sub_steps_give_the_tokens_of_single_steps(model_dir, num_steps):
     for rid, length in expected_lengths().items():
         assert len(actual[rid]) == length
     assert [r.sub_step for r in results[1:num_steps + 1]] == list(range(num_steps))
+    a_tokens = [t for t, _ in actual["a"]]
+    assert a_tokens[:2] == [48, 199] and a_tokens[2] != 237 and 140 not in a_tokens
     finished = {o.request_id for r in results for o in r.outputs if o.finished}
     assert finished == {"a", "c"}
 

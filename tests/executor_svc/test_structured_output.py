@@ -19,11 +19,11 @@ from tiny_tokenizers import build_byte_level
 
 from executor_svc.config import ExecutorConfig
 from executor_svc.grammar import GrammarCompiler, mask_words
-from executor_svc.grammar_mask import GrammarMask, apply_grammar_mask, unpack_bits
 from executor_svc.model_runner import StepError
 from executor_svc.sampler import Sampler
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata
 from executor_svc.server import build_runner
+from executor_svc.token_mask import TokenMask, apply_token_mask, unpack_bits
 from stepahead_common.structured_output import grammar_of
 from stepahead_proto import executor_pb2, sampling_pb2
 
@@ -68,7 +68,7 @@ def decode(model_dir: Path, ids: list[int]) -> str:
 def test_the_mask_unpacks_bit_t_as_token_t_on_the_host_and_with_the_devices_tensor_ops():
     rng = np.random.default_rng(0)
     bits = rng.integers(-2**31, 2**31, size=(3, mask_words(VOCAB)), dtype=np.int64).astype(np.int32)
-    mask = GrammarMask.build({0: bits[0], 2: bits[1], 5: bits[2]}, "cpu")
+    mask = TokenMask.build({0: bits[0], 2: bits[1], 5: bits[2]}, "cpu")
     expected = np.unpackbits(bits.view(np.uint8), bitorder="little").reshape(3, -1)[:, :VOCAB].astype(bool)
     assert mask is not None and mask.rows.tolist() == [0, 2, 5]
     assert torch.equal(mask.allowed(VOCAB), torch.from_numpy(expected))
@@ -80,7 +80,7 @@ def test_only_constrained_rows_are_masked_and_the_input_is_untouched():
     original = logits.clone()
     bits = np.zeros(mask_words(VOCAB), dtype=np.int32)
     bits[0] = 0b1010  # tokens 1 and 3
-    masked = apply_grammar_mask(logits, GrammarMask.build({1: bits}, "cpu"))
+    masked = apply_token_mask(logits, TokenMask.build({1: bits}, "cpu"))
     assert torch.equal(logits, original)
     assert torch.equal(masked[[0, 2]], original[[0, 2]])
     assert torch.isfinite(masked[1]).nonzero().flatten().tolist() == [1, 3]
@@ -93,7 +93,7 @@ def test_a_forbidden_token_stays_forbidden_whatever_its_bias_and_greedy_takes_th
     bits[1] = 0b111  # tokens 32, 33, 34
     params = [RowSamplingParams(temperature=0.0, logit_bias=((7, 100.0),))]
     meta = SamplingMetadata.build(params, [[]], [[]], VOCAB, "cpu")
-    meta.grammar_mask = GrammarMask.build({0: bits}, "cpu")
+    meta.token_mask = TokenMask.build({0: bits}, "cpu")
     token = Sampler().sample(logits, meta).token_ids.item()
     assert token == 32 + int(logits[0, 32:35].argmax())
 
@@ -107,7 +107,7 @@ def test_sampling_draws_from_the_model_distribution_renormalised_over_the_allowe
     rows = 20_000
     meta = SamplingMetadata.build([RowSamplingParams(temperature=0.8)] * rows, [[]] * rows, [[]] * rows, VOCAB,
                                   "cpu")
-    meta.grammar_mask = GrammarMask.build(dict.fromkeys(range(rows), bits), "cpu")
+    meta.token_mask = TokenMask.build(dict.fromkeys(range(rows), bits), "cpu")
     tokens = Sampler(seed=0).sample(logits.expand(rows, -1).contiguous(), meta).token_ids
     assert bool(allowed[tokens].all())
     expected = (logits[0] / 0.8).masked_fill(~allowed, float("-inf")).softmax(-1)
@@ -321,9 +321,9 @@ def test_an_executor_without_a_tokenizer_refuses_structured_output_by_name(tmp_p
 def test_on_cuda_constrained_greedy_equals_hf_and_masks_unpack_on_the_device(model_dir, llg_tokenizer, defer):
     bits = np.random.default_rng(1).integers(-2**31, 2**31, size=(2, mask_words(VOCAB)), dtype=np.int64)
     bits = bits.astype(np.int32)
-    on_device = GrammarMask.build({0: bits[0], 3: bits[1]}, "cuda")
+    on_device = TokenMask.build({0: bits[0], 3: bits[1]}, "cuda")
     assert on_device is not None and on_device.bits.is_cuda
-    on_host = GrammarMask.build({0: bits[0], 3: bits[1]}, "cpu")
+    on_host = TokenMask.build({0: bits[0], 3: bits[1]}, "cpu")
     assert torch.equal(on_device.allowed(VOCAB).cpu(), on_host.allowed(VOCAB))
     format_ = SO(regex=REGEX)
     runner, _ = runner_for(model_dir, defer=defer, device="cuda", dtype="float32", enforce_eager=False)

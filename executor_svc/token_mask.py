@@ -1,8 +1,10 @@
-"""Structured output's token masks on the device: which rows of a batch are constrained, and which tokens each
-may take. Applied after the logit bias and penalties, so a forbidden token stays forbidden whatever its bias."""
+"""Token masks on the device: which rows of a batch may take only some tokens, and which (structured output's format,
+or a request's allowed_token_ids). Applied after the logit bias, penalties and bad words, so a forbidden token stays
+forbidden whatever its bias."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,15 +17,15 @@ _BIT = 32
 
 
 @dataclass
-class GrammarMask:
-    """Constrained rows and their bit masks (bit t of a row: token t allowed), on the logits' device."""
+class TokenMask:
+    """Restricted rows and their bit masks (bit t of a row: token t allowed), on the logits' device."""
 
     rows: Tensor  # [R] long
     bits: Tensor  # [R, words] int32
 
     @classmethod
-    def build(cls, masks: dict[int, np.ndarray], device: torch.device | str) -> GrammarMask | None:
-        """From {row: int32 bit mask [words]} (None when no row is constrained)."""
+    def build(cls, masks: dict[int, np.ndarray], device: torch.device | str) -> TokenMask | None:
+        """From {row: int32 bit mask [words]} (None when no row is restricted)."""
         if not masks:
             return None
         row_ids = sorted(masks)
@@ -34,7 +36,7 @@ class GrammarMask:
         return cls(rows=host_list_to_device(row_ids, device), bits=tensor)
 
     def allowed(self, vocab_size: int) -> Tensor:
-        """[R, vocab_size] bool: the tokens each constrained row may take."""
+        """[R, vocab_size] bool: the tokens each restricted row may take."""
         if self.bits.device.type == "cpu":  # numpy's unpacking is ~10x torch's shifts here
             host_bits = np.unpackbits(self.bits.numpy().view(np.uint8), axis=1, bitorder="little")
             return torch.from_numpy(host_bits[:, :vocab_size].view(np.bool_))
@@ -49,9 +51,18 @@ def unpack_bits(bits: Tensor, vocab_size: int) -> Tensor:
     return unpacked.reshape(bits.shape[0], -1)[:, :vocab_size].bool()
 
 
-def apply_grammar_mask(logits: Tensor, mask: GrammarMask) -> Tensor:
-    """Logits [N, V] with every forbidden token of a constrained row at -inf (a new tensor): one pass over the
+def apply_token_mask(logits: Tensor, mask: TokenMask) -> Tensor:
+    """Logits [N, V] with every forbidden token of a restricted row at -inf (a new tensor): one pass over the
     logits, whose cost is memory traffic (rows x 49,152 floats)."""
     allowed = torch.ones(logits.shape, dtype=torch.bool, device=logits.device)
     allowed[mask.rows] = mask.allowed(logits.shape[-1])
     return torch.where(allowed, logits, torch.tensor(float("-inf"), dtype=logits.dtype, device=logits.device))
+
+
+def token_bits(token_ids: Iterable[int], vocab_size: int) -> np.ndarray:
+    """The int32 bit mask [words] allowing exactly ``token_ids`` (each in [0, vocab_size)), as TokenMask.build takes
+    it: bit t of word t // 32 is token t."""
+    words = -(-vocab_size // _BIT)
+    flags = np.zeros(words * _BIT, dtype=np.bool_)
+    flags[list(token_ids)] = True
+    return np.packbits(flags, bitorder="little").view(np.int32)
