@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from executor_svc.bad_words import banned_tokens
 from executor_svc.cuda_graphs.step_graphs import StepGraphs
 from executor_svc.drafters.base import Drafter, DraftRequest
 from executor_svc.grammar import GrammarCompiler, GrammarError, RequestGrammar
@@ -41,7 +42,7 @@ from executor_svc.step_work import (
     SamplingGroup,
     ScheduledWork,
 )
-from executor_svc.token_mask import TokenMask, token_bits
+from executor_svc.token_mask import TokenMask, token_allowed, token_bits
 from executor_svc.tracing import StepPhaseTracer
 from stepahead_proto import executor_pb2
 
@@ -416,7 +417,7 @@ class ModelRunner:
             drafts = list(drafts[: item.num_spec])
             if item.state.grammar is not None:  # settled: steps of constrained requests are never deferred
                 drafts = item.state.grammar.constrain_drafts(drafts, item.num_spec)
-            item.state.draft_token_ids = drafts
+            item.state.draft_token_ids = drafts_before_forbidden(item.state, drafts)
 
     def reset(self) -> None:
         """Forget every request (a new Execute stream starts from nothing)."""
@@ -426,3 +427,17 @@ class ModelRunner:
         self.last_tokens.clear()
         if self.drafter is not None:
             self.drafter.reset()
+
+
+def drafts_before_forbidden(state: ExecutorRequestState, drafts: list[int]) -> list[int]:
+    """The drafts up to the first one allowed_token_ids or a bad word forbids (certain to be rejected, and so every
+    draft after it). Bad words read the outputs on the host: steps of such requests are never deferred."""
+    if state.allowed_tokens is None and not state.params.bad_words:
+        return drafts
+    history = list(state.output_token_ids)
+    for index, draft in enumerate(drafts):
+        forbidden = draft < 0 or (state.allowed_tokens is not None and not token_allowed(state.allowed_tokens, draft))
+        if forbidden or draft in banned_tokens(state.params.bad_words, history):
+            return drafts[:index]
+        history.append(draft)
+    return drafts

@@ -66,3 +66,9 @@ def token_bits(token_ids: Iterable[int], vocab_size: int) -> np.ndarray:
     flags = np.zeros(words * _BIT, dtype=np.bool_)
     flags[list(token_ids)] = True
     return np.packbits(flags, bitorder="little").view(np.int32)
+
+
+def token_allowed(bits: np.ndarray, token_id: int) -> bool:
+    """Whether a bit mask from token_bits allows ``token_id`` (one outside it is not allowed)."""
+    word = token_id // _BIT
+    return 0 <= word < len(bits) and bool((int(bits[word]) >> (token_id % _BIT)) & 1)

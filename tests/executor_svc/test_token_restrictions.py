@@ -17,6 +17,7 @@ from tiny_models import make_tiny_llama
 from executor_svc.bad_words import apply_banned_tokens, banned_tokens, build_banned_tokens
 from executor_svc.config import ExecutorConfig
 from executor_svc.model_runner import StepError
+from executor_svc.request_state import ExecutorRequestState
 from executor_svc.sampler import Sampler
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata
 from executor_svc.server import build_runner
@@ -215,3 +216,20 @@ def test_a_token_id_outside_the_vocabulary_is_a_step_error_naming_the_field(mode
         new.bad_words.add(ids=[3, VOCAB])
     with pytest.raises(StepError, match=f"{field} token id {VOCAB}"):
         runner.execute(executor_pb2.StepRequest(step_id=0, new_requests=[new]))
+
+
+def test_drafts_stop_before_the_first_token_the_request_forbids():
+    from executor_svc.model_runner import drafts_before_forbidden
+
+    def state(allowed=None, bad_words=()):
+        s = ExecutorRequestState("r", [1, 2], [7, 8], [0], P(bad_words=bad_words))
+        s.allowed_tokens = None if allowed is None else token_bits(allowed, VOCAB)
+        return s
+
+    assert drafts_before_forbidden(state(), [4, 5, 6]) == [4, 5, 6]
+    assert drafts_before_forbidden(state(allowed=[4, 5, 6, 250]), [4, 250, 9, 5]) == [4, 250]
+    assert drafts_before_forbidden(state(allowed=[4]), [-1, 4]) == []
+    # (8, 4): 4 is out right after the output's last token 8; (4, 5) forbids 5 after the draft 4.
+    assert drafts_before_forbidden(state(bad_words=((8, 4),)), [4, 5]) == []
+    assert drafts_before_forbidden(state(bad_words=((4, 5),)), [4, 5, 6]) == [4]
+    assert drafts_before_forbidden(state(bad_words=((3,),)), [4, 5, 3]) == [4, 5]
