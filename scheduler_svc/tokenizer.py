@@ -126,6 +126,7 @@ class Tokenizer:
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         template_kwargs: dict[str, Any] | None = None,
+        documents: list[dict[str, Any]] | None = None,
     ) -> str:
         """The chat template rendered for ``messages``, by default with the generation prompt appended.
 
@@ -135,7 +136,8 @@ class Tokenizer:
         message). ``continue_final_message``: the text ends with the last message's content, unterminated, for the
         model to continue (see _continued); needs ``add_generation_prompt`` false, as in transformers.
         ``template_kwargs``: further variables for the template (a Qwen3 template's ``enable_thinking``); none may
-        be one of template_names().
+        be one of template_names(). ``documents``: what the template receives as ``documents`` (retrieval-augmented
+        generation: HF's {"title", "text"} objects; None: none).
         Raises ValueError when there is no template or it fails (including ``raise_exception``, a TypeError such
         as a filter given the wrong kind of value by the request's data, and recursion too deep for a nested value),
         ContinuationError when the last message cannot be continued.
@@ -155,7 +157,7 @@ class Tokenizer:
                 messages=messages,
                 add_generation_prompt=add_generation_prompt,
                 tools=tools,
-                documents=None,
+                documents=documents,
                 **self.special_tokens,
             )
         except (jinja2.TemplateError, TypeError) as error:

@@ -174,12 +174,13 @@ def _chat_token_ids(chat: generation_pb2.ChatPrompt, tokenizer: Tokenizer, limit
     _check(bool(chat.messages), "chat.messages", "at least one message is required")
     messages = [_template_message(message, index) for index, message in enumerate(chat.messages)]
     tools = _json_objects(chat.tools_json, "chat.tools_json") or None
+    documents = _json_objects(chat.documents_json, "chat.documents_json") or None
     add_generation_prompt = _add_generation_prompt(chat)
     template_kwargs = _template_kwargs(chat.template_kwargs_json)
     try:
         return tokenizer.apply_chat_template(messages, tools, add_generation_prompt=add_generation_prompt,
                                              continue_final_message=chat.continue_final_message,
-                                             template_kwargs=template_kwargs)
+                                             template_kwargs=template_kwargs, documents=documents)
     except ContinuationError as error:
         raise InvalidRequestError("chat.continue_final_message", str(error)) from error
     except ValueError as error:
@@ -279,8 +280,8 @@ def _template_tool_call(call: dict[str, Any]) -> dict[str, Any]:
 
 def chat_prompt_chars(chat: generation_pb2.ChatPrompt) -> int:
     """The characters a chat prompt counts as: its roles, contents, tool calls, tool call ids and names,
-    CHAT_MESSAGE_CHARS per message, its tools and its template kwargs (the template may render either)."""
-    return len(chat.tools_json) + len(chat.template_kwargs_json) + sum(
+    CHAT_MESSAGE_CHARS per message, its tools, documents and template kwargs (the template may render any)."""
+    return len(chat.tools_json) + len(chat.documents_json) + len(chat.template_kwargs_json) + sum(
         len(m.content) + len(m.role) + len(m.tool_calls_json) + len(m.tool_call_id) + len(m.name) + CHAT_MESSAGE_CHARS
         for m in chat.messages
     )
