@@ -29,6 +29,12 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
                                "most likely there (shown with --json, as prompt_logprobs)")
     sampling.add_argument("--logit-bias", action="append", default=[], metavar="ID=BIAS", type=_bias,
                           help="add BIAS in [-100, 100] to token ID's logit (repeatable)")
+    sampling.add_argument("--allowed-token-ids", action="extend", nargs="+", default=[], type=int, metavar="ID",
+                          help="only these token ids may be sampled, EOS too only if listed (several after one "
+                               "flag, or the flag repeated; not with a structured output format)")
+    sampling.add_argument("--bad-words", action="extend", nargs="+", default=[], metavar="WORD",
+                          help="words never generated, as written or after a space (several after one flag, or "
+                               "the flag repeated; not with a structured output format)")
     add_structured_output_arguments(generate)
     stopping = generate.add_argument_group("stopping")
     stopping.add_argument("--max-tokens", type=int, default=None)
@@ -42,6 +48,9 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
                           help="detokenize special tokens too (default: skipped)")
     generate.add_argument("--priority", type=int, default=None,
                           help="scheduling priority: lower starts first (needs --scheduling-policy priority)")
+    generate.add_argument("--truncate-prompt-tokens", type=int, default=None, metavar="N",
+                          help="keep only the prompt's last N tokens (after the chat template); -1: as many as the "
+                               "model's context allows")
     generate.add_argument("--no-speculation", action="store_true",
                           help="opt this request out of speculative decoding")
 
@@ -109,7 +118,8 @@ def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The Client.generate keywords the flags ask for (unset ones left out)."""
     kwargs = prompt_kwargs(args)
     for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-                 "frequency_penalty", "seed", "logprobs", "prompt_logprobs", "max_tokens", "min_tokens", "priority"):
+                 "frequency_penalty", "seed", "logprobs", "prompt_logprobs", "max_tokens", "min_tokens", "priority",
+                 "truncate_prompt_tokens"):
         if getattr(args, name) is not None:
             kwargs[name] = getattr(args, name)
     if args.logit_bias:
@@ -118,6 +128,10 @@ def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["stop"] = list(args.stop)
     if args.stop_token_id:
         kwargs["stop_token_ids"] = list(args.stop_token_id)
+    if args.allowed_token_ids:
+        kwargs["allowed_token_ids"] = list(args.allowed_token_ids)
+    if args.bad_words:
+        kwargs["bad_words"] = list(args.bad_words)
     for name in ("json_schema", "regex", "grammar"):
         if getattr(args, name) is not None:
             kwargs[name] = getattr(args, name)

@@ -18,13 +18,19 @@ class GenerateOptions(TypedDict, total=False):
     Sampling: temperature (0 = greedy), top_p, top_k (-1 = off), min_p, repetition_penalty,
     presence_penalty, frequency_penalty, seed, logprobs (number of top alternatives to return), logit_bias
     (a mapping of token id to a bias in [-100, 100] added to its logit).
+    Token restrictions (vLLM's names; neither with a structured output format): allowed_token_ids (a list of token
+    ids: only these may be sampled, EOS too only if listed; empty: all), bad_words (a list of words never generated,
+    each as written or after a space; empty: none).
     Prompt scoring: prompt_logprobs (0..20): the log-probability of each prompt token after the first, given the
     tokens before it, plus that many top alternatives per position, from the raw logits; returned as the result's
     (and the first stream chunk's) prompt_logprobs. Such a request reuses no prefix-cached blocks.
     Stopping: max_tokens, min_tokens, stop (a string or several), stop_token_ids, ignore_eos,
     include_stop_str_in_output. Request: request_id ("" = server-assigned), model ("" = the
     served one), skip_special_tokens, disable_speculation (opt out of speculative decoding), priority (lower
-    values start first and are preempted last; needs a server started with --scheduling-policy priority).
+    values start first and are preempted last; needs a server started with --scheduling-policy priority),
+    truncate_prompt_tokens (keep only the prompt's last N tokens, after the chat template, dropping the oldest; -1:
+    as many as the model's context allows, max_model_len - 1; unset: a prompt too long is refused; the result's
+    prompt_tokens counts the tokens kept).
     Structured output (guided decoding; at most one, unset: free text): json_schema (a JSON Schema as a dict,
     serialized with json.dumps, or as JSON text: the output is one JSON value valid under it, written compactly as
     json.dumps writes it), json_object (True: any JSON object), regex (the whole output matches it; Rust `regex`
@@ -56,6 +62,8 @@ class GenerateOptions(TypedDict, total=False):
     logprobs: int | None
     prompt_logprobs: int | None
     logit_bias: Mapping[int, float] | None
+    allowed_token_ids: Sequence[int] | None
+    bad_words: Sequence[str] | None
     max_tokens: int | None
     min_tokens: int | None
     stop: str | Sequence[str] | None
@@ -65,6 +73,7 @@ class GenerateOptions(TypedDict, total=False):
     skip_special_tokens: bool | None
     disable_speculation: bool | None
     priority: int | None
+    truncate_prompt_tokens: int | None
     json_schema: Mapping[str, Any] | str | None
     json_object: bool | None
     regex: str | None
@@ -140,6 +149,8 @@ def build_generate_request(
         request.disable_speculation = True
     if options.get("priority") is not None:
         request.priority = options["priority"]
+    if options.get("truncate_prompt_tokens") is not None:
+        _set_field(request, "truncate_prompt_tokens", options["truncate_prompt_tokens"])
     request.sampling.CopyFrom(build_sampling_params(options))
     request.stopping.CopyFrom(build_stopping_params(options))
     return request
@@ -213,7 +224,8 @@ def build_sampling_params(options: Mapping[str, Any]) -> sampling_pb2.SamplingPa
     """SamplingParams with only the options that are given and not None.
 
     Raises ValueError naming the option for a value the message cannot carry (a negative seed, a float
-    where an integer goes, NaN or infinity, two structured output formats); the server checks the ranges."""
+    where an integer goes, NaN or infinity, two structured output formats, bad_words as one string rather than a
+    list); the server checks the ranges."""
     params = sampling_pb2.SamplingParams()
     for name in _SAMPLING_FIELDS:
         value = options.get(name)
@@ -226,6 +238,13 @@ def build_sampling_params(options: Mapping[str, Any]) -> sampling_pb2.SamplingPa
         _set_field(params, name, value)
     if options.get("logit_bias") is not None:
         _set_logit_bias(params, options["logit_bias"])
+    if options.get("allowed_token_ids") is not None:
+        _extend_field(params.allowed_token_ids, "allowed_token_ids", options["allowed_token_ids"])
+    bad_words = options.get("bad_words")
+    if bad_words is not None:
+        if isinstance(bad_words, str) or not isinstance(bad_words, Sequence):  # a string: one word per character
+            raise ValueError(f"bad_words: must be a list of strings, got {type(bad_words).__name__} {bad_words!r}")
+        _extend_field(params.bad_words, "bad_words", bad_words)
     _set_structured_output(params.structured_output, options)
     return params
 

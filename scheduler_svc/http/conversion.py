@@ -14,6 +14,12 @@ format (a bad schema, regex or grammar) are renamed back to the parameter the re
 (``template_kwargs_json``, the object as JSON text), and their errors are renamed back. ``n`` samples of one prompt
 are ``n`` engine requests; with a ``seed``, sample ``i`` uses ``seed + i``, so each sample is reproducible on its own.
 
+vLLM's token restrictions and prompt truncation: ``allowed_token_ids`` and ``bad_words`` are ``sampling``'s fields of
+those names (null or an empty list: none; their errors keep the list position, ``bad_words[2]``), refused here with a
+structured output parameter or a tool_choice that forces calls (the gRPC check would name ``structured_output``, no
+parameter of this API); ``truncate_prompt_tokens`` is the GenerateRequest's (the engine's prompt ids, which ``echo``
+and the prompt logprobs use, are the ones kept).
+
 Prompt logprobs: vLLM's ``prompt_logprobs`` is ``sampling.prompt_logprobs`` (refused with ``stream``, as vLLM
 does); a completion's ``echo`` with ``logprobs`` asks the server for ``prompt_logprobs = logprobs`` too (the
 larger of the two when both are set), as the echoed prompt tokens need theirs. ``echo`` alone asks for none.
@@ -58,6 +64,10 @@ _STRUCTURED_OUTPUTS_PARAMS = ("structured_outputs.json", "structured_outputs.reg
 _GUIDED_KINDS = {"json_schema": "guided_json", "regex": "guided_regex", "choice": "guided_choice",
                  "grammar": "guided_grammar", "json_object": "response_format"}
 """The parameter a structured output kind most likely came from, where the request is not known."""
+_LIST_PARAMS = ("allowed_token_ids[", "bad_words[")
+"""Sampling fields whose errors' indices are positions in the body's list of that name (kept in the parameter)."""
+_RESTRICTION_PARAMS = ("allowed_token_ids", "bad_words")
+"""vLLM's parameters that forbid tokens: not with a structured output format."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +190,8 @@ def _param_name(field: str, endpoint: Endpoint, max_tokens_param: str, structure
             return _structured_output_param(rest, structured_output_param)
         if rest == "logprobs":
             return "top_logprobs" if endpoint == "chat" else "logprobs"
+        if rest.startswith(_LIST_PARAMS):
+            return rest
         return _INDEX.sub("", rest)
     if section == "stopping":
         if rest == "max_tokens":
@@ -246,6 +258,9 @@ def _plan(
             raise invalid(structured_output_param, "only one output format may be set: tool_choice makes the output "
                                                    "tool calls")
         structured_output, structured_output_param = tool_calling.structured_output, tool_calling.schema_param
+        _refuse_token_restrictions(body, "tool_choice", "makes the output tool calls")
+    elif structured_output_param is not None:
+        _refuse_token_restrictions(body, structured_output_param, "sets a structured output format")
     requests, prompt_index = [], []
     for index, prompt in enumerate(prompts):
         for sample in range(body.n):
@@ -261,11 +276,22 @@ def _plan(
                 request.skip_special_tokens = False  # a model's <tool_call> may be a special token (vLLM does so too)
             if body.priority is not None:
                 request.priority = body.priority
+            if body.truncate_prompt_tokens is not None:
+                request.truncate_prompt_tokens = body.truncate_prompt_tokens
             requests.append(request)
             prompt_index.append(index)
     include_usage = body.stream_options is not None and body.stream_options.include_usage
     return GenerationPlan(endpoint, model, requests, prompt_index, body.stream, include_usage, logprobs, max_param,
                           structured_output_param, body.prompt_logprobs, echo, tool_calling)
+
+
+def _refuse_token_restrictions(body: SamplingFields, param: str, what: str) -> None:
+    """400 naming ``allowed_token_ids`` or ``bad_words`` when given (non-empty) alongside ``param``, which ``what``
+    (both restrict the tokens, and a format may need exactly those forbidden)."""
+    for name in _RESTRICTION_PARAMS:
+        if getattr(body, name):
+            raise invalid(name, f"cannot be combined with {param}, which {what} (both restrict the tokens the model "
+                                "may choose)")
 
 
 def _check_prompt_logprobs(body: SamplingFields) -> None:
@@ -360,6 +386,8 @@ def _sampling(
         params.prompt_logprobs = prompt_logprobs
     for token_id, bias in _logit_bias(body.logit_bias).items():
         params.logit_bias[token_id] = bias
+    params.allowed_token_ids.extend(body.allowed_token_ids or ())
+    params.bad_words.extend(body.bad_words or ())
     return params
 
 

@@ -53,9 +53,9 @@ class TokenTexts:
             cached = self._cache[token_id] = self._describe(token_id)
         return cached
 
-    def decode(self, token_ids: list[int]) -> str:
-        """The text of several tokens, special tokens kept (an echoed token-id prompt)."""
-        return self._tokenizer.decode(token_ids, skip_special_tokens=False)
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str:
+        """The text of several tokens, special tokens kept unless ``skip_special_tokens`` (an echoed prompt)."""
+        return self._tokenizer.decode(token_ids, skip_special_tokens=skip_special_tokens)
 
     def _describe(self, token_id: int) -> tuple[str, list[int]]:
         tokenizer = self._tokenizer

@@ -7,7 +7,12 @@ null``, ``tool_calls: []``) still works, and nothing a client asked for is silen
 OpenAI defines but stepahead cannot honour (functions, store, ...) are likewise accepted only at their
 neutral value, naming the parameter otherwise. vLLM's sampling extensions (top_k, min_p,
 repetition_penalty, min_tokens, ignore_eos, stop_token_ids, skip_special_tokens,
-include_stop_str_in_output) are accepted on both endpoints.
+include_stop_str_in_output, allowed_token_ids, bad_words) and its ``truncate_prompt_tokens`` (keep only the prompt's
+last N tokens, after the chat template; -1: as many as the context allows) are accepted on both endpoints; null or
+an empty list sets none. ``allowed_token_ids`` (only these ids may be sampled, EOS included) and ``bad_words``
+(words never generated) go with no structured output format or forcing tool_choice. With ``echo``, a truncated
+prompt is echoed as the text of the tokens kept (what the model read), and its ``logprobs`` and ``prompt_logprobs``
+score those tokens.
 
 Prompt scoring: vLLM's ``prompt_logprobs`` (0..20, both endpoints, not with ``stream``, as vLLM refuses it there)
 returns the logprob of every prompt token after the first plus that many top alternatives, as vLLM shapes them
@@ -178,6 +183,13 @@ class SamplingFields(_Strict):
     prompt_logprobs: Int32 | None = None
     """vLLM's: the logprob of each prompt token after the first (given those before it) and this many top
     alternatives; refused with ``stream``."""
+    allowed_token_ids: list[Int32] | None = None
+    """vLLM's: only these token ids may be sampled (EOS too only if listed); null or empty: all."""
+    bad_words: list[str] | None = None
+    """vLLM's: words never generated (as written, or after a space); null or empty: none."""
+    truncate_prompt_tokens: Int32 | None = None
+    """vLLM's: keep only the prompt's last this many tokens (after the chat template); -1: the most the model's
+    context allows (max_model_len - 1). Usage counts the tokens kept."""
     # Structured output: OpenAI's response_format, vLLM's guided_* (at most one)
     response_format: ResponseFormat | None = None
     guided_json: dict[str, Any] | str | None = None

@@ -7,7 +7,8 @@ once however many samples it has, and every choice's completion tokens.
 The prompt's logprobs come with a choice's first engine message. vLLM's ``prompt_logprobs`` go on each completion
 choice (``choices[i].prompt_logprobs``) and, for chat, on the response itself, as vLLM places them (never streamed:
 the request refuses that). With ``echo``, a completion choice's text starts with the prompt (a token-id prompt
-decoded, special tokens kept) and its ``logprobs`` with the prompt's tokens; a stream sends both in the choice's
+decoded, special tokens kept; a prompt ``truncate_prompt_tokens`` cut, the text of the tokens kept, which the model
+read) and its ``logprobs`` with the prompt's tokens (those kept); a stream sends both in the choice's
 first chunk, ``text_offset`` counting on from the prompt's token texts.
 
 Tool calls (tools.py): a named function's call is the message's one tool call (``content: null``); streamed, the
@@ -78,6 +79,8 @@ class ResponseBuilder:
         self.texts = texts
         self.chat = plan.endpoint == "chat"
         self._prompt_token_ids = prompt_token_ids
+        self._echo_texts: dict[int, str] = {}
+        """Each prompt's echoed text, by prompt index (its samples share it)."""
         calling = plan.tool_calling
         named = calling is not None and calling.mode == "named"
         self._choices = [_Choice(tool_call_id=new_call_id() if named else "", calls_parser=_calls_parser(calling))
@@ -117,10 +120,23 @@ class ResponseBuilder:
             return
         request = plan.requests[index]
         prompt_ids = list(self._prompt_token_ids[index])
-        choice.echo_text = request.text if request.WhichOneof("prompt") == "text" else self.texts.decode(prompt_ids)
+        prompt_index = plan.prompt_index[index]
+        if prompt_index not in self._echo_texts:
+            self._echo_texts[prompt_index] = self._echo_text(request, prompt_ids)
+        choice.echo_text = self._echo_texts[prompt_index]
         if plan.logprobs is not None:
             choice.echo_logprobs = echo_logprobs(self.texts, prompt_ids[0], item.prompt_logprobs, plan.logprobs)
             choice.token_offset = choice.echo_logprobs["text_offset"][-1] + len(choice.echo_logprobs["tokens"][-1])
+
+    def _echo_text(self, request: generation_pb2.GenerateRequest, prompt_ids: list[int]) -> str:
+        """The prompt ``echo`` puts before the output: a text prompt as written, unless truncate_prompt_tokens cut
+        some of it; else the text of the tokens the model read (``prompt_ids``, special tokens kept)."""
+        if request.WhichOneof("prompt") == "text":
+            if not request.HasField("truncate_prompt_tokens"):
+                return request.text
+            if self.texts.decode(prompt_ids, skip_special_tokens=True) == request.text:
+                return request.text  # nothing was cut (or only special tokens, such as a BOS, which the text lacks)
+        return self.texts.decode(prompt_ids)
 
     def _take_echo(self, choice: _Choice) -> tuple[str, dict[str, Any] | None]:
         """The echoed prompt and its logprobs not sent yet ("", None: none, or already sent)."""

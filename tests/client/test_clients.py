@@ -401,6 +401,21 @@ def test_chat_template_controls_reach_the_server_from_both_clients(client: Clien
     assert json.loads(chat.template_kwargs_json) == {"enable_thinking": False}
 
 
+def test_token_restrictions_and_truncation_reach_the_server_from_both_clients(client: Client, fake: FakeGeneration,
+                                                                             address: str) -> None:
+    client.generate("hi", allowed_token_ids=[5, 6], bad_words=["darn"], truncate_prompt_tokens=-1)
+
+    async def scenario() -> None:
+        async with AsyncClient(address) as async_client:
+            await async_client.generate("hi", allowed_token_ids=[5, 6], bad_words=["darn"], truncate_prompt_tokens=-1)
+
+    asyncio.run(scenario())
+    assert len(fake.requests) == 2 and fake.requests[0] == fake.requests[1]
+    request = fake.requests[0]
+    assert list(request.sampling.allowed_token_ids) == [5, 6] and list(request.sampling.bad_words) == ["darn"]
+    assert request.HasField("truncate_prompt_tokens") and request.truncate_prompt_tokens == -1
+
+
 def test_bad_tokenize_arguments_fail_before_any_rpc(client: Client, fake: FakeGeneration) -> None:
     for kwargs in ({}, {"prompt": "a", "messages": [{"role": "user", "content": "a"}]}):
         with pytest.raises(ValueError, match="exactly one of prompt, messages"):

@@ -51,7 +51,9 @@ EVERY_FLAG = ["--system", "Be brief.", "--temperature", "0.7", "--top-p", "0.9",
               "--seed", "11", "--logprobs", "2", "--prompt-logprobs", "1",
               "--logit-bias", "7=-100", "--logit-bias", "9=2.5",
               "--max-tokens", "16", "--min-tokens", "2", "--stop", "\n\n", "--stop", "END", "--stop-token-id", "3",
-              "--ignore-eos", "--include-stop-str", "--keep-special-tokens", "--no-speculation", "--priority", "-3"]
+              "--ignore-eos", "--include-stop-str", "--keep-special-tokens", "--no-speculation", "--priority", "-3",
+              "--allowed-token-ids", "5", "6", "--allowed-token-ids", "7", "--bad-words", "darn", "heck it",
+              "--truncate-prompt-tokens", "-1"]
 
 
 def test_every_flag_reaches_its_request_field(served, capsys):
@@ -71,6 +73,8 @@ def test_every_flag_reaches_its_request_field(served, capsys):
     assert stopping.ignore_eos and stopping.include_stop_str_in_output
     assert request.HasField("skip_special_tokens") and not request.skip_special_tokens
     assert request.disable_speculation and request.priority == -3
+    assert list(sampling.allowed_token_ids) == [5, 6, 7] and list(sampling.bad_words) == ["darn", "heck it"]
+    assert request.HasField("truncate_prompt_tokens") and request.truncate_prompt_tokens == -1
 
 
 def test_unset_flags_leave_the_server_defaults(served, capsys):
@@ -82,6 +86,7 @@ def test_unset_flags_leave_the_server_defaults(served, capsys):
     assert request.sampling == generation_pb2.GenerateRequest().sampling
     assert request.stopping == generation_pb2.GenerateRequest().stopping
     assert not request.HasField("skip_special_tokens") and not request.disable_speculation and request.priority == 0
+    assert not request.HasField("truncate_prompt_tokens")
 
 
 def test_prompt_logprobs_are_in_the_json_output(served, capsys):
@@ -102,12 +107,25 @@ def test_prompt_logprobs_are_in_the_json_output(served, capsys):
     (["--raw", "--system", "x"], "error: system: a system message needs the chat template (drop --raw)"),
     (["--logit-bias", "7"], "error: argument --logit-bias: must be ID=BIAS"),
     (["--logit-bias", "a=1"], "error: argument --logit-bias: must be ID=BIAS"),
+    (["--allowed-token-ids", "5", "x"], "error: argument --allowed-token-ids: invalid int value: 'x'"),
+    (["--allowed-token-ids"], "error: argument --allowed-token-ids: expected at least one argument"),
+    (["--bad-words"], "error: argument --bad-words: expected at least one argument"),
+    (["--truncate-prompt-tokens", "1.5"], "error: argument --truncate-prompt-tokens: invalid int value: '1.5'"),
 ])
 def test_a_flag_that_cannot_be_sent_is_refused_naming_it(flags, error, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["generate", "hi", "--server", "127.0.0.1:1", *flags])
     assert exit_info.value.code == 2
     assert error in capsys.readouterr().err
+
+
+def test_the_prompt_may_come_before_or_after_the_list_flags(served, capsys):
+    address, servicer = served
+    cli.main(["generate", "--server", address, "--raw", "--bad-words", "darn", "--", "a prompt"])
+    cli.main(["generate", "a prompt", "--allowed-token-ids", "5", "6", "--server", address, "--raw"])
+    first, second = servicer.requests
+    assert (first.text, list(first.sampling.bad_words)) == ("a prompt", ["darn"])
+    assert (second.text, list(second.sampling.allowed_token_ids)) == ("a prompt", [5, 6])
 
 
 def test_the_chat_template_flags_reach_the_chat_prompt(served, capsys):

@@ -87,7 +87,7 @@ def test_all_options_reach_their_fields() -> None:
 def test_every_declared_option_is_accepted() -> None:
     values = {"stop": "s", "stop_token_ids": [1], "request_id": "r", "model": "m", "logit_bias": {1: 1.0},
               "json_schema": {"type": "object"}, "json_object": True, "regex": "[a-z]+", "choice": ["a"],
-              "grammar": 'start: "a"'}
+              "grammar": 'start: "a"', "allowed_token_ids": [1], "bad_words": ["w"]}
     chat_only = {"tools": [{"type": "function"}], "add_generation_prompt": False, "continue_final_message": True,
                  "chat_template_kwargs": {"enable_thinking": False}}
     for name in GenerateOptions.__annotations__:
@@ -95,6 +95,22 @@ def test_every_declared_option_is_accepted() -> None:
             build_generate_request(messages=[{"role": "user", "content": "x"}], **{name: chat_only[name]})
         else:
             build_generate_request("x", **{name: values.get(name, 1)})
+
+
+def test_token_restrictions_and_prompt_truncation_reach_their_fields() -> None:
+    request = build_generate_request("x", allowed_token_ids=(5, 9), bad_words=["darn", " heck it"],
+                                     truncate_prompt_tokens=-1)
+    assert list(request.sampling.allowed_token_ids) == [5, 9]
+    assert list(request.sampling.bad_words) == ["darn", " heck it"]
+    assert request.HasField("truncate_prompt_tokens") and request.truncate_prompt_tokens == -1
+    chat = build_generate_request(messages=[{"role": "user", "content": "x"}], allowed_token_ids=range(3),
+                                  truncate_prompt_tokens=0)  # the server refuses 0, naming it
+    assert list(chat.sampling.allowed_token_ids) == [0, 1, 2] and chat.HasField("truncate_prompt_tokens")
+    for unset in (build_generate_request("x"), build_generate_request("x", allowed_token_ids=None, bad_words=None,
+                                                                      truncate_prompt_tokens=None),
+                  build_generate_request("x", allowed_token_ids=[], bad_words=[])):
+        assert not unset.sampling.allowed_token_ids and not unset.sampling.bad_words
+        assert not unset.HasField("truncate_prompt_tokens")
 
 
 def test_single_stop_string_is_one_stop() -> None:
@@ -281,6 +297,16 @@ def test_timeouts() -> None:
     ({"logit_bias": {1: float("nan")}}, r"logit_bias\[1\]"),
     ({"logit_bias": {1: "x"}}, r"logit_bias\[1\]"),
     ({"logit_bias": {2**40: 1.0}}, "logit_bias"),
+    ({"allowed_token_ids": [1, "x"]}, "allowed_token_ids"),
+    ({"allowed_token_ids": [2**40]}, "allowed_token_ids"),
+    ({"allowed_token_ids": [1.0]}, "allowed_token_ids"),
+    ({"allowed_token_ids": 5}, "allowed_token_ids"),
+    ({"bad_words": "darn"}, "bad_words"),
+    ({"bad_words": ["ok", 3]}, "bad_words"),
+    ({"bad_words": 3}, "bad_words"),
+    ({"truncate_prompt_tokens": 1.5}, "truncate_prompt_tokens"),
+    ({"truncate_prompt_tokens": 2**31}, "truncate_prompt_tokens"),
+    ({"truncate_prompt_tokens": "5"}, "truncate_prompt_tokens"),
 ])
 def test_a_value_the_message_cannot_carry_is_refused_before_sending_naming_the_option(options, field) -> None:
     with pytest.raises(ValueError, match=rf"^{field}: "):

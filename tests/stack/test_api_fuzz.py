@@ -1,7 +1,8 @@
 """Fuzzing the public Generate RPC with hypothesis: random and hostile values in every GenerateRequest field
 (huge strings, out-of-vocabulary ids, extreme, negative, NaN and infinite numbers, thousands of stop strings,
-duplicate ids, hostile structured output formats, tool fields and chat template controls, invalid UTF-8, oversize and
-malformed messages), sent through a raw channel so no SDK check hides anything; Tokenize and Detokenize likewise.
+duplicate ids, hostile structured output formats, tool fields and chat template controls, allowed token ids, bad words
+and prompt truncation, invalid UTF-8, oversize and malformed messages), sent through a raw channel so no SDK check
+hides anything; Tokenize and Detokenize likewise.
 Only proper status codes come back, the server stays up, and at the end no KV block is held and no request is left in
 the scheduler. Derandomized: the same cases every run."""
 
@@ -47,6 +48,16 @@ TEMPLATE_KWARGS_TEXT = st.one_of(TEXT, TOOLS_TEXT, st.sampled_from([
     '{"a":' * 900 + "1" + "}" * 900, '{"x": "' + "y" * 40_000 + '"}', '{"x": "' + "y" * 70_000 + '"}',
     '{"x": NaN, "y": -Infinity}', '{"x": 1e999}']))
 """Hostile ChatPrompt.template_kwargs_json: not JSON, not an object, reserved names, deep nesting, oversize."""
+ALLOWED_TOKEN_IDS = st.one_of(st.lists(INT32, min_size=1, max_size=6), st.sampled_from([
+    [0, 2], [5], [5, 5, 5], list(range(400)), list(range(401)), [7] * 3000, [-1], [399, 400]]))
+"""Hostile SamplingParams.allowed_token_ids (the tiny model's vocabulary is 400, EOS 2 and 0): out of the vocabulary,
+more ids than it has, duplicates, only EOS, all of it."""
+BAD_WORDS = st.one_of(st.lists(TEXT, min_size=1, max_size=3), st.sampled_from([
+    ["hello"], [" world", "hello world"], ["a", "e", "i", "o", "u", " "], [""], ["  \t"], ["x" * 257], ["x" * 256],
+    ["w"] * 129, ["\x00"], ["<|im_end|>"], ["é" * 5, "\ud7ff"]]))
+"""Hostile SamplingParams.bad_words: blank, empty, too long, too many, special tokens' text, one-character words."""
+TRUNCATE_PROMPT_TOKENS = st.one_of(st.sampled_from([-1, -1, 1, 2, 0, -2, 511, 512, 513, 2**31 - 1, -(2**31)]), INT32)
+"""GenerateRequest.truncate_prompt_tokens: -1 (the context's limit), tiny, past the context, zero and negatives."""
 SMALL_MAX_TOKENS = st.integers(1, 2)  # accepted requests stay short: 2,000 cases in about 1.5 minutes
 
 
@@ -65,6 +76,10 @@ def sampling_params(draw) -> sampling_pb2.SamplingParams:
     if draw(st.booleans()):
         bias = st.one_of(st.floats(-150, 150), st.sampled_from([math.nan, math.inf, -100.0, 100.0]))
         params.logit_bias.update(draw(st.dictionaries(INT32, bias, max_size=4)))
+    if draw(st.integers(0, 3)) == 0:
+        params.allowed_token_ids.extend(draw(ALLOWED_TOKEN_IDS))
+    if draw(st.integers(0, 3)) == 0:
+        params.bad_words.extend(draw(BAD_WORDS))
     if draw(st.integers(0, 3)) == 0:
         _set_format(draw, params.structured_output)
     return params
@@ -138,6 +153,8 @@ def generate_requests(draw) -> bytes:
         request.token_ids.ids.extend(draw(st.lists(INT32, max_size=6)) + [5] * draw(st.sampled_from([0, 0, 600])))
     if draw(st.booleans()):
         request.skip_special_tokens = draw(st.booleans())
+    if draw(st.integers(0, 3)) == 0:
+        request.truncate_prompt_tokens = draw(TRUNCATE_PROMPT_TOKENS)
     data = request.SerializeToString()
     damage = draw(st.sampled_from(["none"] * 6 + ["bad_utf8", "truncate", "garbage", "oversize"]))
     if damage == "bad_utf8":  # field 3 (text), length-delimited, with bytes that are not UTF-8

@@ -104,6 +104,8 @@ class FakeExecutor:
     """request id -> the structured output format it arrived with (empty: free text)."""
     prompts: dict[str, list[int]] = field(default_factory=dict)
     """request id -> its prompt token ids."""
+    samplings: dict[str, sampling_pb2.SamplingParams] = field(default_factory=dict)
+    """request id -> the sampling parameters it arrived with."""
     prompt_logprobs_asked: dict[str, int | None] = field(default_factory=dict)
     """request id -> the sampling.prompt_logprobs it arrived with (None: unset)."""
 
@@ -119,6 +121,7 @@ class FakeExecutor:
             sampling = new.sampling
             self.seeds[new.request_id] = sampling.seed if sampling.HasField("seed") else None
             self.formats[new.request_id] = sampling.structured_output
+            self.samplings[new.request_id] = sampling
             asked = sampling.prompt_logprobs if sampling.HasField("prompt_logprobs") else None
             self.prompt_logprobs_asked[new.request_id] = asked
             self.prompts[new.request_id] = list(new.prompt_token_ids)

@@ -7,7 +7,7 @@ import json
 from importlib.metadata import version
 
 import pytest
-from http_helpers import EOS, MODEL, FakeExecutor, events, serve
+from http_helpers import EOS, MAX_MODEL_LEN, MODEL, FakeExecutor, events, serve
 from tiny_tokenizers import build_byte_level
 
 from scheduler_svc.tokenizer import Tokenizer
@@ -230,6 +230,16 @@ BAD = [
     (COMPLETIONS, {"prompt": "hi", "store": True}, "store"),
     (CHAT, {"messages": MESSAGES, "priority": 1}, "priority"),  # this server schedules first come, first served
     (COMPLETIONS, {"prompt": "hi", "priority": 2**31}, "priority"),
+    # vLLM's token restrictions and prompt truncation (the gRPC checks, named as the request set them)
+    (COMPLETIONS, {"prompt": "hi", "allowed_token_ids": [5, 100_000]}, "allowed_token_ids[1]"),
+    (CHAT, {"messages": MESSAGES, "allowed_token_ids": [5, "6"]}, "allowed_token_ids[1]"),
+    (CHAT, {"messages": MESSAGES, "allowed_token_ids": [5], "guided_regex": "a+"}, "allowed_token_ids"),
+    (CHAT, {"messages": MESSAGES, "bad_words": ["fine", " "]}, "bad_words[1]"),
+    (COMPLETIONS, {"prompt": "hi", "bad_words": ["x"] * 129}, "bad_words"),
+    (COMPLETIONS, {"prompt": "hi", "bad_words": "x"}, "bad_words"),
+    (COMPLETIONS, {"prompt": "hi", "truncate_prompt_tokens": 0}, "truncate_prompt_tokens"),
+    (CHAT, {"messages": MESSAGES, "truncate_prompt_tokens": -2}, "truncate_prompt_tokens"),
+    (CHAT, {"messages": MESSAGES, "truncate_prompt_tokens": 2**31}, "truncate_prompt_tokens"),
 ]
 
 
@@ -278,6 +288,31 @@ def test_each_structured_output_parameter_reaches_the_executor(tokenizer):
             if kind is not None:
                 got = list(formats[0].choice.choices) if kind == "choice" else getattr(formats[0], kind)
                 assert got == value
+
+    serve(tokenizer, test)
+
+
+def test_token_restrictions_and_prompt_truncation_reach_the_executor(tokenizer):
+    long_text = "x " * 400  # more tokens than the model's context: refused unless truncated
+    fields = {"allowed_token_ids": [10, 11, 12], "bad_words": ["hello"], "truncate_prompt_tokens": 5,
+              "max_tokens": 2, "n": 2}
+
+    async def test(client, served):
+        for route, prompt in ((CHAT, {"messages": [{"role": "user", "content": long_text}]}),
+                              (COMPLETIONS, {"prompt": long_text}), (COMPLETIONS, {"prompt": [7] * 300})):
+            assert (await client.post(route, json={**prompt, "max_tokens": 2})).status_code == 400
+            served.executor.samplings.clear()
+            response = await client.post(route, json={**prompt, **fields})
+            assert response.status_code == 200, response.text
+            assert response.json()["usage"]["prompt_tokens"] == 5  # the tokens kept
+            samplings = list(served.executor.samplings.values())
+            assert len(samplings) == 2
+            for sampling in samplings:
+                assert list(sampling.allowed_token_ids) == [10, 11, 12] and list(sampling.bad_words) == ["hello"]
+            assert all(len(served.executor.prompts[request_id]) == 5 for request_id in served.executor.samplings)
+        whole = await client.post(COMPLETIONS, json={"prompt": long_text, "truncate_prompt_tokens": -1,
+                                                     "max_tokens": 1})
+        assert whole.status_code == 200 and whole.json()["usage"]["prompt_tokens"] == MAX_MODEL_LEN - 1
 
     serve(tokenizer, test)
 

@@ -83,6 +83,12 @@ def test_token_prompts():
     ("model", "completion", "model"),
     ("sampling.prompt_logprobs", "chat", "prompt_logprobs"),
     ("sampling.prompt_logprobs", "completion", "prompt_logprobs"),
+    ("sampling.allowed_token_ids", "chat", "allowed_token_ids"),
+    ("sampling.allowed_token_ids[3]", "completion", "allowed_token_ids[3]"),
+    ("sampling.bad_words", "completion", "bad_words"),
+    ("sampling.bad_words[1]", "chat", "bad_words[1]"),
+    ("truncate_prompt_tokens", "chat", "truncate_prompt_tokens"),
+    ("truncate_prompt_tokens", "completion", "truncate_prompt_tokens"),
 ])
 def test_validation_errors_name_the_openai_parameter(field, endpoint, param):
     plan = chat(max_completion_tokens=3) if endpoint == "chat" else completion_plan(CompletionRequest(prompt="a"), "m")
@@ -334,3 +340,71 @@ def test_bad_prompt_logprobs_are_refused_naming_them(fields, message):
         with pytest.raises(ApiError) as caught:
             make(**fields)
         assert (caught.value.status, caught.value.param, caught.value.message) == (400, "prompt_logprobs", message)
+
+
+def test_token_restrictions_and_truncation_map_onto_the_proto_on_both_endpoints():
+    fields = {"allowed_token_ids": [5, 9, 5], "bad_words": ["foo", " bar baz"], "truncate_prompt_tokens": -1}
+    for plan in (chat(n=2, **fields), completion(prompt=[[3, 4], [5]], **fields)):
+        assert len(plan.requests) == 2
+        for pb in plan.requests:
+            assert list(pb.sampling.allowed_token_ids) == [5, 9, 5]  # as given: the server judges them
+            assert list(pb.sampling.bad_words) == ["foo", " bar baz"]
+            assert pb.HasField("truncate_prompt_tokens") and pb.truncate_prompt_tokens == -1
+    assert completion(truncate_prompt_tokens=7).requests[0].truncate_prompt_tokens == 7
+    assert completion(truncate_prompt_tokens=0).requests[0].HasField("truncate_prompt_tokens")  # the server refuses
+
+
+@pytest.mark.parametrize("fields", [{}, {"allowed_token_ids": None, "bad_words": None, "truncate_prompt_tokens": None},
+                                    {"allowed_token_ids": [], "bad_words": []}])
+def test_null_or_empty_token_restrictions_and_truncation_leave_them_unset(fields):
+    for plan in (chat(**fields), completion(**fields)):
+        (pb,) = plan.requests
+        assert not pb.sampling.allowed_token_ids and not pb.sampling.bad_words
+        assert not pb.HasField("truncate_prompt_tokens")
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"allowed_token_ids": 5}, "allowed_token_ids"),
+    ({"allowed_token_ids": ["5"]}, "allowed_token_ids[0]"),
+    ({"allowed_token_ids": [1, 2.0]}, "allowed_token_ids[1]"),
+    ({"allowed_token_ids": [True]}, "allowed_token_ids[0]"),
+    ({"allowed_token_ids": [2**31]}, "allowed_token_ids[0]"),
+    ({"bad_words": "foo"}, "bad_words"),
+    ({"bad_words": ["foo", 3]}, "bad_words[1]"),
+    ({"truncate_prompt_tokens": "5"}, "truncate_prompt_tokens"),
+    ({"truncate_prompt_tokens": 5.0}, "truncate_prompt_tokens"),
+    ({"truncate_prompt_tokens": True}, "truncate_prompt_tokens"),
+    ({"truncate_prompt_tokens": -(2**31) - 1}, "truncate_prompt_tokens"),
+])
+def test_token_restrictions_and_truncation_of_the_wrong_type_are_400s_naming_them(body, param):
+    for model, base in ((ChatCompletionRequest, {"messages": MESSAGES}), (CompletionRequest, {"prompt": "hi"})):
+        with pytest.raises(ValidationError) as caught:
+            model.model_validate({**base, **body})
+        error = from_validation_error(caught.value)
+        assert (error.status, error.param) == (400, param)
+
+
+@pytest.mark.parametrize("fields, param, other", [
+    ({"allowed_token_ids": [5], "guided_regex": "[0-9]+"}, "allowed_token_ids", "guided_regex"),
+    ({"bad_words": ["no"], "response_format": {"type": "json_object"}}, "bad_words", "response_format"),
+    ({"bad_words": ["no"], "allowed_token_ids": [5], "structured_outputs": {"choice": ["a"]}}, "allowed_token_ids",
+     "structured_outputs.choice"),
+])
+def test_token_restrictions_with_a_structured_output_parameter_are_refused_naming_both(fields, param, other):
+    for make in (chat, completion):
+        with pytest.raises(ApiError) as caught:
+            make(**fields)
+        assert (caught.value.status, caught.value.param) == (400, param)
+        assert caught.value.message.startswith(f"{param}: cannot be combined with {other}, which sets a structured")
+    assert structured(chat(allowed_token_ids=[5], bad_words=["x"], response_format={"type": "text"})) is None
+
+
+def test_token_restrictions_with_a_tool_choice_that_forces_calls_are_refused_naming_tool_choice():
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    for tool_choice in ("required", {"type": "function", "function": {"name": "f"}}):
+        with pytest.raises(ApiError) as caught:
+            chat(tools=tools, tool_choice=tool_choice, bad_words=["x"])
+        assert caught.value.param == "bad_words"
+        assert caught.value.message.startswith("bad_words: cannot be combined with tool_choice, which makes the")
+    (pb,) = chat(tools=tools, tool_choice="none", allowed_token_ids=[5]).requests  # free text: restricted as asked
+    assert list(pb.sampling.allowed_token_ids) == [5]

@@ -194,6 +194,43 @@ def test_echo_and_prompt_logprobs_keep_their_own_counts(tokenizer):
     serve(tokenizer, test)
 
 
+def test_a_truncated_prompt_is_echoed_and_scored_as_the_tokens_kept(tokenizer):
+    """With truncate_prompt_tokens, echo gives the text of the prompt tokens the model read, and the echoed and
+    vLLM's prompt logprobs score those tokens (the first kept one has no context); an uncut prompt is echoed as
+    written."""
+    ids = tokenizer.encode(PROMPT)
+    kept = ids[-3:]
+    kept_text = tokenizer.decode(kept, skip_special_tokens=False)
+    assert len(ids) > 3 and PROMPT.endswith(kept_text) and kept_text != PROMPT
+
+    async def test(client, served):
+        request = {"prompt": PROMPT, "max_tokens": 1, "echo": True, "logprobs": 1, "prompt_logprobs": 1, "n": 2,
+                   "truncate_prompt_tokens": 3}
+        body = (await client.post(COMPLETIONS, json=request)).json()
+        assert body["usage"]["prompt_tokens"] == 3
+        for choice in body["choices"]:
+            assert choice["text"] == kept_text + text(tokenizer, 10)
+            logprobs = choice["logprobs"]
+            assert logprobs["tokens"] == [text(tokenizer, token) for token in [*kept, 10]]
+            assert logprobs["token_logprobs"][:3] == [None, own_logprob(1), own_logprob(2)]
+            assert logprobs["text_offset"] == [len("".join(logprobs["tokens"][:i])) for i in range(4)]
+            assert choice["prompt_logprobs"] == [None, *(vllm_entry(tokenizer, kept, p, 1, 1) for p in (1, 2))]
+        streamed = [chunk for chunk in events(await client.post(COMPLETIONS, json={
+            "prompt": PROMPT, "max_tokens": 1, "echo": True, "stream": True, "truncate_prompt_tokens": 3}))
+            if chunk != "[DONE]"]
+        assert streamed[0]["choices"][0]["text"] == kept_text + text(tokenizer, 10)
+        by_ids = (await client.post(COMPLETIONS, json={"prompt": [1, *ids], "max_tokens": 1, "echo": True,
+                                                       "truncate_prompt_tokens": 3})).json()
+        assert by_ids["choices"][0]["text"] == kept_text + text(tokenizer, 10)
+        for keep in (len(ids), 100, -1):  # nothing cut: the prompt as written
+            uncut = (await client.post(COMPLETIONS, json={"prompt": PROMPT, "max_tokens": 1, "echo": True,
+                                                          "truncate_prompt_tokens": keep})).json()
+            assert uncut["choices"][0]["text"] == PROMPT + text(tokenizer, 10), keep
+        assert kept in served.executor.prompts.values()  # the model read only these
+
+    serve(tokenizer, test)
+
+
 def test_prompt_logprobs_of_a_prompt_prefilled_in_chunks(tokenizer):
     """Two samples of a 150-token prompt overflow one step's 256-token budget: the second's prefill is split, and
     its prompt logprobs come from both chunks."""
