@@ -86,11 +86,15 @@ def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
                           help="render the chat without the assistant header after it (add_generation_prompt false)")
     template.add_argument("--chat-template-kwargs", type=_json_object_text, default=None, metavar="JSON|@PATH",
                           help='extra chat template variables, a JSON object, e.g. \'{"enable_thinking": false}\'')
+    template.add_argument("--documents", type=_json_array_text, default=None, metavar="JSON|@PATH",
+                          help='documents for a retrieval-augmented template, a JSON array of objects, e.g. '
+                               '\'[{"title": "Paris", "text": "..."}]\'')
 
 
 _TEMPLATE_FLAGS = {"system": ("system", "a system message"), "continue_with": ("continue", "a message to continue"),
                    "no_generation_prompt": ("no-generation-prompt", "leaving out the generation prompt"),
-                   "chat_template_kwargs": ("chat-template-kwargs", "a template variable")}
+                   "chat_template_kwargs": ("chat-template-kwargs", "a template variable"),
+                   "documents": ("documents", "documents")}
 """Prompt flags that need the chat template (argument name -> flag, what it asks for)."""
 
 
@@ -111,6 +115,8 @@ def prompt_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["add_generation_prompt"] = False
     if args.chat_template_kwargs is not None:
         kwargs["chat_template_kwargs"] = args.chat_template_kwargs
+    if args.documents is not None:
+        kwargs["documents"] = args.documents
     return kwargs
 
 
@@ -195,6 +201,14 @@ def _json_object_text(value: str) -> str:
     text = _json_schema(value)
     if not isinstance(json.loads(text), dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
+    return text
+
+
+def _json_array_text(value: str) -> str:
+    """JSON array text (or @PATH of a file holding it), checked to parse as an array; sent as written."""
+    text = _json_schema(value)
+    if not isinstance(json.loads(text), list):
+        raise argparse.ArgumentTypeError("must be a JSON array")
     return text
 
 

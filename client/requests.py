@@ -46,7 +46,9 @@ class GenerateOptions(TypedDict, total=False):
     continue_final_message; False renders no assistant header), continue_final_message (True: the last message, an
     assistant's, is continued: the prompt ends with its content unterminated, e.g. a prefilled "The capital is"),
     chat_template_kwargs (extra template variables, a dict such as {"enable_thinking": False} or its JSON text; the
-    server refuses names it sets itself, such as messages or bos_token).
+    server refuses names it sets itself, such as messages or bos_token), documents (for retrieval-augmented
+    generation: a list of dicts such as {"title": ..., "text": ...}, or its JSON text, given to the template as
+    `documents`).
     """
 
     request_id: str | None
@@ -83,6 +85,7 @@ class GenerateOptions(TypedDict, total=False):
     add_generation_prompt: bool | None
     continue_final_message: bool | None
     chat_template_kwargs: Mapping[str, Any] | str | None
+    documents: Sequence[Mapping[str, Any]] | str | None
 
 
 _SAMPLING_FIELDS = (
@@ -165,6 +168,7 @@ def build_tokenize_request(
     add_generation_prompt: bool | None = None,
     continue_final_message: bool | None = None,
     chat_template_kwargs: Mapping[str, Any] | str | None = None,
+    documents: Sequence[Mapping[str, Any]] | str | None = None,
 ) -> generation_pb2.TokenizeRequest:
     """A TokenizeRequest for exactly one of ``prompt`` (raw text) or ``messages`` (chat; ``tools`` given to the
     template and the chat template controls, as GenerateOptions' options of those names).
@@ -177,7 +181,7 @@ def build_tokenize_request(
     if (prompt is None) == (messages is None):
         raise ValueError("pass exactly one of prompt, messages")
     template = {"add_generation_prompt": add_generation_prompt, "continue_final_message": continue_final_message,
-                "chat_template_kwargs": chat_template_kwargs}
+                "chat_template_kwargs": chat_template_kwargs, "documents": documents}
     if prompt is not None:
         if tools is not None:
             raise ValueError("tools: only a chat prompt (messages) is given tools")
@@ -193,9 +197,9 @@ def build_tokenize_request(
 
 
 def _set_template_options(chat: generation_pb2.ChatPrompt | None, options: Mapping[str, Any]) -> None:
-    """add_generation_prompt, continue_final_message and chat_template_kwargs (those given and not None) on
-    ``chat``; ValueError naming one given without a chat prompt (``chat`` None) or of the wrong type."""
-    for name in ("add_generation_prompt", "continue_final_message", "chat_template_kwargs"):
+    """add_generation_prompt, continue_final_message, chat_template_kwargs and documents (those given and not None)
+    on ``chat``; ValueError naming one given without a chat prompt (``chat`` None) or of the wrong type."""
+    for name in ("add_generation_prompt", "continue_final_message", "chat_template_kwargs", "documents"):
         value = options.get(name)
         if value is None:
             continue
@@ -203,6 +207,8 @@ def _set_template_options(chat: generation_pb2.ChatPrompt | None, options: Mappi
             raise ValueError(f"{name}: only a chat prompt (messages) is rendered with the chat template")
         if name == "chat_template_kwargs":
             chat.template_kwargs_json = _json_object(value, name)
+        elif name == "documents":
+            chat.documents_json = _json_list(value, name)
         elif isinstance(value, bool):
             setattr(chat, name, value)
         else:

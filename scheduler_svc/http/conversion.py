@@ -200,6 +200,8 @@ def _param_name(field: str, endpoint: Endpoint, max_tokens_param: str, structure
     if section == "chat":
         if rest == "tools_json":
             return "tools"
+        if rest == "documents_json":
+            return "documents"
         if rest in ("add_generation_prompt", "continue_final_message"):
             return rest
         if rest.partition(".")[0] == "template_kwargs_json":
@@ -430,7 +432,7 @@ def chat_prompt(messages: list[ChatMessage], tools_json: str = "",
     """``messages`` as the gRPC API's ChatPrompt (OpenAI's "developer" role is "system"; text parts joined; an
     assistant's tool calls, a tool's call id and the author's name kept), with the tools the template is given (JSON
     text) and the request's chat template controls (``template``: add_generation_prompt, continue_final_message,
-    chat_template_kwargs as the ChatPrompt's template_kwargs_json; the gRPC checks judge them)."""
+    chat_template_kwargs and documents as the ChatPrompt's JSON texts; the gRPC checks judge them)."""
     prompt = generation_pb2.ChatPrompt(tools_json=tools_json)
     if template is not None:
         if template.add_generation_prompt is not None:
@@ -438,6 +440,8 @@ def chat_prompt(messages: list[ChatMessage], tools_json: str = "",
         prompt.continue_final_message = bool(template.continue_final_message)
         if template.chat_template_kwargs:
             prompt.template_kwargs_json = json.dumps(template.chat_template_kwargs, ensure_ascii=False)
+        if template.documents:
+            prompt.documents_json = json.dumps(template.documents, ensure_ascii=False)
     for index, message in enumerate(messages):
         prompt.messages.add(role=ROLE_ALIASES.get(message.role, message.role), content=_content(message, index),
                             tool_calls_json=message_tool_calls(message, index),

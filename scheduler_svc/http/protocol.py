@@ -40,7 +40,9 @@ Chat template controls (chat and /tokenize with ``messages``), as vLLM takes the
 true; false renders no assistant header), ``continue_final_message`` (the prompt ends with the last message, an
 assistant's, unterminated: the model continues a prefilled answer; add_generation_prompt then defaults to false and
 may not be true) and ``chat_template_kwargs`` (an object of extra template variables, such as Qwen3's
-``enable_thinking``; names the server sets itself are refused). Their checks are the gRPC API's ChatPrompt checks.
+``enable_thinking``; names the server sets itself are refused) and ``documents`` (a list of objects, HF's ``{"title",
+"text"}``, given to a retrieval-augmented template as ``documents``). Their checks are the gRPC API's ChatPrompt
+checks.
 """
 
 from __future__ import annotations
@@ -208,6 +210,8 @@ class ChatTemplateFields(_Strict):
     """The prompt ends with the last message (an assistant's) unterminated, for the model to continue it."""
     chat_template_kwargs: dict[str, Any] | None = None
     """Extra variables for the chat template (``{"enable_thinking": false}``)."""
+    documents: list[dict[str, Any]] | None = None
+    """Documents for retrieval-augmented generation, given to the template as ``documents`` (``{"title", "text"}``)."""
 
 
 class ChatCompletionRequest(SamplingFields, ChatTemplateFields):

@@ -76,7 +76,7 @@ class TokenizeRoutes:
             if body.add_generation_prompt is not None:
                 raise invalid("add_generation_prompt", "applies to messages only")
             for param, value in (("tools", body.tools), ("continue_final_message", body.continue_final_message),
-                                 ("chat_template_kwargs", body.chat_template_kwargs)):
+                                 ("chat_template_kwargs", body.chat_template_kwargs), ("documents", body.documents)):
                 if not is_neutral(value):
                     raise invalid(param, "applies to messages only")
             request.text = body.prompt

@@ -132,8 +132,11 @@ def test_the_chat_template_flags_reach_the_chat_prompt(served, capsys):
     address, servicer = served
     cli.main(["generate", "Capital of France?", "--server", address, "--continue", "The capital is",
               "--chat-template-kwargs", '{"enable_thinking": false}'])
-    cli.main(["generate", "Hi", "--server", address, "--no-generation-prompt"])
+    cli.main(["generate", "Hi", "--server", address, "--no-generation-prompt",
+              "--documents", '[{"title": "Paris", "text": "The capital."}]'])
     continued, headless = (request.chat for request in servicer.requests)
+    assert json.loads(headless.documents_json) == [{"title": "Paris", "text": "The capital."}]
+    assert continued.documents_json == ""
     assert [(m.role, m.content) for m in continued.messages] == [("user", "Capital of France?"),
                                                                   ("assistant", "The capital is")]
     assert continued.continue_final_message and not continued.HasField("add_generation_prompt")
@@ -148,6 +151,8 @@ def test_the_chat_template_flags_reach_the_chat_prompt(served, capsys):
     (["--raw", "--chat-template-kwargs", "{}"], "error: chat-template-kwargs: a template variable needs the chat"),
     (["--chat-template-kwargs", "[1]"], "error: argument --chat-template-kwargs: must be a JSON object"),
     (["--chat-template-kwargs", "{x"], "error: argument --chat-template-kwargs: is not valid JSON"),
+    (["--raw", "--documents", "[]"], "error: documents: documents needs the chat template (drop --raw)"),
+    (["--documents", "{}"], "error: argument --documents: must be a JSON array"),
 ])
 def test_a_chat_template_flag_that_cannot_be_sent_is_refused(flags, error, capsys):
     with pytest.raises(SystemExit) as exit_info:

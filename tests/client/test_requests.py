@@ -89,7 +89,7 @@ def test_every_declared_option_is_accepted() -> None:
               "json_schema": {"type": "object"}, "json_object": True, "regex": "[a-z]+", "choice": ["a"],
               "grammar": 'start: "a"', "allowed_token_ids": [1], "bad_words": ["w"]}
     chat_only = {"tools": [{"type": "function"}], "add_generation_prompt": False, "continue_final_message": True,
-                 "chat_template_kwargs": {"enable_thinking": False}}
+                 "chat_template_kwargs": {"enable_thinking": False}, "documents": [{"text": "t"}]}
     for name in GenerateOptions.__annotations__:
         if name in chat_only:  # a chat prompt's only
             build_generate_request(messages=[{"role": "user", "content": "x"}], **{name: chat_only[name]})
@@ -381,3 +381,15 @@ def test_two_structured_output_options_are_refused_naming_both(options, message)
 def test_a_structured_output_value_the_message_cannot_carry_names_the_option(options, field) -> None:
     with pytest.raises(ValueError, match=rf"^{field}: "):
         build_generate_request("x", **options)
+
+
+def test_documents_reach_the_chat_prompt_as_json_and_need_messages() -> None:
+    documents = [{"title": "Paris", "text": "Capitale de la France, à la Seine."}]
+    chat = build_generate_request(messages=CONTINUED, documents=documents).chat
+    assert json.loads(chat.documents_json) == documents and "à" in chat.documents_json
+    assert build_tokenize_request(messages=CONTINUED, documents=documents).chat.documents_json == chat.documents_json
+    assert build_generate_request(messages=CONTINUED, documents="[]").chat.documents_json == "[]"
+    with pytest.raises(ValueError, match="^documents: only a chat prompt"):
+        build_generate_request(prompt="x", documents=documents)
+    with pytest.raises(ValueError, match="^documents: must be a list of dicts"):
+        build_tokenize_request(messages=CONTINUED, documents=["Paris"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tiny_tokenizers import build_byte_level
+from tiny_tokenizers import build_rag
 
 from scheduler_svc.tokenization import tokenize
 from scheduler_svc.tokenizer import Tokenizer
@@ -15,13 +15,6 @@ from scheduler_svc.validation import MAX_PROMPT_CHARS_PER_TOKEN, InvalidRequestE
 from stepahead_proto import generation_pb2
 
 MAX_MODEL_LEN = 512
-# A RAG template in the style of Command-R's: the documents, when given, in a system turn before the chat.
-RAG_TEMPLATE = (
-    "{% if documents %}<|im_start|>system\nDocuments:\n{% for doc in documents %}[{{ loop.index }}] "
-    "{{ doc['title'] }}: {{ doc['text'] }}\n{% endfor %}<|im_end|>\n{% endif %}"
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 DOCUMENTS = [{"title": "Paris", "text": "Paris is the capital of France."},
              {"title": "Lyon", "text": "Lyon is known for its food."}]
 QUESTION = generation_pb2.ChatMessage(role="user", content="What is the capital of France?")
@@ -29,9 +22,7 @@ QUESTION = generation_pb2.ChatMessage(role="user", content="What is the capital 
 
 @pytest.fixture(scope="module")
 def rag_dir(tmp_path_factory):
-    directory = build_byte_level(tmp_path_factory.mktemp("rag"))
-    (directory / "chat_template.jinja").write_text(RAG_TEMPLATE)
-    return directory
+    return build_rag(tmp_path_factory.mktemp("rag"))
 
 
 @pytest.fixture(scope="module")

@@ -113,6 +113,22 @@ def build_thinking(directory: Path) -> Path:
     return directory
 
 
+RAG_TEMPLATE = (
+    "{% if documents %}<|im_start|>system\nDocuments:\n{% for doc in documents %}[{{ loop.index }}] "
+    "{{ doc['title'] }}: {{ doc['text'] }}\n{% endfor %}<|im_end|>\n{% endif %}"
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+"""A retrieval-augmented template in the style of Command-R's: the documents, when given, in a system turn first."""
+
+
+def build_rag(directory: Path) -> Path:
+    """The byte-level directory with RAG_TEMPLATE as its chat template."""
+    build_byte_level(directory)
+    (directory / "chat_template.jinja").write_text(RAG_TEMPLATE)
+    return directory
+
+
 def build_metaspace(directory: Path) -> Path:
     """A Metaspace BPE directory with byte fallback and <s>/</s>; template kept in tokenizer_config.json."""
     specials = ["<unk>", "<s>", "</s>"]

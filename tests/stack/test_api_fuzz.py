@@ -48,6 +48,10 @@ TEMPLATE_KWARGS_TEXT = st.one_of(TEXT, TOOLS_TEXT, st.sampled_from([
     '{"a":' * 900 + "1" + "}" * 900, '{"x": "' + "y" * 40_000 + '"}', '{"x": "' + "y" * 70_000 + '"}',
     '{"x": NaN, "y": -Infinity}', '{"x": 1e999}']))
 """Hostile ChatPrompt.template_kwargs_json: not JSON, not an object, reserved names, deep nesting, oversize."""
+DOCUMENTS_TEXT = st.one_of(TEXT, TOOLS_TEXT, st.sampled_from([
+    "[]", '[{"title": "Paris", "text": "The capital of France."}]', '[{"text": 5}, {}]', '["text"]', '{"title": "x"}',
+    "[" + '{"text": "' + "y" * 70_000 + '"}]', '[{"title": {"a": [1, 2]}, "text": null}]']))
+"""Hostile ChatPrompt.documents_json: not JSON, not an array of objects, odd values, oversize."""
 ALLOWED_TOKEN_IDS = st.one_of(st.lists(INT32, min_size=1, max_size=6), st.sampled_from([
     [0, 2], [5], [5, 5, 5], list(range(400)), list(range(401)), [7] * 3000, [-1], [399, 400]]))
 """Hostile SamplingParams.allowed_token_ids (the tiny model's vocabulary is 400, EOS 2 and 0): out of the vocabulary,
@@ -190,13 +194,16 @@ def tokenizer_requests(draw) -> tuple[str, bytes]:
 
 def _set_template_options(draw, chat: generation_pb2.ChatPrompt) -> None:
     """The chat template controls, hostile or not: add_generation_prompt unset, false or true (with
-    continue_final_message too: refused), continue_final_message whatever the last message's role, template kwargs."""
+    continue_final_message too: refused), continue_final_message whatever the last message's role, template kwargs,
+    documents."""
     generation_prompt = draw(st.sampled_from([None, None, False, True]))
     if generation_prompt is not None:
         chat.add_generation_prompt = generation_prompt
     chat.continue_final_message = draw(st.integers(0, 3)) == 0
     if draw(st.integers(0, 2)) == 0:
         chat.template_kwargs_json = draw(TEMPLATE_KWARGS_TEXT)
+    if draw(st.integers(0, 3)) == 0:
+        chat.documents_json = draw(DOCUMENTS_TEXT)
 
 
 def _damaged(draw, data: bytes, damage: str, model_tag: bytes) -> bytes:
