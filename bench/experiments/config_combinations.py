@@ -4,7 +4,8 @@ Every feature's own tests pin its combinations one axis at a time; this draws wh
 (drafter and K, running ahead, multi-step, chunk budget, a KV pool small enough to preempt, prefix caching,
 stream interval, batch width, staggered arrivals, the scheduling policy with requests' priorities) and checks each
 against a plain synchronous stack: the same greedy tokens for every request (several share long prefixes, two are
-constrained by a regex and a JSON object), every KV block free afterwards, no error.
+constrained by a regex and a JSON object, one has bad words, one allowed token ids), every KV block free afterwards,
+no error.
 
     PYTHONPATH=.:tests:tests/executor_svc:tests/scheduler_svc:tests/fixtures \
         python3 bench/experiments/config_combinations.py N SEED [default]
@@ -48,8 +49,11 @@ def prompts() -> list[list[int]]:
     return fresh + [shared + [rng.randrange(3, 400) for _ in range(n)] for n in (1, 9, 30)]
 
 
-FORMATS = {1: {"regex": r"[0-9]{2,5}-[a-z]{2,9}!"}, 3: {"json_object": True}}
-"""Greedy requests constrained to a format (by index): their tokens must match the reference too."""
+FORMATS = {1: {"regex": r"[0-9]{2,5}-[a-z]{2,9}!"}, 3: {"json_object": True},
+           2: {"bad_words": [*"abcdefghijklmnopqrstuvwxyz", "the dog", "quick brown"]},
+           4: {"allowed_token_ids": list(range(100, 300))}}
+"""Greedy requests constrained to a format or restricted by bad words or allowed token ids (by index): their tokens
+must match the reference too."""
 
 
 def run_all(address: str, stagger_s: float, counts: dict | None = None,
@@ -129,6 +133,7 @@ def main() -> None:
         reference = run_all(base.address, 0.0)
     finally:
         base.stop()
+    assert set(reference[4]) <= set(FORMATS[4]["allowed_token_ids"]), reference[4]
     rng = random.Random(seed)
     failures = 0
     for index in range(count):

@@ -1,6 +1,6 @@
-"""The soak's load: concurrent workers sending random requests (lengths, sampling, structured output formats, prompt
-scoring, cancels, deadlines) and recording how each one ended; a constrained output that ends with "stop" is checked
-against its format."""
+"""The soak's load: concurrent workers sending random requests (lengths, sampling, structured output formats, allowed
+token ids and bad words, prompt scoring, cancels, deadlines) and recording how each one ended; a constrained output
+that ends with "stop" is checked against its format, and one with allowed token ids against them."""
 
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ class SoakLoad:
     """Requests constrained to one of SOAK_FORMATS."""
     scored_fraction: float = 0.1
     """Requests asking for prompt_logprobs (their prefill scores the prompt and takes no cached prefix)."""
+    restricted_fraction: float = 0.1
+    """Free-text requests with allowed_token_ids (their outputs checked to stay inside) or bad_words."""
     hang_s: float = 60.0
     """A stream with no message for this long counts as stalled; for 5x as long, as hung (and is cancelled)."""
 
@@ -46,7 +48,8 @@ class SoakLoad:
         for name in ("concurrency", "max_prompt_tokens", "max_output_tokens", "vocab_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        for name in ("cancel_fraction", "deadline_fraction", "structured_fraction", "scored_fraction"):
+        for name in ("cancel_fraction", "deadline_fraction", "structured_fraction", "scored_fraction",
+                     "restricted_fraction"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name}: must be in [0, 1], got {getattr(self, name)}")
         if self.hang_s <= 0:
@@ -67,7 +70,8 @@ class SoakTally:
     constrained: Counter[str] = field(default_factory=Counter)
     """Constrained requests that ended with "stop", by format: their text checked against it."""
     format_mismatches: list[str] = field(default_factory=list)
-    """Such texts that did not match their format (none expected)."""
+    """Such texts that did not match their format, and outputs with a token outside allowed_token_ids (none
+    expected)."""
 
 
 class SoakWorkers:
@@ -100,17 +104,28 @@ class SoakWorkers:
             params.update(temperature=rnd.uniform(0.1, 1.5), top_p=rnd.uniform(0.5, 1.0), seed=rnd.randrange(2**32))
         if rnd.random() < load.structured_fraction:
             params.update(rnd.choice(SOAK_FORMATS)[1])
+        elif rnd.random() < load.restricted_fraction:
+            params.update(self._restriction())
         if rnd.random() < load.scored_fraction:
             params.update(prompt_logprobs=rnd.randint(0, 2))
         cancel_after = rnd.randint(1, 8) if rnd.random() < load.cancel_fraction else None
         deadline = rnd.uniform(0.05, 2.0) if rnd.random() < load.deadline_fraction else None
         return params, cancel_after, deadline
 
+    def _restriction(self) -> dict:
+        """allowed_token_ids (some tokens, EOS among them half the time) or a few short bad words."""
+        rnd, vocab_size = self.random, self.load.vocab_size
+        if rnd.random() < 0.5:
+            allowed = rnd.sample(range(vocab_size), rnd.randint(1, min(64, vocab_size)))
+            return {"allowed_token_ids": allowed + ([0, 2] if rnd.random() < 0.5 else [])}
+        return {"bad_words": [rnd.choice(["a", "the", " is", "of the", "!", "0", "x y z"]) for _ in range(3)]}
+
     async def _one(self, client: AsyncClient) -> str:
         params, cancel_after, deadline = self._params()
         stream = client.generate_stream(**params, timeout=deadline)
         chunks, stalled, finish_reason = 0, False, ""
         text: list[str] = []
+        token_ids: list[int] = []
         try:
             while True:
                 waited_from = time.monotonic()
@@ -118,6 +133,7 @@ class SoakWorkers:
                     chunk = await asyncio.wait_for(stream.__anext__(), timeout=5 * self.load.hang_s)
                 except StopAsyncIteration:
                     self._check_format(params, "".join(text), finish_reason)
+                    self._check_allowed(params, token_ids)
                     return "completed"
                 except asyncio.TimeoutError:
                     self.tally.hung_streams += 1
@@ -131,6 +147,7 @@ class SoakWorkers:
                 chunks += 1
                 self.tally.tokens += len(chunk.token_ids)
                 text.append(chunk.text)
+                token_ids += chunk.token_ids
                 finish_reason = chunk.finish_reason or finish_reason
                 if cancel_after is not None and chunks >= cancel_after:
                     return "cancelled"
@@ -147,6 +164,17 @@ class SoakWorkers:
         self.tally.constrained[kind] += 1
         if not _matches(kind, params, text):
             self.tally.format_mismatches.append(f"{kind}: {text!r}")
+
+
+    def _check_allowed(self, params: dict, token_ids: list[int]) -> None:
+        """Every token of a request with allowed_token_ids is one of them."""
+        allowed = params.get("allowed_token_ids")
+        if allowed is None:
+            return
+        self.tally.constrained["allowed_token_ids"] += 1
+        outside = sorted(set(token_ids) - set(allowed))
+        if outside:
+            self.tally.format_mismatches.append(f"allowed_token_ids: generated {outside}")
 
 
 def _matches(kind: str, params: dict, text: str) -> bool:
