@@ -34,20 +34,22 @@ class ChatMessage(_message.Message):
     def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., tool_calls_json: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class ChatPrompt(_message.Message):
-    __slots__ = ("messages", "tools_json", "add_generation_prompt", "continue_final_message", "template_kwargs_json", "documents_json")
+    __slots__ = ("messages", "tools_json", "add_generation_prompt", "continue_final_message", "template_kwargs_json", "documents_json", "chat_template")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     TOOLS_JSON_FIELD_NUMBER: _ClassVar[int]
     ADD_GENERATION_PROMPT_FIELD_NUMBER: _ClassVar[int]
     CONTINUE_FINAL_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_KWARGS_JSON_FIELD_NUMBER: _ClassVar[int]
     DOCUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[ChatMessage]
     tools_json: str
     add_generation_prompt: bool
     continue_final_message: bool
     template_kwargs_json: str
     documents_json: str
-    def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., tools_json: _Optional[str] = ..., add_generation_prompt: _Optional[bool] = ..., continue_final_message: _Optional[bool] = ..., template_kwargs_json: _Optional[str] = ..., documents_json: _Optional[str] = ...) -> None: ...
+    chat_template: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., tools_json: _Optional[str] = ..., add_generation_prompt: _Optional[bool] = ..., continue_final_message: _Optional[bool] = ..., template_kwargs_json: _Optional[str] = ..., documents_json: _Optional[str] = ..., chat_template: _Optional[str] = ...) -> None: ...
 
 class TokenIdsPrompt(_message.Message):
     __slots__ = ("ids",)
