@@ -184,6 +184,7 @@ class AsyncClient:
         continue_final_message: bool | None = None,
         chat_template_kwargs: Mapping[str, Any] | str | None = None,
         documents: Sequence[Mapping[str, Any]] | str | None = None,
+        chat_template: str | None = None,
     ) -> TokenizeResult:
         """The token ids generate would start from for ``prompt`` (raw text) or ``messages`` (chat template
         applied, given ``tools`` and the chat template controls as generate's options of those names give them),
@@ -191,7 +192,8 @@ class AsyncClient:
         request = build_tokenize_request(prompt, messages=messages, model=model, tools=tools,
                                          add_generation_prompt=add_generation_prompt,
                                          continue_final_message=continue_final_message,
-                                         chat_template_kwargs=chat_template_kwargs, documents=documents)
+                                         chat_template_kwargs=chat_template_kwargs, documents=documents,
+                                         chat_template=chat_template)
         try:
             response = await self._stub.Tokenize(
                 request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)

@@ -86,6 +86,9 @@ def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
                           help="render the chat without the assistant header after it (add_generation_prompt false)")
     template.add_argument("--chat-template-kwargs", type=_json_object_text, default=None, metavar="JSON|@PATH",
                           help='extra chat template variables, a JSON object, e.g. \'{"enable_thinking": false}\'')
+    template.add_argument("--chat-template", type=_text_or_file, default=None, metavar="TEXT|@PATH",
+                          help="render the chat with this Jinja template instead of the model's (the server must run "
+                               "with --trust-request-chat-template)")
     template.add_argument("--documents", type=_json_array_text, default=None, metavar="JSON|@PATH",
                           help='documents for a retrieval-augmented template, a JSON array of objects, e.g. '
                                '\'[{"title": "Paris", "text": "..."}]\'')
@@ -94,7 +97,7 @@ def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
 _TEMPLATE_FLAGS = {"system": ("system", "a system message"), "continue_with": ("continue", "a message to continue"),
                    "no_generation_prompt": ("no-generation-prompt", "leaving out the generation prompt"),
                    "chat_template_kwargs": ("chat-template-kwargs", "a template variable"),
-                   "documents": ("documents", "documents")}
+                   "documents": ("documents", "documents"), "chat_template": ("chat-template", "a chat template")}
 """Prompt flags that need the chat template (argument name -> flag, what it asks for)."""
 
 
@@ -117,6 +120,8 @@ def prompt_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["chat_template_kwargs"] = args.chat_template_kwargs
     if args.documents is not None:
         kwargs["documents"] = args.documents
+    if args.chat_template is not None:
+        kwargs["chat_template"] = args.chat_template
     return kwargs
 
 

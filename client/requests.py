@@ -48,7 +48,8 @@ class GenerateOptions(TypedDict, total=False):
     chat_template_kwargs (extra template variables, a dict such as {"enable_thinking": False} or its JSON text; the
     server refuses names it sets itself, such as messages or bos_token), documents (for retrieval-augmented
     generation: a list of dicts such as {"title": ..., "text": ...}, or its JSON text, given to the template as
-    `documents`).
+    `documents`), chat_template (a Jinja template rendering this prompt instead of the model's; the server must run
+    with --trust-request-chat-template).
     """
 
     request_id: str | None
@@ -86,6 +87,7 @@ class GenerateOptions(TypedDict, total=False):
     continue_final_message: bool | None
     chat_template_kwargs: Mapping[str, Any] | str | None
     documents: Sequence[Mapping[str, Any]] | str | None
+    chat_template: str | None
 
 
 _SAMPLING_FIELDS = (
@@ -169,6 +171,7 @@ def build_tokenize_request(
     continue_final_message: bool | None = None,
     chat_template_kwargs: Mapping[str, Any] | str | None = None,
     documents: Sequence[Mapping[str, Any]] | str | None = None,
+    chat_template: str | None = None,
 ) -> generation_pb2.TokenizeRequest:
     """A TokenizeRequest for exactly one of ``prompt`` (raw text) or ``messages`` (chat; ``tools`` given to the
     template and the chat template controls, as GenerateOptions' options of those names).
@@ -181,7 +184,7 @@ def build_tokenize_request(
     if (prompt is None) == (messages is None):
         raise ValueError("pass exactly one of prompt, messages")
     template = {"add_generation_prompt": add_generation_prompt, "continue_final_message": continue_final_message,
-                "chat_template_kwargs": chat_template_kwargs, "documents": documents}
+                "chat_template_kwargs": chat_template_kwargs, "documents": documents, "chat_template": chat_template}
     if prompt is not None:
         if tools is not None:
             raise ValueError("tools: only a chat prompt (messages) is given tools")
@@ -197,9 +200,11 @@ def build_tokenize_request(
 
 
 def _set_template_options(chat: generation_pb2.ChatPrompt | None, options: Mapping[str, Any]) -> None:
-    """add_generation_prompt, continue_final_message, chat_template_kwargs and documents (those given and not None)
-    on ``chat``; ValueError naming one given without a chat prompt (``chat`` None) or of the wrong type."""
-    for name in ("add_generation_prompt", "continue_final_message", "chat_template_kwargs", "documents"):
+    """add_generation_prompt, continue_final_message, chat_template_kwargs, documents and chat_template (those given
+    and not None) on ``chat``; ValueError naming one given without a chat prompt (``chat`` None) or of the wrong
+    type."""
+    for name in ("add_generation_prompt", "continue_final_message", "chat_template_kwargs", "documents",
+                 "chat_template"):
         value = options.get(name)
         if value is None:
             continue
@@ -209,6 +214,10 @@ def _set_template_options(chat: generation_pb2.ChatPrompt | None, options: Mappi
             chat.template_kwargs_json = _json_object(value, name)
         elif name == "documents":
             chat.documents_json = _json_list(value, name)
+        elif name == "chat_template":
+            if not isinstance(value, str):
+                raise ValueError(f"{name}: must be a string (a Jinja template), got {type(value).__name__}")
+            chat.chat_template = value
         elif isinstance(value, bool):
             setattr(chat, name, value)
         else:

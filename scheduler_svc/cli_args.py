@@ -98,6 +98,9 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
                        help='serve tool_choice "auto" (OpenAI\'s default with tools) over HTTP by parsing tool calls '
                             "from the output in this model syntax (hermes: <tool_call>{...}</tool_call> blocks, as "
                             'Hermes and Qwen models write them) (default: none, "auto" is refused)')
+    group.add_argument("--trust-request-chat-template", action="store_true",
+                       help="accept a request's own chat template (ChatPrompt.chat_template, HTTP chat_template): "
+                            "it runs sandboxed but unbounded in time, so only for trusted clients (default: refused)")
     group.add_argument("--tls-cert", default=None, help="PEM certificate: serve the public APIs (gRPC, HTTP) over TLS")
     group.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     group.add_argument("--api-key", default=None,
@@ -147,6 +150,7 @@ def scheduler_config_from_args(
         num_spec_tokens=str(getattr(args, "num_spec_tokens", "auto")),
         spec_profile_dir=getattr(args, "spec_profile_dir", None),
         tool_call_parser=getattr(args, "tool_call_parser", None),
+        trust_request_chat_template=bool(getattr(args, "trust_request_chat_template", False)),
     )
 
 
@@ -170,6 +174,8 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         flags += ["--metrics-port", str(args.metrics_port)]
     if args.max_queue_wait_s is not None:
         flags += ["--max-queue-wait-s", str(args.max_queue_wait_s)]
+    if getattr(args, "trust_request_chat_template", False):
+        flags.append("--trust-request-chat-template")
     caching = getattr(args, "enable_prefix_caching", True)
     flags.append("--enable-prefix-caching" if caching else "--no-enable-prefix-caching")
     if getattr(args, "spec_method", "none") != "none" and getattr(args, "num_spec_tokens", None) is not None:

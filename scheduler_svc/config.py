@@ -127,6 +127,9 @@ class SchedulerServiceConfig:
     tool_call_parser: str | None = None
     """The model's tool call syntax, one of TOOL_CALL_PARSERS: the HTTP front serves tool_choice "auto" (OpenAI's
     default with tools) by parsing calls from the output; None: "auto" is refused."""
+    trust_request_chat_template: bool = False
+    """Whether a request may bring its own chat template (ChatPrompt.chat_template): Jinja sandboxed, but a template
+    may loop for as long as it likes, so only for trusted clients."""
 
     @property
     def fixed_num_spec_tokens(self) -> int | None:

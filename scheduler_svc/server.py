@@ -57,6 +57,7 @@ def model_limits(
         default_max_tokens=config.default_max_tokens,
         structured_output=all(d.structured_output for d in descriptions),
         priority_scheduling=config.scheduling.scheduling_policy == "priority",
+        request_chat_templates=config.trust_request_chat_template,
     )
 
 

@@ -28,6 +28,10 @@ class ContinuationError(ValueError):
     given (it drops or rewrites part of it), so there is no place to cut the prompt."""
 
 
+class TemplateSourceError(ValueError):
+    """A request's own chat template does not compile or fails to render."""
+
+
 class Tokenizer:
     """The model's tokenizer (tokenizers library) and chat template (jinja2), loaded from an HF model directory."""
 
@@ -127,6 +131,7 @@ class Tokenizer:
         continue_final_message: bool = False,
         template_kwargs: dict[str, Any] | None = None,
         documents: list[dict[str, Any]] | None = None,
+        template_source: str | None = None,
     ) -> str:
         """The chat template rendered for ``messages``, by default with the generation prompt appended.
 
@@ -137,7 +142,8 @@ class Tokenizer:
         model to continue (see _continued); needs ``add_generation_prompt`` false, as in transformers.
         ``template_kwargs``: further variables for the template (a Qwen3 template's ``enable_thinking``); none may
         be one of template_names(). ``documents``: what the template receives as ``documents`` (retrieval-augmented
-        generation: HF's {"title", "text"} objects; None: none).
+        generation: HF's {"title", "text"} objects; None: none). ``template_source``: a request's own template, used
+        instead of the model's (compiled ones are cached); its failures raise TemplateSourceError.
         Raises ValueError when there is no template or it fails (including ``raise_exception``, a TypeError such
         as a filter given the wrong kind of value by the request's data, and recursion too deep for a nested value),
         ContinuationError when the last message cannot be continued.
@@ -147,7 +153,7 @@ class Tokenizer:
         clashing = sorted(set(template_kwargs or {}) & template_names())
         if clashing:
             raise ValueError(f"template kwargs {', '.join(clashing)} are set by the server itself")
-        template = self._template()
+        template = self._template() if template_source is None else _request_template(template_source)
         given, marker = messages, ""
         if continue_final_message:
             messages, marker = _marked_final_message(given)
@@ -161,9 +167,11 @@ class Tokenizer:
                 **self.special_tokens,
             )
         except (jinja2.TemplateError, TypeError) as error:
-            raise ValueError(f"chat template failed: {error}") from error
+            failed = TemplateSourceError if template_source is not None else ValueError
+            raise failed(f"chat template failed: {error}") from error
         except RecursionError as error:  # e.g. tojson of a deeply nested value from the request
-            raise ValueError("chat template failed: a value is nested too deeply") from error
+            failed = TemplateSourceError if template_source is not None else ValueError
+            raise failed("chat template failed: a value is nested too deeply") from error
         return _continued(rendered, given[-1]["content"], marker) if marker else rendered
 
     def apply_chat_template(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
@@ -235,6 +243,16 @@ def _continued(rendered: str, content: str, marker: str) -> str:
     if rendered.startswith(marker, cut):
         return rendered[:cut]
     return rendered[:cut].rstrip()
+
+
+@functools.lru_cache(maxsize=32)
+def _request_template(source: str) -> jinja2.Template:
+    """A request's chat template, compiled in the model template's environment; TemplateSourceError when it does not
+    compile."""
+    try:
+        return _chat_environment().from_string(source)
+    except (jinja2.TemplateError, RecursionError) as error:
+        raise TemplateSourceError(f"does not compile: {error}") from error
 
 
 def _chat_environment() -> ImmutableSandboxedEnvironment:

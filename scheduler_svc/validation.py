@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.token_restrictions import TokenRestrictionError, bad_word_token_ids, check_allowed_token_ids
-from scheduler_svc.tokenizer import ContinuationError, Tokenizer, template_names
+from scheduler_svc.tokenizer import ContinuationError, TemplateSourceError, Tokenizer, template_names
 from stepahead_common.json_text import parse_json_text
 from stepahead_common.structured_output import StructuredOutputError, grammar_error, grammar_of
 from stepahead_proto import generation_pb2, sampling_pb2
@@ -32,6 +32,8 @@ check and took 2.5 s to render and tokenize before being refused as too long."""
 MAX_TEMPLATE_KWARGS_CHARS = 65_536
 """Longest ChatPrompt.template_kwargs_json: template switches and short texts (Qwen3's enable_thinking, a reasoning
 effort), not a second prompt. Like tools_json, the text also counts toward MAX_PROMPT_CHARS_PER_TOKEN."""
+MAX_CHAT_TEMPLATE_CHARS = 65_536
+"""Longest ChatPrompt.chat_template (models' own templates are at most a few thousand characters)."""
 PromptRequest = generation_pb2.GenerateRequest | generation_pb2.TokenizeRequest
 """A message with GenerateRequest's ``prompt`` oneof (TokenizeRequest has its text and chat forms)."""
 
@@ -59,6 +61,8 @@ class ModelLimits:
     """Whether the executors can apply SamplingParams.structured_output."""
     priority_scheduling: bool = False
     """Whether the scheduler orders requests by GenerateRequest.priority (else only 0 is accepted)."""
+    request_chat_templates: bool = False
+    """Whether ChatPrompt.chat_template is accepted (--trust-request-chat-template)."""
 
 
 def _check(condition: bool, field: str, message: str) -> None:
@@ -170,6 +174,7 @@ def _chat_token_ids(chat: generation_pb2.ChatPrompt, tokenizer: Tokenizer, limit
     kwargs_chars = len(chat.template_kwargs_json)
     _check(kwargs_chars <= MAX_TEMPLATE_KWARGS_CHARS, "chat.template_kwargs_json",
            f"{kwargs_chars} characters; at most {MAX_TEMPLATE_KWARGS_CHARS}")
+    _check_request_chat_template(chat.chat_template, limits)
     _check_prompt_chars("chat", chat_prompt_chars(chat), limits.max_model_len)
     _check(bool(chat.messages), "chat.messages", "at least one message is required")
     messages = [_template_message(message, index) for index, message in enumerate(chat.messages)]
@@ -180,11 +185,23 @@ def _chat_token_ids(chat: generation_pb2.ChatPrompt, tokenizer: Tokenizer, limit
     try:
         return tokenizer.apply_chat_template(messages, tools, add_generation_prompt=add_generation_prompt,
                                              continue_final_message=chat.continue_final_message,
-                                             template_kwargs=template_kwargs, documents=documents)
+                                             template_kwargs=template_kwargs, documents=documents,
+                                             template_source=chat.chat_template or None)
     except ContinuationError as error:
         raise InvalidRequestError("chat.continue_final_message", str(error)) from error
+    except TemplateSourceError as error:
+        raise InvalidRequestError("chat.chat_template", str(error)) from error
     except ValueError as error:
         raise InvalidRequestError("chat", f"the chat template failed: {error}") from error
+
+
+def _check_request_chat_template(template: str, limits: ModelLimits) -> None:
+    if not template:
+        return
+    _check(limits.request_chat_templates, "chat.chat_template", "this server renders prompts only with the model's "
+           "own chat template (start it with --trust-request-chat-template to accept a request's)")
+    _check(len(template) <= MAX_CHAT_TEMPLATE_CHARS, "chat.chat_template",
+           f"{len(template)} characters; at most {MAX_CHAT_TEMPLATE_CHARS}")
 
 
 def _add_generation_prompt(chat: generation_pb2.ChatPrompt) -> bool:
@@ -280,8 +297,9 @@ def _template_tool_call(call: dict[str, Any]) -> dict[str, Any]:
 
 def chat_prompt_chars(chat: generation_pb2.ChatPrompt) -> int:
     """The characters a chat prompt counts as: its roles, contents, tool calls, tool call ids and names,
-    CHAT_MESSAGE_CHARS per message, its tools, documents and template kwargs (the template may render any)."""
-    return len(chat.tools_json) + len(chat.documents_json) + len(chat.template_kwargs_json) + sum(
+    CHAT_MESSAGE_CHARS per message, its tools, documents, template kwargs and template (which may render any)."""
+    return len(chat.tools_json) + len(chat.documents_json) + len(chat.template_kwargs_json) + len(
+        chat.chat_template) + sum(
         len(m.content) + len(m.role) + len(m.tool_calls_json) + len(m.tool_call_id) + len(m.name) + CHAT_MESSAGE_CHARS
         for m in chat.messages
     )

@@ -128,15 +128,17 @@ def test_the_prompt_may_come_before_or_after_the_list_flags(served, capsys):
     assert (second.text, list(second.sampling.allowed_token_ids)) == ("a prompt", [5, 6])
 
 
-def test_the_chat_template_flags_reach_the_chat_prompt(served, capsys):
+def test_the_chat_template_flags_reach_the_chat_prompt(served, capsys, tmp_path):
     address, servicer = served
     cli.main(["generate", "Capital of France?", "--server", address, "--continue", "The capital is",
               "--chat-template-kwargs", '{"enable_thinking": false}'])
+    (tmp_path / "t.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
     cli.main(["generate", "Hi", "--server", address, "--no-generation-prompt",
-              "--documents", '[{"title": "Paris", "text": "The capital."}]'])
+              "--documents", '[{"title": "Paris", "text": "The capital."}]', "--chat-template", f"@{tmp_path}/t.jinja"])
     continued, headless = (request.chat for request in servicer.requests)
     assert json.loads(headless.documents_json) == [{"title": "Paris", "text": "The capital."}]
-    assert continued.documents_json == ""
+    assert headless.chat_template == "{% for m in messages %}{{ m.content }}{% endfor %}"
+    assert continued.documents_json == "" and continued.chat_template == ""
     assert [(m.role, m.content) for m in continued.messages] == [("user", "Capital of France?"),
                                                                   ("assistant", "The capital is")]
     assert continued.continue_final_message and not continued.HasField("add_generation_prompt")
@@ -153,6 +155,8 @@ def test_the_chat_template_flags_reach_the_chat_prompt(served, capsys):
     (["--chat-template-kwargs", "{x"], "error: argument --chat-template-kwargs: is not valid JSON"),
     (["--raw", "--documents", "[]"], "error: documents: documents needs the chat template (drop --raw)"),
     (["--documents", "{}"], "error: argument --documents: must be a JSON array"),
+    (["--raw", "--chat-template", "{{ x }}"], "error: chat-template: a chat template needs the chat template"),
+    (["--chat-template", "@/nonexistent/template.jinja"], "error: argument --chat-template: cannot read"),
 ])
 def test_a_chat_template_flag_that_cannot_be_sent_is_refused(flags, error, capsys):
     with pytest.raises(SystemExit) as exit_info:

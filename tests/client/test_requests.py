@@ -89,7 +89,8 @@ def test_every_declared_option_is_accepted() -> None:
               "json_schema": {"type": "object"}, "json_object": True, "regex": "[a-z]+", "choice": ["a"],
               "grammar": 'start: "a"', "allowed_token_ids": [1], "bad_words": ["w"]}
     chat_only = {"tools": [{"type": "function"}], "add_generation_prompt": False, "continue_final_message": True,
-                 "chat_template_kwargs": {"enable_thinking": False}, "documents": [{"text": "t"}]}
+                 "chat_template_kwargs": {"enable_thinking": False}, "documents": [{"text": "t"}],
+                 "chat_template": "{{ messages }}"}
     for name in GenerateOptions.__annotations__:
         if name in chat_only:  # a chat prompt's only
             build_generate_request(messages=[{"role": "user", "content": "x"}], **{name: chat_only[name]})
@@ -393,3 +394,13 @@ def test_documents_reach_the_chat_prompt_as_json_and_need_messages() -> None:
         build_generate_request(prompt="x", documents=documents)
     with pytest.raises(ValueError, match="^documents: must be a list of dicts"):
         build_tokenize_request(messages=CONTINUED, documents=["Paris"])
+
+
+def test_a_chat_template_reaches_the_chat_prompt_as_written_and_needs_messages() -> None:
+    template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    assert build_generate_request(messages=CONTINUED, chat_template=template).chat.chat_template == template
+    assert build_tokenize_request(messages=CONTINUED, chat_template=template).chat.chat_template == template
+    with pytest.raises(ValueError, match="^chat_template: only a chat prompt"):
+        build_tokenize_request(prompt="x", chat_template=template)
+    with pytest.raises(ValueError, match="^chat_template: must be a string"):
+        build_generate_request(messages=CONTINUED, chat_template=b"{{ messages }}")
