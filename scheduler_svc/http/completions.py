@@ -132,6 +132,8 @@ class CompletionRoutes:
     ) -> AsyncIterator[bytes]:
         if builder.chat:
             yield sse_event(builder.role_chunk())
+            for chunk in builder.echo_chunks():
+                yield sse_event(chunk)
         item = first
         while item is not None:
             for chunk in builder.chunks(*item):

@@ -10,15 +10,21 @@ one of them (tool_choice "auto" leaves the output free); the gRPC checks of the
 format (a bad schema, regex or grammar) are renamed back to the parameter the request set (a tool's
 ``tools[i].function.parameters``). ``tools`` and messages' ``tool_calls`` / ``tool_call_id`` become the ChatPrompt's
 ``tools_json`` and its messages' ``tool_calls_json`` / ``tool_call_id``; vLLM's ``add_generation_prompt``,
-``continue_final_message`` and ``chat_template_kwargs`` become the ChatPrompt's fields of those names
-(``template_kwargs_json``, the object as JSON text), and their errors are renamed back. ``n`` samples of one prompt
-are ``n`` engine requests; with a ``seed``, sample ``i`` uses ``seed + i``, so each sample is reproducible on its own.
+``continue_final_message``, ``chat_template_kwargs``, ``documents`` and ``chat_template`` become the ChatPrompt's
+fields of those names (``template_kwargs_json`` and ``documents_json``, the JSON texts; ``chat_template`` as given,
+null or "" unset), and their errors are renamed back (``chat.chat_template`` is ``chat_template``). ``n`` samples
+of one prompt are ``n`` engine requests; with a ``seed``, sample ``i`` uses ``seed + i``, so each sample is
+reproducible on its own.
 
 vLLM's token restrictions and prompt truncation: ``allowed_token_ids`` and ``bad_words`` are ``sampling``'s fields of
 those names (null or an empty list: none; their errors keep the list position, ``bad_words[2]``), refused here with a
 structured output parameter or a tool_choice that forces calls (the gRPC check would name ``structured_output``, no
 parameter of this API); ``truncate_prompt_tokens`` is the GenerateRequest's (the engine's prompt ids, which ``echo``
 and the prompt logprobs use, are the ones kept).
+
+Response controls only the HTTP front applies (GenerationPlan): vLLM's ``stream_options.continuous_usage_stats``,
+``return_tokens_as_token_ids`` and chat's ``echo`` (the last message's content, as the template read it, when it is
+the assistant's).
 
 Prompt logprobs: vLLM's ``prompt_logprobs`` is ``sampling.prompt_logprobs`` (refused with ``stream``, as vLLM
 does); a completion's ``echo`` with ``logprobs`` asks the server for ``prompt_logprobs = logprobs`` too (the
@@ -29,7 +35,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
@@ -43,6 +49,7 @@ from scheduler_svc.http.protocol import (
     Endpoint,
     ResponseFormat,
     SamplingFields,
+    StreamOptions,
 )
 from scheduler_svc.http.tools import ToolCalling, chat_tools, locate_schema_error, message_tool_calls
 from scheduler_svc.http.unrecognized import refuse_unrecognized
@@ -54,6 +61,8 @@ from stepahead_proto import generation_pb2, sampling_pb2
 MAX_CHOICES = 128
 """Most engine requests one HTTP request may start (prompts x n)."""
 ROLE_ALIASES = {"developer": "system"}
+RESPONSE_ROLE = "assistant"
+"""The role of every chat response's message."""
 _SEED_RANGE = (-(2**63), 2**64)
 _INDEX = re.compile(r"\[\d+\]$")
 _INT32_LIMIT = 2**31
@@ -97,6 +106,12 @@ class GenerationPlan:
     output."""
     tool_calling: ToolCalling | None = None
     """A chat's tool_choice that makes the output tool calls (or, "auto", text that may hold them); None: text."""
+    continuous_usage: bool = False
+    """vLLM's ``stream_options.continuous_usage_stats``: every chunk carries the usage so far (with include_usage)."""
+    tokens_as_ids: bool = False
+    """vLLM's ``return_tokens_as_token_ids``: logprobs name tokens ``"token_id:{id}"``, not by their text."""
+    echo_content: str = ""
+    """A chat's ``echo``: the last message's content, which goes before each choice's content ("": none)."""
 
 
 def check_model(requested: str | None, served: str) -> None:
@@ -129,7 +144,17 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
     max_tokens, max_param = body.max_tokens, "max_tokens"
     if body.max_completion_tokens is not None:
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
-    return _plan("chat", body, served_model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling)
+    plan = _plan("chat", body, served_model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling)
+    return replace(plan, echo_content=_chat_echo(body, prompt.chat))
+
+
+def _chat_echo(body: ChatCompletionRequest, chat: generation_pb2.ChatPrompt) -> str:
+    """vLLM's chat ``echo``: the last message's content (as the template read it) when that message has the
+    response's role, the assistant's; "" otherwise or without echo."""
+    last = chat.messages[-1]
+    if not body.echo or last.role != RESPONSE_ROLE:
+        return ""
+    return last.content
 
 
 def completion_plan(body: CompletionRequest, served_model: str) -> GenerationPlan:
@@ -202,7 +227,7 @@ def _param_name(field: str, endpoint: Endpoint, max_tokens_param: str, structure
             return "tools"
         if rest == "documents_json":
             return "documents"
-        if rest in ("add_generation_prompt", "continue_final_message"):
+        if rest in ("add_generation_prompt", "continue_final_message", "chat_template"):
             return rest
         if rest.partition(".")[0] == "template_kwargs_json":
             return "chat_template_kwargs" + rest.removeprefix("template_kwargs_json")
@@ -248,6 +273,7 @@ def _plan(
         raise invalid("store", "storing completions is not supported")
     if body.stream_options is not None and not body.stream:
         raise invalid("stream_options", "is only allowed with stream: true")
+    include_usage, continuous_usage = _usage_options(body.stream_options)
     if body.seed is not None and not _SEED_RANGE[0] <= body.seed < _SEED_RANGE[1]:
         raise invalid("seed", "must fit in 64 bits")
     _check_prompt_logprobs(body)
@@ -282,9 +308,22 @@ def _plan(
                 request.truncate_prompt_tokens = body.truncate_prompt_tokens
             requests.append(request)
             prompt_index.append(index)
-    include_usage = body.stream_options is not None and body.stream_options.include_usage
     return GenerationPlan(endpoint, model, requests, prompt_index, body.stream, include_usage, logprobs, max_param,
-                          structured_output_param, body.prompt_logprobs, echo, tool_calling)
+                          structured_output_param, body.prompt_logprobs, echo, tool_calling, continuous_usage,
+                          bool(body.return_tokens_as_token_ids))
+
+
+def _usage_options(options: StreamOptions | None) -> tuple[bool, bool]:
+    """(include_usage, continuous_usage_stats) of ``stream_options``. As in vLLM, continuous usage goes with the
+    final usage: continuous_usage_stats alone implies include_usage (vLLM's defaults to true), and with
+    include_usage false it is refused (vLLM would silently send neither)."""
+    if options is None:
+        return False, False
+    continuous = bool(options.continuous_usage_stats)
+    if continuous and options.include_usage is False:
+        raise invalid("stream_options.continuous_usage_stats", "requires stream_options.include_usage (the usage "
+                                                               "so far goes with the final usage)")
+    return continuous or bool(options.include_usage), continuous
 
 
 def _refuse_token_restrictions(body: SamplingFields, param: str, what: str) -> None:
@@ -442,6 +481,8 @@ def chat_prompt(messages: list[ChatMessage], tools_json: str = "",
             prompt.template_kwargs_json = json.dumps(template.chat_template_kwargs, ensure_ascii=False)
         if template.documents:
             prompt.documents_json = json.dumps(template.documents, ensure_ascii=False)
+        if template.chat_template:
+            prompt.chat_template = template.chat_template
     for index, message in enumerate(messages):
         prompt.messages.add(role=ROLE_ALIASES.get(message.role, message.role), content=_content(message, index),
                             tool_calls_json=message_tool_calls(message, index),

@@ -41,8 +41,16 @@ true; false renders no assistant header), ``continue_final_message`` (the prompt
 assistant's, unterminated: the model continues a prefilled answer; add_generation_prompt then defaults to false and
 may not be true) and ``chat_template_kwargs`` (an object of extra template variables, such as Qwen3's
 ``enable_thinking``; names the server sets itself are refused) and ``documents`` (a list of objects, HF's ``{"title",
-"text"}``, given to a retrieval-augmented template as ``documents``). Their checks are the gRPC API's ChatPrompt
-checks.
+"text"}``, given to a retrieval-augmented template as ``documents``) and ``chat_template`` (a Jinja template rendering
+this request instead of the model's; null or "": the model's; the server must run with --trust-request-chat-template).
+Their checks are the gRPC API's ChatPrompt checks.
+
+vLLM's response controls: ``stream_options.continuous_usage_stats`` (with ``stream``: every chunk carries ``usage``
+with the prompt's tokens and its choice's completion tokens so far, the final usage chunk unchanged; alone it implies
+``include_usage``, as vLLM's include_usage defaults to true, and with ``include_usage: false`` it is refused),
+``return_tokens_as_token_ids`` (both endpoints: logprobs write every token ``"token_id:{id}"``, logprobs.py) and chat's
+``echo`` (when the last message is the assistant's, the role of the response, its content goes before each choice's
+content; streamed, in a chunk per choice right after the role chunk; with tool calls, as the message's content).
 """
 
 from __future__ import annotations
@@ -60,9 +68,14 @@ class _Strict(BaseModel):
 
 
 class StreamOptions(_Strict):
-    """``stream_options``: with ``include_usage``, a last chunk carries the usage (and every other ``usage: null``)."""
+    """``stream_options``: with ``include_usage``, a last chunk carries the usage (and every other ``usage: null``);
+    with vLLM's ``continuous_usage_stats`` too, every other chunk carries the counts so far instead."""
 
-    include_usage: bool = False
+    include_usage: bool | None = None
+    """Unset: false, unless continuous_usage_stats is true (vLLM's include_usage defaults to true)."""
+    continuous_usage_stats: bool | None = None
+    """vLLM's: every chunk's ``usage`` holds the prompt's tokens and its choice's completion tokens so far; needs
+    include_usage (false with it is refused: vLLM would send nothing)."""
 
 
 class TextPart(_Strict):
@@ -182,6 +195,8 @@ class SamplingFields(_Strict):
     stop_token_ids: list[Int32] | None = None
     skip_special_tokens: bool | None = None
     include_stop_str_in_output: bool | None = None
+    return_tokens_as_token_ids: bool | None = None
+    """vLLM's: every token string in ``logprobs`` is written ``"token_id:{id}"`` instead of its text."""
     prompt_logprobs: Int32 | None = None
     """vLLM's: the logprob of each prompt token after the first (given those before it) and this many top
     alternatives; refused with ``stream``."""
@@ -212,6 +227,9 @@ class ChatTemplateFields(_Strict):
     """Extra variables for the chat template (``{"enable_thinking": false}``)."""
     documents: list[dict[str, Any]] | None = None
     """Documents for retrieval-augmented generation, given to the template as ``documents`` (``{"title", "text"}``)."""
+    chat_template: str | None = None
+    """vLLM's: a Jinja chat template to render this request with instead of the model's (the server must trust
+    request templates); null or empty: the model's."""
 
 
 class ChatCompletionRequest(SamplingFields, ChatTemplateFields):
@@ -226,6 +244,9 @@ class ChatCompletionRequest(SamplingFields, ChatTemplateFields):
     """"none", "auto", "required" or ``{"type": "function", "function": {"name": ...}}``: read by tools.py."""
     parallel_tool_calls: bool | None = None
     """False: with tool_choice "required" or "auto", at most one call."""
+    echo: bool | None = None
+    """vLLM's: when the last message is the assistant's (the role the response has), its content goes before each
+    choice's content (streamed: in a chunk of its own after the role chunk)."""
     functions: list[Any] | None = None
 
 

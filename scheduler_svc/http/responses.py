@@ -2,7 +2,12 @@
 
 ``finish_reason`` is "stop" (EOS, a stop token or a stop string), "length" (max_tokens or the
 context limit) or, for a request aborted on the server, "abort". ``usage`` counts each prompt
-once however many samples it has, and every choice's completion tokens.
+once however many samples it has, and every choice's completion tokens. With vLLM's
+``stream_options.continuous_usage_stats``, every chunk but the final usage chunk carries ``usage`` as vLLM computes
+it: the prompt's tokens, and the completion tokens its choice has generated so far (0 in the chat role chunk).
+
+Chat's ``echo`` (vLLM's): the last message's content goes before each choice's content (with tool calls too, as
+its ``content``); streamed, after the role chunk, one chunk per choice whose delta is that content.
 
 The prompt's logprobs come with a choice's first engine message. vLLM's ``prompt_logprobs`` go on each completion
 choice (``choices[i].prompt_logprobs``) and, for chat, on the response itself, as vLLM places them (never streamed:
@@ -53,6 +58,9 @@ class _Choice:
     """Characters of the token texts so far (completion logprobs' text_offset)."""
     finish_reason: str | None = None
     completion_tokens: int = 0
+    """The engine's count, from the choice's last message."""
+    tokens_so_far: int = 0
+    """Tokens of the messages so far (continuous usage, before the last message)."""
     started: bool = False
     """Whether the choice's first engine message (the one with the prompt's logprobs) has come."""
     prompt_logprobs: list[Any] | None = None
@@ -102,6 +110,7 @@ class ResponseBuilder:
             self._take_prompt(index, choice, item)
         if item.prompt_tokens:
             self._prompt_tokens[self.plan.prompt_index[index]] = item.prompt_tokens
+        choice.tokens_so_far += len(item.token_ids)
         if item.finish_reason != generation_pb2.FINISH_REASON_UNSPECIFIED:
             choice.finish_reason = FINISH_REASONS.get(item.finish_reason, "stop")
             choice.completion_tokens = item.usage.completion_tokens
@@ -125,8 +134,10 @@ class ResponseBuilder:
             self._echo_texts[prompt_index] = self._echo_text(request, prompt_ids)
         choice.echo_text = self._echo_texts[prompt_index]
         if plan.logprobs is not None:
-            choice.echo_logprobs = echo_logprobs(self.texts, prompt_ids[0], item.prompt_logprobs, plan.logprobs)
-            choice.token_offset = choice.echo_logprobs["text_offset"][-1] + len(choice.echo_logprobs["tokens"][-1])
+            choice.echo_logprobs = echo_logprobs(self.texts, prompt_ids[0], item.prompt_logprobs, plan.logprobs,
+                                                 plan.tokens_as_ids)
+            last = item.prompt_logprobs[-1].sampled.token_id if item.prompt_logprobs else prompt_ids[0]
+            choice.token_offset = choice.echo_logprobs["text_offset"][-1] + len(self.texts.get(last)[0])
 
     def _echo_text(self, request: generation_pb2.GenerateRequest, prompt_ids: list[int]) -> str:
         """The prompt ``echo`` puts before the output: a text prompt as written, unless truncate_prompt_tokens cut
@@ -144,6 +155,13 @@ class ResponseBuilder:
         choice.echo_text, choice.echo_logprobs = "", None
         return echoed
 
+    def _prompt_count(self, index: int) -> int:
+        """The prompt tokens of choice ``index``: the engine's count, or before its first message the prompt's ids."""
+        known = self._prompt_tokens.get(self.plan.prompt_index[index])
+        if known is None and index < len(self._prompt_token_ids):
+            known = len(self._prompt_token_ids[index])
+        return known or 0
+
     def usage(self) -> dict[str, Any]:
         """OpenAI's usage object over every choice (a prompt sampled n times counts once, with its most cached
         tokens)."""
@@ -160,6 +178,15 @@ class ResponseBuilder:
             for index, choice in enumerate(self._choices)
         ]
         return self._chunk(choices)
+
+    def echo_chunks(self) -> list[dict[str, Any]]:
+        """vLLM's chat ``echo`` streamed: after the role chunk, a chunk per choice whose delta is the echoed content
+        (none when nothing is echoed)."""
+        echoed = self.plan.echo_content
+        if not echoed:
+            return []
+        return [self._chunk([{"index": index, "delta": {"content": echoed}, "logprobs": None, "finish_reason": None}])
+                for index in range(len(self._choices))]
 
     def _first_delta(self, choice: _Choice) -> dict[str, Any]:
         calling = self.plan.tool_calling
@@ -246,9 +273,22 @@ class ResponseBuilder:
 
     def _chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
         chunk = {**self._head, "choices": choices}
-        if self.plan.include_usage:
+        if self.plan.continuous_usage:
+            chunk["usage"] = self._usage_so_far([choice["index"] for choice in choices])
+        elif self.plan.include_usage:
             chunk["usage"] = None
         return chunk
+
+    def _usage_so_far(self, indices: list[int]) -> dict[str, int]:
+        """vLLM's continuous usage of a chunk of these choices: their prompts' tokens (each once) and the tokens
+        they have generated so far (a chunk of one choice, as vLLM sends, counts that choice's own)."""
+        prompts = {self.plan.prompt_index[index]: index for index in indices}
+        prompt = sum(self._prompt_count(index) for index in prompts.values())
+        completion = 0
+        for index in indices:
+            choice = self._choices[index]
+            completion += choice.completion_tokens if choice.finish_reason is not None else choice.tokens_so_far
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
     # ---- whole responses ---------------------------------------------------------------------
     def add(self, index: int, item: generation_pb2.GenerateResponse) -> None:
@@ -273,6 +313,8 @@ class ResponseBuilder:
             finish_reason = choice.finish_reason
             if self.chat:
                 message, finish_reason = self._message(choice, text)
+                if self.plan.echo_content:
+                    message["content"] = self.plan.echo_content + (message["content"] or "")
                 entry: dict[str, Any] = {"index": index, "message": message}
             else:
                 entry = {"index": index, "text": text}
@@ -299,11 +341,13 @@ class ResponseBuilder:
         return {"role": "assistant", "content": None, "tool_calls": calls}, finish_reason
 
     def _logprobs(self, choice: _Choice, item: generation_pb2.GenerateResponse) -> dict[str, Any]:
+        as_ids = self.plan.tokens_as_ids
         if self.chat:
-            return {"content": chat_logprobs(self.texts, item.logprobs)}
-        logprobs = completion_logprobs(self.texts, item.logprobs, choice.token_offset)
-        if logprobs["tokens"]:
-            choice.token_offset = logprobs["text_offset"][-1] + len(logprobs["tokens"][-1])
+            return {"content": chat_logprobs(self.texts, item.logprobs, as_ids)}
+        logprobs = completion_logprobs(self.texts, item.logprobs, choice.token_offset, as_ids=as_ids)
+        if item.logprobs:
+            last = item.logprobs[-1].sampled.token_id
+            choice.token_offset = logprobs["text_offset"][-1] + len(self.texts.get(last)[0])
         return logprobs
 
 

@@ -2,10 +2,10 @@
 
 /tokenize takes ``prompt`` (text, tokenized as /v1/completions does) or ``messages`` (rendered with the chat
 template as /v1/chat/completions does; ``tools`` are given to the template as a chat completion that calls tools
-gives them, and ``add_generation_prompt``, ``continue_final_message`` and ``chat_template_kwargs`` are the chat
-endpoint's) and answers ``{"count", "max_model_len", "tokens"}``; /detokenize takes ``tokens`` and answers
-``{"prompt": text}``. Both need the API key when one is configured; errors have OpenAI's
-shape and name the parameter.
+gives them, and ``add_generation_prompt``, ``continue_final_message``, ``chat_template_kwargs``, ``documents`` and
+``chat_template`` are the chat endpoint's, refused with ``prompt``) and answers ``{"count", "max_model_len",
+"tokens"}``; /detokenize takes ``tokens`` and answers ``{"prompt": text}``. Both need the API key when one is
+configured; errors have OpenAI's shape and name the parameter.
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ class TokenizeRoutes:
             if body.add_generation_prompt is not None:
                 raise invalid("add_generation_prompt", "applies to messages only")
             for param, value in (("tools", body.tools), ("continue_final_message", body.continue_final_message),
-                                 ("chat_template_kwargs", body.chat_template_kwargs), ("documents", body.documents)):
+                                 ("chat_template_kwargs", body.chat_template_kwargs), ("documents", body.documents),
+                                 ("chat_template", body.chat_template)):
                 if not is_neutral(value):
                     raise invalid(param, "applies to messages only")
             request.text = body.prompt

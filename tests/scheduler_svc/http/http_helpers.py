@@ -163,14 +163,15 @@ class EngineHarness:
 
     def __init__(self, tokenizer: Tokenizer, executor: FakeExecutor | None = None, api_keys: tuple[str, ...] = (),
                  metrics_on: bool = False, ready: bool = True, max_body_bytes: int = 4 * 2**20,
-                 tool_call_parser: str | None = None) -> None:
+                 tool_call_parser: str | None = None, request_chat_templates: bool = False) -> None:
         self.executor = executor or FakeExecutor()
         self.scheduler = Scheduler(SchedulingConfig(max_num_batched_tokens=256, max_num_seqs=16),
                                    KVBlockManager(NUM_BLOCKS, 16), max_model_len=MAX_MODEL_LEN)
         # No waiting for a lost executor to come back: a failing fake executor answers 503 at once.
         self.engine = Engine(self.scheduler, tokenizer, self.executor, MAX_MODEL_LEN, max_inflight_steps=2,
                              recovery_timeout_s=0.0)
-        self.limits = ModelLimits(MODEL, MAX_MODEL_LEN, tokenizer.vocab_size, frozenset({EOS}), 16)
+        self.limits = ModelLimits(MODEL, MAX_MODEL_LEN, tokenizer.vocab_size, frozenset({EOS}), 16,
+                                  request_chat_templates=request_chat_templates)
         self.ready = ready
         self.context = ServingContext(
             self.engine, tokenizer, self.limits, ApiKeyChecker(api_keys), is_ready=lambda: self.ready,

@@ -1,6 +1,6 @@
-"""vLLM's chat template controls over HTTP: ``add_generation_prompt``, ``continue_final_message`` and
-``chat_template_kwargs`` on /v1/chat/completions and /tokenize reach the ChatPrompt, the engine gets the prompt they
-render (usage counts it), and every bad value is a 400 naming the parameter."""
+"""vLLM's chat template controls over HTTP: ``add_generation_prompt``, ``continue_final_message``,
+``chat_template_kwargs`` and ``chat_template`` on /v1/chat/completions and /tokenize reach the ChatPrompt, the engine
+gets the prompt they render (usage counts it), and every bad value is a 400 naming the parameter."""
 
 from __future__ import annotations
 
@@ -42,9 +42,17 @@ def test_the_controls_become_the_chat_prompts_fields():
     assert plan_chat(chat_template_kwargs={}).template_kwargs_json == ""  # neutral: no kwargs
 
 
+def test_a_request_template_becomes_the_chat_prompts_and_null_or_empty_is_unset():
+    template = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+    assert plan_chat(chat_template=template).chat_template == template
+    assert plan_chat(chat_template="").chat_template == "" and plan_chat(chat_template=None).chat_template == ""
+    assert plan_chat().chat_template == ""
+
+
 @pytest.mark.parametrize("field, param", [
     ("chat.add_generation_prompt", "add_generation_prompt"),
     ("chat.continue_final_message", "continue_final_message"),
+    ("chat.chat_template", "chat_template"),
     ("chat.template_kwargs_json", "chat_template_kwargs"),
     ("chat.template_kwargs_json.bos_token", "chat_template_kwargs.bos_token"),
 ])
@@ -106,6 +114,9 @@ BAD = [
     ({"messages": [QUESTION], "chat_template_kwargs": "enable_thinking"}, "chat_template_kwargs", ""),
     ({"messages": [QUESTION], "continue_final_message": "yes"}, "continue_final_message", ""),
     ({"messages": [QUESTION], "add_generation_prompt": 1}, "add_generation_prompt", ""),
+    ({"messages": [QUESTION], "chat_template": ["{{ 1 }}"]}, "chat_template", ""),
+    ({"messages": [QUESTION], "chat_template": "{{ messages[0].content }}"}, "chat_template",
+     "--trust-request-chat-template"),  # this server renders with the model's template only
 ]
 
 
@@ -126,13 +137,35 @@ def test_a_bad_control_is_400_naming_its_parameter(tokenizer, path, body, param,
     ({"continue_final_message": True}, "continue_final_message"),
     ({"chat_template_kwargs": {"enable_thinking": False}}, "chat_template_kwargs"),
     ({"add_generation_prompt": False}, "add_generation_prompt"),
+    ({"chat_template": "{{ messages }}"}, "chat_template"),
 ])
 def test_tokenize_refuses_the_controls_with_a_text_prompt(tokenizer, fields, param):
     async def test(client, served):
         response = await client.post("/tokenize", json={"prompt": "hi", **fields})
         assert response.status_code == 400 and response.json()["error"]["param"] == param, response.text
         neutral = await client.post("/tokenize", json={"prompt": "hi", "continue_final_message": False,
-                                                       "chat_template_kwargs": {}})
+                                                       "chat_template_kwargs": {}, "chat_template": ""})
         assert neutral.status_code == 200, neutral.text
 
-    serve(tokenizer, test)
+    serve(tokenizer, test, request_chat_templates=True)
+
+
+BRACKETS = ("{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+            "{% if add_generation_prompt %}[a]{% endif %}")
+
+
+def test_a_trusting_server_renders_with_the_requests_template(tokenizer):
+    expected = tokenizer.apply_chat_template([QUESTION], template_source=BRACKETS)
+    assert expected != tokenizer.apply_chat_template([QUESTION])
+
+    async def test(client, served):
+        body = {"messages": [QUESTION], "chat_template": BRACKETS}
+        response = await client.post(CHAT, json={**body, "max_tokens": 1})
+        assert usage_and_prompt(response, served) == (len(expected), expected)
+        counted = await client.post("/tokenize", json=body)
+        assert counted.status_code == 200 and counted.json()["tokens"] == expected, counted.text
+        for path in (CHAT, "/tokenize"):
+            broken = await client.post(path, json={"messages": [QUESTION], "chat_template": "{% for %}"})
+            assert broken.status_code == 400 and broken.json()["error"]["param"] == "chat_template", broken.text
+
+    serve(tokenizer, test, request_chat_templates=True)

@@ -408,3 +408,34 @@ def test_token_restrictions_with_a_tool_choice_that_forces_calls_are_refused_nam
         assert caught.value.message.startswith("bad_words: cannot be combined with tool_choice, which makes the")
     (pb,) = chat(tools=tools, tool_choice="none", allowed_token_ids=[5]).requests  # free text: restricted as asked
     assert list(pb.sampling.allowed_token_ids) == [5]
+
+
+@pytest.mark.parametrize("options, include, continuous", [
+    (None, False, False),
+    ({}, False, False),
+    ({"include_usage": True}, True, False),
+    ({"include_usage": True, "continuous_usage_stats": True}, True, True),
+    ({"continuous_usage_stats": True}, True, True),  # vLLM's include_usage defaults to true
+    ({"include_usage": None, "continuous_usage_stats": False}, False, False),
+])
+def test_stream_options_set_the_plans_usage_on_both_endpoints(options, include, continuous):
+    for plan in (chat(stream=True, stream_options=options),
+                 completion_plan(CompletionRequest(prompt="a", stream=True, stream_options=options), "m")):
+        assert (plan.include_usage, plan.continuous_usage) == (include, continuous)
+
+
+def test_continuous_usage_without_include_usage_is_refused_naming_it():
+    with pytest.raises(ApiError) as caught:
+        chat(stream=True, stream_options={"include_usage": False, "continuous_usage_stats": True})
+    assert caught.value.param == "stream_options.continuous_usage_stats"
+
+
+def test_return_tokens_as_token_ids_and_chat_echo_reach_the_plan():
+    assert chat(return_tokens_as_token_ids=True).tokens_as_ids and not chat().tokens_as_ids
+    assert completion_plan(CompletionRequest(prompt="a", return_tokens_as_token_ids=True), "m").tokens_as_ids
+    prefilled = [*MESSAGES, {"role": "assistant", "content": [{"type": "text", "text": "Sure, "},
+                                                              {"type": "text", "text": "hi"}]}]
+    echoed = chat_plan(ChatCompletionRequest.model_validate({"messages": prefilled, "echo": True}), "m")
+    assert echoed.echo_content == "Sure, hi"  # the content as the template reads it
+    assert chat_plan(ChatCompletionRequest.model_validate({"messages": prefilled}), "m").echo_content == ""
+    assert chat(echo=True).echo_content == ""  # the last message is the user's
