@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from executor_svc.bad_words import banned_tokens
+from executor_svc.bad_words import banned_tokens, deferrable_with
 from executor_svc.cuda_graphs.step_graphs import StepGraphs
 from executor_svc.drafters.base import Drafter, DraftRequest
 from executor_svc.grammar import GrammarCompiler, GrammarError, RequestGrammar
@@ -294,7 +294,8 @@ class ModelRunner:
         """Whether the item needs nothing from the host copy of earlier steps' tokens."""
         state = item.state
         plain = (not item.num_drafts and not item.num_spec and not row_has_penalty(state.params)
-                 and not state.params.bad_words and state.grammar is None and not wants_prompt_logprobs(state))
+                 and deferrable_with(state.params.bad_words, state.num_unread_tokens)
+                 and state.grammar is None and not wants_prompt_logprobs(state))
         # An unread token can only be the single input of a decode.
         readable = not state.num_unread_tokens or (
             item.num_tokens == 1 and state.num_computed_tokens == state.num_tokens - 1)
@@ -320,7 +321,7 @@ class ModelRunner:
         """One row per logits row: row j of a request sees its outputs plus drafts 1..j (for penalties, bad words,
         the seed's output position and a structured output's mask); allowed_token_ids masks every row."""
         params: list[RowSamplingParams] = []
-        prompts, outputs, positions = [], [], []
+        prompts, outputs, positions, unread = [], [], [], []
         masks: dict[int, np.ndarray] = {}
         for group in groups:
             state = group.work.state
@@ -336,8 +337,17 @@ class ModelRunner:
                 # Row 0 (the only row without drafts) reads the request's own list: no copy per step.
                 outputs.append(state.output_token_ids + real[:j] if j else state.output_token_ids)
                 positions.append(state.num_output_tokens + j)
+                unread.append(state.num_unread_tokens)
         return SamplingMetadata.build(params, prompts, outputs, self.vocab_size, self.device, positions,
-                                      TokenMask.build(masks, self.device))
+                                      TokenMask.build(masks, self.device), unread, self._newest_tokens(groups))
+
+    def _newest_tokens(self, groups: list[SamplingGroup]) -> torch.Tensor | None:
+        """Per logits row, the request's newest output token on the device, when a request with bad words has
+        tokens the host has not read (a step running ahead); None otherwise."""
+        if not any(g.work.state.params.bad_words and g.work.state.num_unread_tokens for g in groups):
+            return None
+        slots = [self.last_tokens.slot(g.work.state.request_id) for g in groups for _ in range(len(g.drafts) + 1)]
+        return self.last_tokens.read(host_list_to_device(slots, self.device))
 
     # ---- settling and completing -----------------------------------------------------------
     def settle_all(self) -> None:
@@ -431,7 +441,7 @@ class ModelRunner:
 
 def drafts_before_forbidden(state: ExecutorRequestState, drafts: list[int]) -> list[int]:
     """The drafts up to the first one allowed_token_ids or a bad word forbids (certain to be rejected, and so every
-    draft after it). Bad words read the outputs on the host: steps of such requests are never deferred."""
+    draft after it). Bad words read the outputs on the host: steps that propose drafts are never deferred."""
     if state.allowed_tokens is None and not state.params.bad_words:
         return drafts
     history = list(state.output_token_ids)

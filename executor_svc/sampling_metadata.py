@@ -180,11 +180,14 @@ class SamplingMetadata:
         device: torch.device | str,
         output_positions: list[int] | None = None,
         token_mask: TokenMask | None = None,
+        num_unread: list[int] | None = None,
+        newest_tokens: Tensor | None = None,
     ) -> SamplingMetadata:
         """Builds the tensors for one step; row i samples the token at output position
         ``output_positions[i]`` of its request (default ``len(output_token_ids[i])``; this position
         seeds seeded rows). Penalties and bad words read ``output_token_ids``; ``token_mask``: the rows that may
-        take only some tokens (None: none)."""
+        take only some tokens (None: none). ``num_unread`` / ``newest_tokens``: per row, output tokens sampled but not
+        in ``output_token_ids`` yet, and the newest output token on the device (bad words of a step running ahead)."""
         if not len(params) == len(prompt_token_ids) == len(output_token_ids):
             raise ValueError("params, prompt_token_ids and output_token_ids need one entry per row")
         if output_positions is None:
@@ -201,7 +204,7 @@ class SamplingMetadata:
                 params, prompt_token_ids, output_token_ids, vocab_size, device),
             logprobs=_logprob_request(params, device),
             logit_bias=build_logit_bias(params, vocab_size, device),
-            banned_tokens=build_banned_tokens(params, output_token_ids, device),
+            banned_tokens=build_banned_tokens(params, output_token_ids, device, num_unread, newest_tokens),
             token_mask=token_mask,
         )
 

@@ -14,7 +14,13 @@ from stats_helpers import chi_square_p_value
 from step_plans import BATCHES, GREEDY, PlannedRequest, plan_steps, requests_plain
 from tiny_models import make_tiny_llama
 
-from executor_svc.bad_words import apply_banned_tokens, banned_tokens, build_banned_tokens
+from executor_svc.bad_words import (
+    apply_banned_tokens,
+    banned_tokens,
+    build_banned_tokens,
+    conditional_bans,
+    deferrable_with,
+)
 from executor_svc.config import ExecutorConfig
 from executor_svc.model_runner import StepError
 from executor_svc.request_state import ExecutorRequestState
@@ -184,11 +190,14 @@ def test_speculation_verifies_drafts_against_the_restricted_target(model_dir, re
     assert emitted == expected[:len(emitted)]
 
 
-def test_allowed_token_ids_run_ahead_while_bad_words_settle_and_neither_changes_a_token(model_dir):
+def test_restricted_requests_run_ahead_and_no_token_changes(model_dir):
+    """Request d's free output here starts 179 128: its bad word (179, 128) must forbid 128 while 179 is still only
+    on the device (a conditional ban); its three-token word makes the step after that settle first (the device keeps
+    only the newest token)."""
     requests = requests_plain()
     requests["a"].sampling = sampling_pb2.SamplingParams(temperature=0.0, allowed_token_ids=list(range(0, VOCAB, 3)))
     requests["d"] = PlannedRequest(requests["d"].prompt, GREEDY, block_ids=requests["d"].block_ids,
-                                   bad_words=[[requests["d"].prompt[-1] + 1], [30, 31]])
+                                   bad_words=[[179, 128], [5, 6, 7]])
     steps = plan_steps(requests, BATCHES)
     one_at_a_time = runner_for(model_dir)
     expected = [one_at_a_time.execute(step) for step in steps]
@@ -199,11 +208,29 @@ def test_allowed_token_ids_run_ahead_while_bad_words_settle_and_neither_changes_
         unread = {rid: state.num_unread_tokens for rid, state in runner.requests.items()}
         unread_with_a.append(unread.get("a", 0))
         unread_with_d.append(unread.get("d", 0))
-    assert max(unread_with_a) > 0 and max(unread_with_d) == 0
+    assert max(unread_with_a) > 0 and max(unread_with_d) == 2
     actual = [runner.complete(item) for item in launched]
     assert [list(r.outputs) for r in actual] == [list(r.outputs) for r in expected]
     a_tokens = [t for r in actual for o in r.outputs if o.request_id == "a" for t in o.token_ids]
     assert all(t % 3 == 0 for t in a_tokens)
+    d_tokens = [t for r in actual for o in r.outputs if o.request_id == "d" for t in o.token_ids]
+    assert d_tokens[0] == 179 and d_tokens[1] != 128
+
+
+def test_conditional_bans_wait_for_the_newest_token_on_the_device():
+    words = ((7,), (3, 4), (1, 2, 5), (2, 9))
+    assert conditional_bans(words, [1], num_unread=1) == ([7], [(2, 5), (2, 9), (3, 4)])
+    assert conditional_bans(words, [8], num_unread=1) == ([7], [(2, 9), (3, 4)])
+    assert conditional_bans(words, [1, 3], num_unread=0) == ([4, 7], [])
+    assert deferrable_with(((3, 4),), 2) and not deferrable_with(words, 2) and deferrable_with(words, 1)
+    params = [P(bad_words=((3, 4), (2, 4))), P(), P(bad_words=((3, 6),))]
+    newest = torch.tensor([2, 3, 5])
+    banned = build_banned_tokens(params, [[], [], []], "cpu", num_unread=[1, 0, 1], newest=newest)
+    out = apply_banned_tokens(torch.zeros(3, VOCAB), banned)
+    assert (out[0] == float("-inf")).nonzero().flatten().tolist() == [4]  # (2, 4) holds, (3, 4) does not
+    assert not torch.isinf(out[1:]).any()
+    with pytest.raises(ValueError, match="newest tokens"):
+        build_banned_tokens(params, [[], [], []], "cpu", num_unread=[1, 0, 1])
 
 
 @pytest.mark.parametrize("field", ["allowed_token_ids", "bad_words"])
