@@ -53,6 +53,10 @@ def add_scheduler_arguments(
     group.add_argument("--max-queue-wait-s", type=float, default=None,
                        help="a request still waiting to start after this many seconds ends with RESOURCE_EXHAUSTED "
                             "(default: no limit)")
+    group.add_argument("--generation-config", default="auto", metavar="auto|none|DIR",
+                       help="default temperature, top_p, top_k, min_p, repetition_penalty and max_tokens for what a "
+                            "request leaves unset: the model's generation_config.json (auto), none, or DIR's "
+                            "(default auto, as vLLM)")
     group.add_argument("--scheduling-policy", choices=SCHEDULING_POLICIES, default="fcfs",
                        help="fcfs: requests start in arrival order (their priority must be 0); priority: lower "
                             "GenerateRequest.priority values start first and are preempted last, and a waiting "
@@ -151,6 +155,7 @@ def scheduler_config_from_args(
         spec_profile_dir=getattr(args, "spec_profile_dir", None),
         tool_call_parser=getattr(args, "tool_call_parser", None),
         trust_request_chat_template=bool(getattr(args, "trust_request_chat_template", False)),
+        generation_config=getattr(args, "generation_config", "auto"),
     )
 
 
@@ -169,6 +174,7 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         "--executor-stall-timeout-s", str(args.executor_stall_timeout_s),
         "--stream-interval", str(args.stream_interval),
         "--scheduling-policy", str(getattr(args, "scheduling_policy", "fcfs")),
+        "--generation-config", str(getattr(args, "generation_config", "auto")),
     ]
     if args.metrics_port is not None:
         flags += ["--metrics-port", str(args.metrics_port)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from scheduler_svc.api_keys import read_api_key_file
 from stepahead_common.tls import check_pair, check_pem_file
@@ -127,6 +128,9 @@ class SchedulerServiceConfig:
     tool_call_parser: str | None = None
     """The model's tool call syntax, one of TOOL_CALL_PARSERS: the HTTP front serves tool_choice "auto" (OpenAI's
     default with tools) by parsing calls from the output; None: "auto" is refused."""
+    generation_config: str = "auto"
+    """Default sampling parameters for what requests leave unset: "auto" (the model's generation_config.json),
+    "none", or a directory holding a generation_config.json (vLLM's --generation-config)."""
     trust_request_chat_template: bool = False
     """Whether a request may bring its own chat template (ChatPrompt.chat_template): Jinja sandboxed, but a template
     may loop for as long as it likes, so only for trusted clients."""
@@ -175,6 +179,8 @@ class SchedulerServiceConfig:
         self._check_http_port()
         _require(self.tool_call_parser is None or self.tool_call_parser in TOOL_CALL_PARSERS, "tool_call_parser",
                  f"must be one of {', '.join(TOOL_CALL_PARSERS)}, got {self.tool_call_parser!r}")
+        _require(self.generation_config in ("auto", "none") or Path(self.generation_config).is_dir(),
+                 "generation_config", f"must be auto, none or a directory, got {self.generation_config!r}")
         check_pair(self.tls_cert, self.tls_key, "tls_cert", "tls_key")
         check_pair(self.executor_tls_cert, self.executor_tls_key, "executor_tls_cert", "executor_tls_key")
         check_pem_file(self.executor_tls_ca, "executor_tls_ca")

@@ -20,6 +20,7 @@ from scheduler_svc.config import SchedulerServiceConfig
 from scheduler_svc.engine import Engine
 from scheduler_svc.engine_groups import EngineGroups
 from scheduler_svc.executor_connections import ExecutorConnection, connect_executors
+from scheduler_svc.generation_defaults import GenerationDefaults
 from scheduler_svc.group_readiness import GroupReadiness
 from scheduler_svc.http.context import ServingContext
 from scheduler_svc.metrics import SchedulerMetrics
@@ -49,15 +50,20 @@ def model_limits(
     first = descriptions[0]
     max_model_len = min(min(d.max_model_len, d.num_kv_blocks * d.block_size) for d in descriptions)
     eos = set(first.eos_token_ids) or set(tokenizer.eos_token_ids)
+    defaults = GenerationDefaults.load(config.generation_config, config.model_dir)
+    if defaults.sampling_values or defaults.max_new_tokens:
+        logger.info("default sampling for unset fields from %s: %s, max_tokens %s", config.generation_config,
+                    defaults.sampling_values, defaults.max_new_tokens or config.default_max_tokens)
     return ModelLimits(
         model_name=config.model_name or first.model,
         max_model_len=max_model_len,
         vocab_size=first.vocab_size,
         eos_token_ids=frozenset(eos),
-        default_max_tokens=config.default_max_tokens,
+        default_max_tokens=defaults.max_new_tokens or config.default_max_tokens,
         structured_output=all(d.structured_output for d in descriptions),
         priority_scheduling=config.scheduling.scheduling_policy == "priority",
         request_chat_templates=config.trust_request_chat_template,
+        generation_defaults=defaults,
     )
 
 

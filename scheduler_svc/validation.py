@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler_svc.generation_defaults import GenerationDefaults
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.token_restrictions import TokenRestrictionError, bad_word_token_ids, check_allowed_token_ids
 from scheduler_svc.tokenizer import ContinuationError, TemplateSourceError, Tokenizer, template_names
@@ -63,6 +64,8 @@ class ModelLimits:
     """Whether the scheduler orders requests by GenerateRequest.priority (else only 0 is accepted)."""
     request_chat_templates: bool = False
     """Whether ChatPrompt.chat_template is accepted (--trust-request-chat-template)."""
+    generation_defaults: GenerationDefaults = field(default_factory=GenerationDefaults)
+    """Sampling values for the fields a request leaves unset (the model's generation_config.json)."""
 
 
 def _check(condition: bool, field: str, message: str) -> None:
@@ -108,7 +111,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
     return Request(
         request_id=pb.request_id or uuid.uuid4().hex,
         prompt_token_ids=prompt_ids,
-        sampling=pb.sampling,
+        sampling=limits.generation_defaults.apply(pb.sampling),
         stop_params=stop_params,
         spec_enabled=not pb.disable_speculation,
         priority=pb.priority,
