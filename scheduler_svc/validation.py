@@ -102,11 +102,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
     _check_sampling(pb.sampling, limits.vocab_size)
     if pb.sampling.HasField("structured_output"):
         check_structured_output(pb.sampling.structured_output, tokenizer, limits)
-    try:
-        check_allowed_token_ids(pb.sampling, limits.vocab_size)
-        bad_words = bad_word_token_ids(pb.sampling, tokenizer)
-    except TokenRestrictionError as error:
-        raise InvalidRequestError(error.field, error.reason) from error
+    bad_words = _token_restrictions(pb.sampling, tokenizer, limits)
     stop_params = _stop_params(pb, len(prompt_ids), limits)
     return Request(
         request_id=pb.request_id or uuid.uuid4().hex,
@@ -117,6 +113,16 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         priority=pb.priority,
         bad_words=bad_words,
     )
+
+
+def _token_restrictions(sampling: sampling_pb2.SamplingParams, tokenizer: Tokenizer,
+                         limits: ModelLimits) -> tuple[tuple[int, ...], ...]:
+    """allowed_token_ids checked and bad_words tokenized (token_restrictions.py), as InvalidRequestError."""
+    try:
+        check_allowed_token_ids(sampling, limits.vocab_size)
+        return bad_word_token_ids(sampling, tokenizer)
+    except TokenRestrictionError as error:
+        raise InvalidRequestError(error.field, error.reason) from error
 
 
 def _truncation(pb: generation_pb2.GenerateRequest, limits: ModelLimits) -> int | None:
