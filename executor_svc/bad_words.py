@@ -48,17 +48,12 @@ class BannedTokens:
 
 def banned_tokens(sequences: Sequence[Sequence[int]], output_token_ids: Sequence[int]) -> list[int]:
     """The tokens forbidden after ``output_token_ids``, sorted, without repeats."""
-    banned = set()
-    for sequence in sequences:
-        context = len(sequence) - 1
-        if context <= len(output_token_ids) and _ends_with(output_token_ids, sequence[:context]):
-            banned.add(sequence[-1])
-    return sorted(banned)
+    return sorted({sequence[-1] for sequence in sequences if _ends_with(output_token_ids, sequence[:-1])})
 
 
 def _ends_with(tokens: Sequence[int], suffix: Sequence[int]) -> bool:
     start = len(tokens) - len(suffix)
-    return all(tokens[start + i] == token for i, token in enumerate(suffix))
+    return start >= 0 and all(tokens[start + i] == token for i, token in enumerate(suffix))
 
 
 def conditional_bans(sequences: Sequence[Sequence[int]], known_outputs: Sequence[int],
@@ -72,13 +67,9 @@ def conditional_bans(sequences: Sequence[Sequence[int]], known_outputs: Sequence
     for sequence in sequences:
         if len(sequence) == 1:
             certain.add(sequence[0])
-        elif _ends_with_known(known_outputs, sequence[:-2]):
+        elif _ends_with(known_outputs, sequence[:-2]):
             conditional.add((sequence[-2], sequence[-1]))
     return sorted(certain), sorted(conditional)
-
-
-def _ends_with_known(tokens: Sequence[int], suffix: Sequence[int]) -> bool:
-    return len(suffix) <= len(tokens) and _ends_with(tokens, suffix)
 
 
 def deferrable_with(sequences: Sequence[Sequence[int]], num_unread: int) -> bool:

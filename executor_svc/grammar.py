@@ -17,6 +17,7 @@ import llguidance
 import numpy as np
 from llguidance.numpy import fill_next_token_bitmask
 
+from executor_svc.token_mask import mask_words
 from stepahead_common.structured_output import grammar_of, grammar_tokenizer, parser_limits
 from stepahead_proto import sampling_pb2
 
@@ -26,11 +27,6 @@ COMPILED_GRAMMARS_KEPT = 64
 
 class GrammarError(ValueError):
     """A request's format cannot be compiled here (the scheduler checks formats first, so this is rare)."""
-
-
-def mask_words(vocab_size: int) -> int:
-    """32-bit words of one row's bit mask."""
-    return (vocab_size + 31) // 32
 
 
 class RequestGrammar:

@@ -59,11 +59,15 @@ def apply_token_mask(logits: Tensor, mask: TokenMask) -> Tensor:
     return torch.where(allowed, logits, torch.tensor(float("-inf"), dtype=logits.dtype, device=logits.device))
 
 
+def mask_words(vocab_size: int) -> int:
+    """32-bit words of one row's bit mask."""
+    return (vocab_size + _BIT - 1) // _BIT
+
+
 def token_bits(token_ids: Iterable[int], vocab_size: int) -> np.ndarray:
     """The int32 bit mask [words] allowing exactly ``token_ids`` (each in [0, vocab_size)), as TokenMask.build takes
     it: bit t of word t // 32 is token t."""
-    words = -(-vocab_size // _BIT)
-    flags = np.zeros(words * _BIT, dtype=np.bool_)
+    flags = np.zeros(mask_words(vocab_size) * _BIT, dtype=np.bool_)
     flags[list(token_ids)] = True
     return np.packbits(flags, bitorder="little").view(np.int32)
 

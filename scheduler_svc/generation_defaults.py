@@ -8,6 +8,7 @@ default max_tokens. Other keys (do_sample, bos/eos ids, ...) are not sampling de
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, fields
@@ -79,7 +80,7 @@ class GenerationDefaults:
             values[item.name] = -1 if item.name == "top_k" and value == 0 else value
         return cls(**values)
 
-    @property
+    @functools.cached_property
     def sampling_values(self) -> dict[str, float | int]:
         """The sampling fields this sets (max_new_tokens aside)."""
         return {item.name: getattr(self, item.name) for item in fields(self)

@@ -11,10 +11,11 @@ import grpc
 from scheduler_svc.engine import AdmissionClosedError, EngineError
 from scheduler_svc.engine_groups import ServingEngine
 from scheduler_svc.prompt_work import prompt_chars, run_prompt_work
+from scheduler_svc.request_errors import InvalidRequestError
 from scheduler_svc.scheduler import DuplicateRequestError, QueueFullError
 from scheduler_svc.tokenization import detokenize, tokenize
 from scheduler_svc.tokenizer import Tokenizer
-from scheduler_svc.validation import InvalidRequestError, ModelLimits, build_request
+from scheduler_svc.validation import ModelLimits, build_request
 from stepahead_common.version import package_version
 from stepahead_proto import generation_pb2, generation_pb2_grpc
 

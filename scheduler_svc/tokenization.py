@@ -6,8 +6,9 @@ Generate call with the same prompt starts from, and every refusal names its fiel
 
 from __future__ import annotations
 
+from scheduler_svc.request_errors import InvalidRequestError
 from scheduler_svc.tokenizer import Tokenizer
-from scheduler_svc.validation import InvalidRequestError, ModelLimits, check_model_name, prompt_token_ids
+from scheduler_svc.validation import ModelLimits, check_model_name, prompt_token_ids
 from stepahead_proto import generation_pb2
 
 

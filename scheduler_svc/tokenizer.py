@@ -154,6 +154,7 @@ class Tokenizer:
         if clashing:
             raise ValueError(f"template kwargs {', '.join(clashing)} are set by the server itself")
         template = self._template() if template_source is None else _request_template(template_source)
+        failed = ValueError if template_source is None else TemplateSourceError
         given, marker = messages, ""
         if continue_final_message:
             messages, marker = _marked_final_message(given)
@@ -167,10 +168,8 @@ class Tokenizer:
                 **self.special_tokens,
             )
         except (jinja2.TemplateError, TypeError) as error:
-            failed = TemplateSourceError if template_source is not None else ValueError
             raise failed(f"chat template failed: {error}") from error
         except RecursionError as error:  # e.g. tojson of a deeply nested value from the request
-            failed = TemplateSourceError if template_source is not None else ValueError
             raise failed("chat template failed: a value is nested too deeply") from error
         return _continued(rendered, given[-1]["content"], marker) if marker else rendered
 

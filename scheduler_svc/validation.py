@@ -9,7 +9,8 @@ from typing import Any
 
 from scheduler_svc.generation_defaults import GenerationDefaults
 from scheduler_svc.request import Request, StopParams
-from scheduler_svc.token_restrictions import TokenRestrictionError, bad_word_token_ids, check_allowed_token_ids
+from scheduler_svc.request_errors import InvalidRequestError as InvalidRequestError  # re-exported for callers
+from scheduler_svc.token_restrictions import bad_word_token_ids, check_allowed_token_ids
 from scheduler_svc.tokenizer import ContinuationError, TemplateSourceError, Tokenizer, template_names
 from stepahead_common.json_text import parse_json_text
 from stepahead_common.structured_output import StructuredOutputError, grammar_error, grammar_of
@@ -37,16 +38,6 @@ MAX_CHAT_TEMPLATE_CHARS = 65_536
 """Longest ChatPrompt.chat_template (models' own templates are at most a few thousand characters)."""
 PromptRequest = generation_pb2.GenerateRequest | generation_pb2.TokenizeRequest
 """A message with GenerateRequest's ``prompt`` oneof (TokenizeRequest has its text and chat forms)."""
-
-
-class InvalidRequestError(ValueError):
-    """A request field is out of range; the message starts with the field's name."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.reason = message
-        """The message without the field's name."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +93,8 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
     _check_sampling(pb.sampling, limits.vocab_size)
     if pb.sampling.HasField("structured_output"):
         check_structured_output(pb.sampling.structured_output, tokenizer, limits)
-    bad_words = _token_restrictions(pb.sampling, tokenizer, limits)
+    check_allowed_token_ids(pb.sampling, limits.vocab_size)
+    bad_words = bad_word_token_ids(pb.sampling, tokenizer)
     stop_params = _stop_params(pb, len(prompt_ids), limits)
     return Request(
         request_id=pb.request_id or uuid.uuid4().hex,
@@ -113,16 +105,6 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         priority=pb.priority,
         bad_words=bad_words,
     )
-
-
-def _token_restrictions(sampling: sampling_pb2.SamplingParams, tokenizer: Tokenizer,
-                         limits: ModelLimits) -> tuple[tuple[int, ...], ...]:
-    """allowed_token_ids checked and bad_words tokenized (token_restrictions.py), as InvalidRequestError."""
-    try:
-        check_allowed_token_ids(sampling, limits.vocab_size)
-        return bad_word_token_ids(sampling, tokenizer)
-    except TokenRestrictionError as error:
-        raise InvalidRequestError(error.field, error.reason) from error
 
 
 def _truncation(pb: generation_pb2.GenerateRequest, limits: ModelLimits) -> int | None:

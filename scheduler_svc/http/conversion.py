@@ -54,8 +54,9 @@ from scheduler_svc.http.protocol import (
 from scheduler_svc.http.tools import ToolCalling, chat_tools, locate_schema_error, message_tool_calls
 from scheduler_svc.http.unrecognized import refuse_unrecognized
 from scheduler_svc.request import Request
+from scheduler_svc.request_errors import InvalidRequestError
 from scheduler_svc.tokenizer import Tokenizer
-from scheduler_svc.validation import MAX_LOGPROBS, InvalidRequestError, ModelLimits, build_request
+from scheduler_svc.validation import MAX_LOGPROBS, ModelLimits, build_request
 from stepahead_proto import generation_pb2, sampling_pb2
 
 MAX_CHOICES = 128

@@ -25,8 +25,8 @@ from scheduler_svc.http.protocol import DetokenizeRequest, Endpoint, TokenizeReq
 from scheduler_svc.http.tools import template_tools
 from scheduler_svc.http.unrecognized import is_neutral, refuse_unrecognized
 from scheduler_svc.prompt_work import prompt_chars, run_prompt_work
+from scheduler_svc.request_errors import InvalidRequestError
 from scheduler_svc.tokenization import detokenize, tokenize
-from scheduler_svc.validation import InvalidRequestError
 from stepahead_proto import generation_pb2
 
 TOKENIZE_ROUTE = "/tokenize"

@@ -41,8 +41,9 @@ from scheduler_svc.config import TOOL_CALL_PARSERS
 from scheduler_svc.http.errors import ApiError, invalid
 from scheduler_svc.http.protocol import ChatCompletionRequest, ChatMessage, Tool
 from scheduler_svc.http.unrecognized import is_neutral
+from scheduler_svc.request_errors import InvalidRequestError
 from scheduler_svc.tokenizer import Tokenizer
-from scheduler_svc.validation import InvalidRequestError, ModelLimits, check_structured_output
+from scheduler_svc.validation import ModelLimits, check_structured_output
 from stepahead_proto import sampling_pb2
 
 DEFAULT_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}

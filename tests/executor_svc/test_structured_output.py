@@ -18,12 +18,12 @@ from tiny_models import make_tiny_llama
 from tiny_tokenizers import build_byte_level
 
 from executor_svc.config import ExecutorConfig
-from executor_svc.grammar import GrammarCompiler, mask_words
+from executor_svc.grammar import GrammarCompiler
 from executor_svc.model_runner import StepError
 from executor_svc.sampler import Sampler
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata
 from executor_svc.server import build_runner
-from executor_svc.token_mask import TokenMask, apply_token_mask, unpack_bits
+from executor_svc.token_mask import TokenMask, apply_token_mask, mask_words, unpack_bits
 from stepahead_common.structured_output import grammar_of
 from stepahead_proto import executor_pb2, sampling_pb2
 
