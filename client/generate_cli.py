@@ -53,6 +53,9 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
                                "model's context allows")
     generate.add_argument("--no-speculation", action="store_true",
                           help="opt this request out of speculative decoding")
+    generate.add_argument("--lora-adapter", default=None, metavar="NAME",
+                          help="run with this LoRA adapter of the server's (one of its --lora-modules names; "
+                               "unset: the base model)")
 
 
 def add_structured_output_arguments(generate: argparse.ArgumentParser) -> None:
@@ -128,6 +131,8 @@ def prompt_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The Client.generate keywords the flags ask for (unset ones left out)."""
     kwargs = prompt_kwargs(args)
+    if args.lora_adapter:
+        kwargs["model"] = args.lora_adapter
     for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
                  "frequency_penalty", "seed", "logprobs", "prompt_logprobs", "max_tokens", "min_tokens", "priority",
                  "truncate_prompt_tokens"):

@@ -25,8 +25,9 @@ class GenerateOptions(TypedDict, total=False):
     tokens before it, plus that many top alternatives per position, from the raw logits; returned as the result's
     (and the first stream chunk's) prompt_logprobs. Such a request reuses no prefix-cached blocks.
     Stopping: max_tokens, min_tokens, stop (a string or several), stop_token_ids, ignore_eos,
-    include_stop_str_in_output. Request: request_id ("" = server-assigned), model ("" = the
-    served one), skip_special_tokens, disable_speculation (opt out of speculative decoding), priority (lower
+    include_stop_str_in_output. Request: request_id ("" = server-assigned), model ("" or the served model's name:
+    the base model; the name of a LoRA adapter the server serves, one of ModelInfo.lora_adapters: the base model with
+    that adapter applied), skip_special_tokens, disable_speculation (opt out of speculative decoding), priority (lower
     values start first and are preempted last; needs a server started with --scheduling-policy priority),
     truncate_prompt_tokens (keep only the prompt's last N tokens, after the chat template, dropping the oldest; -1:
     as many as the model's context allows, max_model_len - 1; unset: a prompt too long is refused; the result's

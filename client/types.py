@@ -274,6 +274,9 @@ class ModelInfo(_AsDict):
     stats: EngineStats = EngineStats()
     server_version: str = ""
     """The server's stepahead version (empty from a server older than the field)."""
+    lora_adapters: tuple[str, ...] = ()
+    """The LoRA adapters served on top of the model, in the server's order: each is a valid ``model`` of a
+    generation (empty: none, or a server older than the field)."""
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.ModelInfo) -> ModelInfo:
@@ -290,6 +293,7 @@ class ModelInfo(_AsDict):
             num_waiting=msg.num_waiting,
             stats=EngineStats.from_proto(msg.stats),
             server_version=msg.server_version,
+            lora_adapters=tuple(msg.lora_adapters),
         )
 
 

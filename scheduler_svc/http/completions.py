@@ -75,13 +75,16 @@ class CompletionRoutes:
 
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``."""
+        limits = self.context.limits
         return await self._serve(request, CHAT_ROUTE, "chatcmpl", lambda raw: chat_plan(
-            parse_body(ChatCompletionRequest, raw), self.context.limits.model_name, self.context.tool_call_parser))
+            parse_body(ChatCompletionRequest, raw), limits.model_name, self.context.tool_call_parser,
+            limits.lora_adapters))
 
     async def completions(self, request: Request) -> Response:
         """``POST /v1/completions``."""
+        limits = self.context.limits
         return await self._serve(request, COMPLETIONS_ROUTE, "cmpl", lambda raw: completion_plan(
-            parse_body(CompletionRequest, raw), self.context.limits.model_name))
+            parse_body(CompletionRequest, raw), limits.model_name, limits.lora_adapters))
 
     async def _serve(
         self, request: Request, route: str, id_prefix: str, make_plan: Callable[[bytes], GenerationPlan]

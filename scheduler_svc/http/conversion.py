@@ -29,6 +29,10 @@ the assistant's).
 Prompt logprobs: vLLM's ``prompt_logprobs`` is ``sampling.prompt_logprobs`` (refused with ``stream``, as vLLM
 does); a completion's ``echo`` with ``logprobs`` asks the server for ``prompt_logprobs = logprobs`` too (the
 larger of the two when both are set), as the echoed prompt tokens need theirs. ``echo`` alone asks for none.
+
+Models (vLLM's multi-LoRA serving): ``model`` is empty or the served model's name (the base model), or the name of a
+LoRA adapter the server serves (its ``--lora-modules``): the GenerateRequests then carry that name as their ``model``,
+and the response echoes it; any other name is a 404 ``model_not_found`` listing what is served.
 """
 
 from __future__ import annotations
@@ -86,6 +90,8 @@ class GenerationPlan:
 
     endpoint: Endpoint
     model: str
+    """The name the request runs as, each GenerateRequest's ``model`` and the response's: the served model's (also
+    for an empty ``model``), or the LoRA adapter's the request names."""
     requests: list[generation_pb2.GenerateRequest]
     """One per choice, in choice order (prompt by prompt, n samples each)."""
     prompt_index: list[int]
@@ -115,20 +121,27 @@ class GenerationPlan:
     """A chat's ``echo``: the last message's content, which goes before each choice's content ("": none)."""
 
 
-def check_model(requested: str | None, served: str) -> None:
-    """404 unless ``requested`` is empty or the served model's name."""
-    if requested and requested != served:
-        raise ApiError(
-            grpc.StatusCode.NOT_FOUND,
-            f"model: the model {requested!r} does not exist; this server serves {served!r}",
-            param="model",
-            error_code="model_not_found",
-        )
+def check_model(requested: str | None, served: str, adapters: tuple[str, ...] = ()) -> str:
+    """The name a request for model ``requested`` runs and answers as: the served model's name when ``requested``
+    is empty or that name, ``requested`` itself when it is one of the served LoRA ``adapters``; 404 otherwise."""
+    if not requested or requested == served:
+        return served
+    if requested in adapters:
+        return requested
+    listed = f" and LoRA adapters {list(adapters)}" if adapters else ""
+    raise ApiError(
+        grpc.StatusCode.NOT_FOUND,
+        f"model: the model {requested!r} does not exist; this server serves {served!r}{listed}",
+        param="model",
+        error_code="model_not_found",
+    )
 
 
-def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: str | None = None) -> GenerationPlan:
-    """The engine requests of a chat completion (``tool_call_parser``: the server's, for tool_choice "auto")."""
-    check_model(body.model, served_model)
+def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: str | None = None,
+              adapters: tuple[str, ...] = ()) -> GenerationPlan:
+    """The engine requests of a chat completion (``tool_call_parser``: the server's, for tool_choice "auto";
+    ``adapters``: the LoRA adapters ``model`` may name besides the served model)."""
+    model = check_model(body.model, served_model, adapters)
     # before the unrecognized fields: a tool of another type is named by its type
     tools = chat_tools(body, tool_call_parser)
     refuse_unrecognized(body)
@@ -140,12 +153,12 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
         raise invalid("top_logprobs", f"must be in [0, {MAX_LOGPROBS}], got {logprobs}")
     if not body.messages:
         raise invalid("messages", "at least one message is required")
-    prompt = generation_pb2.GenerateRequest(model=served_model)
+    prompt = generation_pb2.GenerateRequest(model=model)
     prompt.chat.CopyFrom(chat_prompt(body.messages, tools.tools_json, body))
     max_tokens, max_param = body.max_tokens, "max_tokens"
     if body.max_completion_tokens is not None:
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
-    plan = _plan("chat", body, served_model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling)
+    plan = _plan("chat", body, model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling)
     return replace(plan, echo_content=_chat_echo(body, prompt.chat))
 
 
@@ -158,9 +171,10 @@ def _chat_echo(body: ChatCompletionRequest, chat: generation_pb2.ChatPrompt) -> 
     return last.content
 
 
-def completion_plan(body: CompletionRequest, served_model: str) -> GenerationPlan:
-    """The engine requests of a (legacy) completion; a list of prompts gives n choices per prompt."""
-    check_model(body.model, served_model)
+def completion_plan(body: CompletionRequest, served_model: str, adapters: tuple[str, ...] = ()) -> GenerationPlan:
+    """The engine requests of a (legacy) completion; a list of prompts gives n choices per prompt (``adapters``: the
+    LoRA adapters ``model`` may name besides the served model)."""
+    model = check_model(body.model, served_model, adapters)
     refuse_unrecognized(body)
     if body.suffix:
         raise invalid("suffix", "is not supported")
@@ -168,8 +182,8 @@ def completion_plan(body: CompletionRequest, served_model: str) -> GenerationPla
         raise invalid("best_of", "is not supported (only best_of = n)")
     if body.logprobs is not None and not 0 <= body.logprobs <= MAX_LOGPROBS:
         raise invalid("logprobs", f"must be in [0, {MAX_LOGPROBS}], got {body.logprobs}")
-    prompts = [_completion_prompt(served_model, item) for item in _prompt_list(body.prompt)]
-    return _plan("completion", body, served_model, prompts, body.logprobs, body.max_tokens, "max_tokens",
+    prompts = [_completion_prompt(model, item) for item in _prompt_list(body.prompt)]
+    return _plan("completion", body, model, prompts, body.logprobs, body.max_tokens, "max_tokens",
                  echo=bool(body.echo))
 
 

@@ -1,5 +1,8 @@
 """``GET /v1/models``, ``GET /v1/models/{model}``, ``GET /health``, ``GET /metrics`` and ``GET /version``.
 
+The model cards are vLLM's: the served model's (``root`` its name, ``parent`` null), then one per LoRA adapter
+(``root`` the adapter's name, ``parent`` the served model's).
+
 /health is readiness, the same status the gRPC health service reports for stepahead.v1.Generation
 (200 ``{"status": "SERVING"}`` or 503 ``NOT_SERVING``); like gRPC health it needs no API key, and
 neither does /metrics (Prometheus scrapes it), which exists only when metrics are on, nor /version (vLLM's
@@ -26,32 +29,40 @@ class InfoRoutes:
     def __init__(self, context: ServingContext) -> None:
         self.context = context
 
-    def _model_card(self) -> dict[str, Any]:
+    def _model_card(self, name: str) -> dict[str, Any]:
+        """vLLM's card of ``name``: the served model (``parent`` null) or one of its LoRA adapters (``parent``: the
+        served model)."""
+        limits = self.context.limits
         return {
-            "id": self.context.limits.model_name,
+            "id": name,
             "object": "model",
             "created": self.context.created,
             "owned_by": "stepahead",
-            "max_model_len": self.context.limits.max_model_len,
+            "root": name,
+            "parent": None if name == limits.model_name else limits.model_name,
+            "max_model_len": limits.max_model_len,
         }
 
     async def list_models(self, request: Request) -> Response:
-        """``GET /v1/models``: the one served model."""
+        """``GET /v1/models``: the served model, then each LoRA adapter served on it."""
         try:
             self.context.authorize(request.headers)
         except ApiError as error:
             return error.response({"WWW-Authenticate": "Bearer"})
-        return JSONResponse({"object": "list", "data": [self._model_card()]})
+        limits = self.context.limits
+        cards = [self._model_card(name) for name in (limits.model_name, *limits.lora_adapters)]
+        return JSONResponse({"object": "list", "data": cards})
 
     async def get_model(self, request: Request) -> Response:
-        """``GET /v1/models/{model}``: 404 unless it is the served model."""
+        """``GET /v1/models/{model}``: the card of the served model or a LoRA adapter; 404 for any other name."""
+        limits = self.context.limits
         try:
             self.context.authorize(request.headers)
-            check_model(request.path_params["model"], self.context.limits.model_name)
+            name = check_model(request.path_params["model"], limits.model_name, limits.lora_adapters)
         except ApiError as error:
             headers = {"WWW-Authenticate": "Bearer"} if error.code == grpc.StatusCode.UNAUTHENTICATED else None
             return error.response(headers)
-        return JSONResponse(self._model_card())
+        return JSONResponse(self._model_card(name))
 
     async def health(self, request: Request) -> Response:
         """``GET /health``: readiness."""

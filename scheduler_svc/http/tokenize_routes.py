@@ -5,7 +5,8 @@ template as /v1/chat/completions does; ``tools`` are given to the template as a 
 gives them, and ``add_generation_prompt``, ``continue_final_message``, ``chat_template_kwargs``, ``documents`` and
 ``chat_template`` are the chat endpoint's, refused with ``prompt``) and answers ``{"count", "max_model_len",
 "tokens"}``; /detokenize takes ``tokens`` and answers ``{"prompt": text}``. Both need the API key when one is
-configured; errors have OpenAI's shape and name the parameter.
+configured; errors have OpenAI's shape and name the parameter. ``model`` may name the served model or one of its LoRA
+adapters (which tokenize as the base model does).
 """
 
 from __future__ import annotations
@@ -65,10 +66,9 @@ class TokenizeRoutes:
 
     async def _tokenize(self, raw: bytes) -> dict[str, Any]:
         body = parse_body(TokenizeRequest, raw)
-        served = self.context.limits.model_name
-        check_model(body.model, served)
+        model = self._model(body.model)
         refuse_unrecognized(body)
-        request = generation_pb2.TokenizeRequest(model=served)
+        request = generation_pb2.TokenizeRequest(model=model)
         endpoint: Endpoint
         if body.prompt is not None and body.messages is None:
             endpoint = "completion"
@@ -98,10 +98,9 @@ class TokenizeRoutes:
 
     async def _detokenize(self, raw: bytes) -> dict[str, Any]:
         body = parse_body(DetokenizeRequest, raw)
-        served = self.context.limits.model_name
-        check_model(body.model, served)
+        model = self._model(body.model)
         refuse_unrecognized(body)
-        request = generation_pb2.DetokenizeRequest(model=served, token_ids=body.tokens)
+        request = generation_pb2.DetokenizeRequest(model=model, token_ids=body.tokens)
         if body.skip_special_tokens is not None:
             request.skip_special_tokens = body.skip_special_tokens
         try:
@@ -109,6 +108,11 @@ class TokenizeRoutes:
         except InvalidRequestError as error:
             raise invalid(error.field.replace("token_ids", "tokens", 1), error.reason) from None
         return {"prompt": response.text}
+
+    def _model(self, requested: str | None) -> str:
+        """The model the request names (the served one or a LoRA adapter, which shares its tokenizer); 404 else."""
+        limits = self.context.limits
+        return check_model(requested, limits.model_name, limits.lora_adapters)
 
 
 def _refuse_not_true(value: bool | None, param: str) -> None:
