@@ -76,6 +76,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = Fa
     group.add_argument("--tensor-parallel-size", type=int, default=1,
                        help="shard the model over N ranks, one process each, joined by torch.distributed "
                             "(rank 0 serves the Execute API; default 1)")
+    group.add_argument("--lora-modules", nargs="+", default=None, metavar="NAME=PATH",
+                       help="LoRA adapters (peft directories) to serve over the model; a request names one as its "
+                            "model (default none)")
     group.add_argument("--defer-token-readback", default="auto", choices=tuple(READBACK_CHOICES),
                        help="launch the next step before this one's tokens reach the host "
                             "(default auto: on for CUDA, off for CPU)")
@@ -136,6 +139,7 @@ def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: in
         tls_key=getattr(args, "tls_key", None),
         tls_client_ca=getattr(args, "tls_client_ca", None),
         tensor_parallel_size=args.tensor_parallel_size,
+        lora_modules=tuple(getattr(args, "lora_modules", None) or ()),
     )
 
 
@@ -157,6 +161,8 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
     flags += ["--defer-token-readback", args.defer_token_readback]
     flags += ["--attention-backend", args.attention_backend, "--load-format", args.load_format]
     flags += ["--max-num-seqs", str(args.max_num_seqs), "--tensor-parallel-size", str(args.tensor_parallel_size)]
+    if getattr(args, "lora_modules", None):
+        flags += ["--lora-modules", *args.lora_modules]
     if args.enforce_eager:
         flags.append("--enforce-eager")
     if not args.cpu_weight_packing:

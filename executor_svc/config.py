@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from executor_svc.lora.module_spec import parse_lora_modules
 from stepahead_common.tls import check_pair, check_pem_file
 
 SUPPORTED_DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -77,6 +78,9 @@ class ExecutorConfig:
     """Mutual TLS: accept only clients (the scheduler) presenting a certificate this CA signed."""
     tensor_parallel_size: int = 1
     """Ranks the model is sharded over, one process each (torch.distributed: gloo on CPU, NCCL on CUDA)."""
+    lora_modules: tuple[str, ...] = ()
+    """LoRA adapters served over the model, ``NAME=PATH`` each (a peft adapter directory); a request runs with
+    one by naming it as its model."""
 
     @property
     def torch_dtype_name(self) -> str:
@@ -97,6 +101,8 @@ class ExecutorConfig:
         self._check_model_and_cache()
         self._check_speculation()
         self._check_tls_and_ranks()
+        _require(isinstance(self.lora_modules, tuple), "lora_modules", "must be a tuple of NAME=PATH strings")
+        parse_lora_modules(self.lora_modules)
 
     def _check_serving(self) -> None:
         _require(bool(self.model_dir), "model_dir", "must be set")

@@ -26,6 +26,8 @@ class HostBatch:
     """Flat rows whose input id is a sampled token not read back yet..."""
     unread_slots: list[int] = field(default_factory=list)
     """...and each one's LastTokenBuffer slot."""
+    adapter_slots: list[int] = field(default_factory=list)
+    """Per sequence, the LoRA adapter slot its rows run with (-1: the base model)."""
 
     @property
     def num_tokens(self) -> int:
@@ -35,15 +37,26 @@ class HostBatch:
     def num_seqs(self) -> int:
         return len(self.query_lens)
 
-    def add_sequence(self, tokens: list[int], start: int, block_table: list[int]) -> int:
-        """Append one sequence's tokens (at positions start, start+1, ...); returns its first flat row."""
+    @property
+    def uses_adapters(self) -> bool:
+        """Whether some sequence runs with a LoRA adapter."""
+        return any(slot >= 0 for slot in self.adapter_slots)
+
+    def add_sequence(self, tokens: list[int], start: int, block_table: list[int], adapter_slot: int = -1) -> int:
+        """Append one sequence's tokens (at positions start, start+1, ...) run with LoRA adapter slot
+        ``adapter_slot`` (-1: none); returns its first flat row."""
         first = len(self.input_ids)
+        self.adapter_slots.append(adapter_slot)
         self.input_ids.extend(tokens)
         self.positions.extend(range(start, start + len(tokens)))
         self.query_lens.append(len(tokens))
         self.seq_lens.append(start + len(tokens))
         self.block_tables.append(block_table)
         return first
+
+    def token_adapter_slots(self) -> list[int]:
+        """The LoRA adapter slot of every flat token (-1: none)."""
+        return [slot for slot, query_len in zip(self.adapter_slots, self.query_lens) for _ in range(query_len)]
 
     def slot_mapping(self) -> list[int]:
         """The cache slot of every flat token."""

@@ -76,9 +76,11 @@ class ModelRunner:
         defer_readback: bool = False,
         graphs: StepGraphs | None = None,
         grammars: GrammarCompiler | None = None,
+        lora_adapters: tuple[str, ...] = (),
     ) -> None:
         """``graphs``: captured decode/verify forwards of ``model`` over ``kv_cache`` (None: always eager);
-        ``grammars``: compiles structured output formats (None: requests asking for one are refused)."""
+        ``grammars``: compiles structured output formats (None: requests asking for one are refused);
+        ``lora_adapters``: the names of the LoRA adapters ``model`` serves, in slot order."""
         self.model = model
         self.kv_cache = kv_cache
         self.block_size = block_size
@@ -86,6 +88,7 @@ class ModelRunner:
         self.device = device
         self.drafter = drafter
         self.grammars = grammars
+        self.adapter_slots = {name: slot for slot, name in enumerate(lora_adapters)}
         self.tracer = tracer or StepPhaseTracer()
         """Phase spans of traced steps; a no-op unless the server turned tracing on."""
         self.defer_readback = defer_readback
@@ -125,6 +128,8 @@ class ModelRunner:
             stop=StopRule.from_proto(new.stop) if new.HasField("stop") else None,
         )
         self._check_token_lists(new, state.params)
+        if new.lora_adapter:
+            state.adapter_slot = self._adapter_slot(new)
         if new.sampling.allowed_token_ids:
             state.allowed_tokens = token_bits(new.sampling.allowed_token_ids, self.vocab_size)
         if new.sampling.HasField("structured_output"):
@@ -134,6 +139,13 @@ class ModelRunner:
         if new.num_computed_tokens and self.drafter is not None:
             self.drafter.adopt_cached_prefix(new.request_id, new.num_computed_tokens)
         return ScheduledWork(state, new.num_scheduled_tokens, 0, new.num_spec_tokens)
+
+    def _adapter_slot(self, new: executor_pb2.NewRequestData) -> int:
+        slot = self.adapter_slots.get(new.lora_adapter)
+        if slot is None:
+            served = sorted(self.adapter_slots) or "none"
+            raise StepError(f"lora_adapter: {new.request_id!r} names {new.lora_adapter!r}; served adapters: {served}")
+        return slot
 
     def _check_token_lists(self, new: executor_pb2.NewRequestData, params: RowSamplingParams) -> None:
         """StepError naming the field when a token id the request lists is outside the vocabulary."""
@@ -197,7 +209,7 @@ class ModelRunner:
             end = start + len(tokens)
             if len(item.state.block_ids) * self.block_size < end:
                 raise StepError(f"block_ids: {item.state.request_id!r} has too few blocks for {end} tokens")
-            first_flat = host.add_sequence(tokens, start, item.state.block_ids)
+            first_flat = host.add_sequence(tokens, start, item.state.block_ids, item.state.adapter_slot)
             scoring = prompt_rows(item.state, start, item.num_tokens, first_flat)
             if scoring is not None:
                 prompt_scoring.append(scoring)

@@ -63,6 +63,8 @@ class ExecutorRequestState:
     """Structured output's matcher, fed every output token once it is on the host (None: free text)."""
     allowed_tokens: np.ndarray | None = None
     """allowed_token_ids as an int32 bit mask [words] (executor_svc.token_mask.token_bits); None: every token."""
+    adapter_slot: int = -1
+    """The slot of the LoRA adapter the request runs with (-1: the base model)."""
     token_ids: list[int] = field(init=False)
 
     def __post_init__(self) -> None:

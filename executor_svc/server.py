@@ -25,6 +25,9 @@ from executor_svc.drafters.draft_model import DraftModelDrafter
 from executor_svc.drafters.factory import build_drafter
 from executor_svc.grammar import GrammarCompiler
 from executor_svc.kv_cache import PagedKVCache
+from executor_svc.lora.adapter_files import read_adapter
+from executor_svc.lora.module_spec import parse_lora_modules
+from executor_svc.lora.stacking import install_adapters
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_loader import load_hf_config, load_model
 from executor_svc.model_runner import ModelRunner
@@ -80,6 +83,7 @@ def build_runner(
     max_model_len = min(config.max_model_len or hf_config.max_position_embeddings, hf_config.max_position_embeddings)
     model = load_model(config.model_dir, dtype, device, backend, load_format=config.load_format, tp=tp,
                        pack_cpu_weights=config.cpu_weight_packing)
+    install_adapters(model, [read_adapter(spec, hf_config) for spec in parse_lora_modules(config.lora_modules)])
     if tp.enabled:
         make_capture = None
     elif make_capture is None and device.type == "cuda" and not config.enforce_eager and is_graph_safe(backend):
@@ -105,9 +109,11 @@ def build_runner(
     grammars = GrammarCompiler.for_model(config.model_dir, hf_config.vocab_size,
                                          eos_token_ids(config.model_dir, hf_config))
     runner = ModelRunner(model, kv_cache, config.block_size, hf_config.vocab_size, device, drafter,
-                         defer_readback=config.defers_token_readback, graphs=graphs, grammars=grammars)
+                         defer_readback=config.defers_token_readback, graphs=graphs, grammars=grammars,
+                         lora_adapters=model.lora_slots)
     description = _describe(config, hf_config, max_model_len, num_blocks, device, backend.name, drafter)
     description.structured_output = grammars is not None
+    description.lora_adapters.extend(model.lora_slots)
     return runner, description
 
 

@@ -1,10 +1,11 @@
 """The target's forward over one step's flattened batch: replayed from a captured graph when one fits,
 eager otherwise (prefill chunks longer than a captured query length, batches larger than the largest captured
-bucket, or no graphs at all)."""
+bucket, steps where some row runs with a LoRA adapter, or no graphs at all)."""
 
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 import torch
 
@@ -13,6 +14,7 @@ from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.last_token_buffer import LastTokenBuffer
+from executor_svc.lora.projection import AdaptedModel
 
 
 class StepForward:
@@ -42,7 +44,7 @@ class StepForward:
     def sampled_logits(self, batch: HostBatch, sample_rows: list[int]) -> torch.Tensor:
         """Logits [len(sample_rows), vocab] of the flat rows ``sample_rows``; writes the batch's K/V."""
         rows = host_list_to_device(sample_rows, self.device)
-        shape = self.graphs.shape_for(batch) if self.graphs is not None else None
+        shape = self.graphs.shape_for(batch) if self.graphs is not None and not batch.uses_adapters else None
         if self.graphs is not None and shape is not None:
             self.num_replays += 1
             logits = self.graphs.run(batch, shape, functools.partial(self._resolve_unread, batch))
@@ -51,7 +53,12 @@ class StepForward:
             return logits.index_select(0, rows)
         input_ids, positions, meta = batch.to_device(self.device)
         self._resolve_unread(batch, input_ids)
-        hidden = self.model(input_ids, positions, meta, self.kv_cache)
+        if batch.uses_adapters:
+            token_slots = host_list_to_device(batch.token_adapter_slots(), self.device)
+            model = cast(AdaptedModel, self.model)  # only a model serving adapters is given such rows
+            hidden = model(input_ids, positions, meta, self.kv_cache, model.adapter_rows(token_slots))
+        else:
+            hidden = self.model(input_ids, positions, meta, self.kv_cache)
         self.last_hidden = hidden
         self.last_slots = meta.slot_mapping
         return self.model.compute_logits(hidden.index_select(0, rows))

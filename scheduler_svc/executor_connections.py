@@ -95,8 +95,10 @@ def check_same_model(connections: list[ExecutorConnection]) -> None:
     """Every group must serve the same model with the same KV block size: a request may run on any of them."""
     first = connections[0]
     for other in connections[1:]:
-        for name in ("model", "vocab_size", "block_size"):
+        for name in ("model", "vocab_size", "block_size", "lora_adapters"):
             mine, theirs = getattr(first.description, name), getattr(other.description, name)
+            if name == "lora_adapters":  # repeated fields compare as lists
+                mine, theirs = list(mine), list(theirs)
             if mine != theirs:
                 raise ValueError(
                     f"executor_addresses: every executor group must serve the same model; {first.address} has "

@@ -139,6 +139,9 @@ class SchedulerMetrics:
             ["kind"], registry=registry)
         self.finished = Counter(f"{PREFIX}_requests_finished", "Requests that ended with a finish reason.",
                                 ["finish_reason"], registry=registry)
+        self.lora_requests = Counter(f"{PREFIX}_lora_requests_finished",
+                                     "Requests run with a LoRA adapter that ended with a finish reason, by adapter.",
+                                     ["adapter"], registry=registry)
         self.failed = Counter(f"{PREFIX}_requests_failed", "Requests that ended with a gRPC error, by status code.",
                               ["code"], registry=registry)
         self.executor_losses = Counter(f"{PREFIX}_executor_losses", "Times the Execute stream to the executor broke.",
@@ -223,6 +226,8 @@ class SchedulerMetrics:
         """A request ended with a finish reason (stop, length, abort): tokens, latencies, outcome, and the kind of
         its structured output format if it had one."""
         self.finished.labels(finish_reason=finish_reason_label(finish_reason)).inc()
+        if request.lora_adapter:
+            self.lora_requests.labels(adapter=request.lora_adapter).inc()
         if request.sampling.HasField("structured_output"):
             kind = request.sampling.structured_output.WhichOneof("kind") or "none"
             self.structured_output.labels(kind=kind).inc()

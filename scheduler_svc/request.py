@@ -63,6 +63,8 @@ class Request:
     """Prompt tokens found in the prefix cache when the request first started."""
     bad_words: tuple[tuple[int, ...], ...] = ()
     """SamplingParams.bad_words tokenized: the last token of each sequence is forbidden after the others."""
+    lora_adapter: str = ""
+    """The LoRA adapter the request runs with (GenerateRequest.model naming one); empty: the base model."""
 
     @property
     def num_tokens(self) -> int:

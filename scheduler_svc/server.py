@@ -51,11 +51,14 @@ def model_limits(
     max_model_len = min(min(d.max_model_len, d.num_kv_blocks * d.block_size) for d in descriptions)
     eos = set(first.eos_token_ids) or set(tokenizer.eos_token_ids)
     defaults = GenerationDefaults.load(config.generation_config, config.model_dir)
+    model_name = config.model_name or first.model
+    if model_name in first.lora_adapters:
+        raise ValueError(f"lora_modules: adapter name {model_name!r} is the served model's name; rename the adapter")
     if defaults.sampling_values or defaults.max_new_tokens:
         logger.info("default sampling for unset fields from %s: %s, max_tokens %s", config.generation_config,
                     defaults.sampling_values, defaults.max_new_tokens or config.default_max_tokens)
     return ModelLimits(
-        model_name=config.model_name or first.model,
+        model_name=model_name,
         max_model_len=max_model_len,
         vocab_size=first.vocab_size,
         eos_token_ids=frozenset(eos),
@@ -64,6 +67,7 @@ def model_limits(
         priority_scheduling=config.scheduling.scheduling_policy == "priority",
         request_chat_templates=config.trust_request_chat_template,
         generation_defaults=defaults,
+        lora_adapters=tuple(first.lora_adapters),
     )
 
 

@@ -85,6 +85,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
             num_waiting=load.num_waiting,
             stats=self._stats(),
             server_version=package_version(),
+            lora_adapters=self.limits.lora_adapters,
         )
 
     async def Tokenize(

@@ -38,6 +38,7 @@ def to_step_request(output: SchedulerOutput, max_model_len: int = 0) -> executor
                 num_spec_tokens=scheduled.num_spec_tokens,
                 stop=stop_conditions(request, max_model_len),
                 bad_words=[executor_pb2.TokenSequence(ids=words) for words in request.bad_words],
+                lora_adapter=request.lora_adapter,
             )
         )
     for cached in output.cached_requests:

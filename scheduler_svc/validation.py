@@ -57,6 +57,8 @@ class ModelLimits:
     """Whether ChatPrompt.chat_template is accepted (--trust-request-chat-template)."""
     generation_defaults: GenerationDefaults = field(default_factory=GenerationDefaults)
     """Sampling values for the fields a request leaves unset (the model's generation_config.json)."""
+    lora_adapters: tuple[str, ...] = ()
+    """LoRA adapters the executors serve: a request naming one as its model runs with it."""
 
 
 def _check(condition: bool, field: str, message: str) -> None:
@@ -70,7 +72,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
 
     ``prompt_ids``: the ids of ``pb``'s prompt when a request with the same prompt was built before (HTTP's ``n``
     samples of one prompt): not tokenized again."""
-    check_model_name(pb.model, limits)
+    lora_adapter = check_model_name(pb.model, limits)
     _check(
         len(pb.request_id) <= MAX_REQUEST_ID_CHARS,
         "request_id",
@@ -104,6 +106,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         spec_enabled=not pb.disable_speculation,
         priority=pb.priority,
         bad_words=bad_words,
+        lora_adapter=lora_adapter,
     )
 
 
@@ -117,9 +120,15 @@ def _truncation(pb: generation_pb2.GenerateRequest, limits: ModelLimits) -> int 
     return limits.max_model_len - 1 if keep == -1 else keep
 
 
-def check_model_name(model: str, limits: ModelLimits) -> None:
-    """InvalidRequestError unless ``model`` is empty or the served model's name."""
-    _check(model in ("", limits.model_name), "model", f"unknown model {model!r}; served: {limits.model_name!r}")
+def check_model_name(model: str, limits: ModelLimits) -> str:
+    """The LoRA adapter ``model`` names ("" for the base model: empty or the served model's name);
+    InvalidRequestError for any other name."""
+    if model in ("", limits.model_name):
+        return ""
+    if model in limits.lora_adapters:
+        return model
+    adapters = f" and LoRA adapters {list(limits.lora_adapters)}" if limits.lora_adapters else ""
+    raise InvalidRequestError("model", f"unknown model {model!r}; served: {limits.model_name!r}{adapters}")
 
 
 def prompt_token_ids(pb: PromptRequest, tokenizer: Tokenizer, limits: ModelLimits,

@@ -4,8 +4,9 @@ Every feature's own tests pin its combinations one axis at a time; this draws wh
 (drafter and K, running ahead, multi-step, chunk budget, a KV pool small enough to preempt, prefix caching,
 stream interval, batch width, staggered arrivals, the scheduling policy with requests' priorities) and checks each
 against a plain synchronous stack: the same greedy tokens for every request (several share long prefixes, two are
-constrained by a regex and a JSON object, one has bad words, one allowed token ids), every KV block free afterwards,
-no error.
+constrained by a regex and a JSON object, one has bad words, one allowed token ids; several run with one of two LoRA
+adapters, which every stack serves, two of them sharing a prefix with base-model requests), every KV block free
+afterwards, no error.
 
     PYTHONPATH=.:tests:tests/executor_svc:tests/scheduler_svc:tests/fixtures \
         python3 bench/experiments/config_combinations.py N SEED [default]
@@ -20,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tiny_drafter_training import train_tiny_drafter
+from tiny_adapters import make_peft_adapter
 from tiny_models import make_tiny_llama
 from tiny_tokenizers import build_byte_level
 
@@ -54,6 +56,8 @@ FORMATS = {1: {"regex": r"[0-9]{2,5}-[a-z]{2,9}!"}, 3: {"json_object": True},
            4: {"allowed_token_ids": list(range(100, 300))}}
 """Greedy requests constrained to a format or restricted by bad words or allowed token ids (by index): their tokens
 must match the reference too."""
+ADAPTER_OF = {0: "one", 1: "two", 6: "one", 7: "two", 8: "one"}
+"""The LoRA adapter each request (by index; sampled ones too) names as its model."""
 
 
 def run_all(address: str, stagger_s: float, counts: dict | None = None,
@@ -67,7 +71,7 @@ def run_all(address: str, stagger_s: float, counts: dict | None = None,
             params["priority"] = index % 3 - 1
         with Client(address) as client:
             result = client.generate(token_ids=prompts()[index % len(prompts())], max_tokens=MAX_TOKENS,
-                                     ignore_eos=True, **params)
+                                     ignore_eos=True, model=ADAPTER_OF.get(index, ""), **params)
         assert result.finish_reason == "length", result
         if counts is not None:
             counts["preemptions"] = counts.get("preemptions", 0) + result.usage.num_preemptions
@@ -126,6 +130,9 @@ def main() -> None:
                   "eagle": ["--spec-method", "eagle", "--eagle-drafter", str(eagle)],
                   "eagle_ngram": ["--spec-method", "eagle_ngram", "--eagle-drafter", str(eagle)]}
     pool = ["--num-kv-blocks", "256"] if "default" in sys.argv[3:] else ["--kv-cache-memory-gb", "0.02"]
+    lora = ["--lora-modules", f"one={make_peft_adapter(model, root / 'one', seed=1, scale=0.1)}",
+            f"two={make_peft_adapter(model, root / 'two', seed=2, rank=8, target_modules=['q_proj', 'v_proj'])}"]
+    pool += lora
     base = LocalStack(str(model), ["--num-threads", "1", "--spec-method", "none", *pool],
                       ["--max-inflight-steps", "1"])
     base.start()
@@ -138,8 +145,7 @@ def main() -> None:
     failures = 0
     for index in range(count):
         executor, scheduler, stagger, groups = draw(rng, drafts)
-        if "--num-kv-blocks" not in executor:
-            executor += pool
+        executor += pool if "--num-kv-blocks" not in executor else lora
         stack = LocalStack(str(model), executor, scheduler, executor_groups=groups)
         started = time.monotonic()
         try:

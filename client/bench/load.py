@@ -54,10 +54,12 @@ class LoadResult:
 
 
 async def _one_request(
-    client: AsyncClient, prompt: str, max_tokens: int, record: RequestRecord, ignore_eos: bool = False
+    client: AsyncClient, prompt: str, max_tokens: int, record: RequestRecord, ignore_eos: bool = False,
+    model: str = "",
 ) -> None:
     stream = client.generate_stream(
-        messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0, ignore_eos=ignore_eos
+        messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0, ignore_eos=ignore_eos,
+        model=model,
     )
     async for chunk in stream:
         now = time.perf_counter()
@@ -71,7 +73,7 @@ async def _one_request(
 
 
 async def _run(
-    address: str, prompts: list[str], concurrency: int, max_tokens: int, ignore_eos: bool = False
+    address: str, prompts: list[str], concurrency: int, max_tokens: int, ignore_eos: bool = False, model: str = ""
 ) -> LoadResult:
     queue: asyncio.Queue[str] = asyncio.Queue()
     for prompt in prompts:
@@ -83,7 +85,7 @@ async def _run(
             prompt = queue.get_nowait()
             record = RequestRecord(sent_at=time.perf_counter())
             records.append(record)
-            await _one_request(client, prompt, max_tokens, record, ignore_eos)
+            await _one_request(client, prompt, max_tokens, record, ignore_eos, model)
 
     async with AsyncClient(address) as client:
         start = time.perf_counter()
@@ -93,8 +95,8 @@ async def _run(
 
 
 def run_load(
-    address: str, prompts: list[str], concurrency: int, max_tokens: int, ignore_eos: bool = False
+    address: str, prompts: list[str], concurrency: int, max_tokens: int, ignore_eos: bool = False, model: str = ""
 ) -> LoadResult:
     """Send every prompt (greedy, natural length up to max_tokens, or exactly max_tokens with ignore_eos)
-    keeping `concurrency` in flight."""
-    return asyncio.run(_run(address, prompts, concurrency, max_tokens, ignore_eos))
+    keeping `concurrency` in flight; ``model``: GenerateRequest.model (a LoRA adapter's name; "": the base model)."""
+    return asyncio.run(_run(address, prompts, concurrency, max_tokens, ignore_eos, model))

@@ -11,6 +11,7 @@ from torch import nn
 from executor_svc.attention.backend import AttentionBackend
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.kv_cache import PagedKVCache
+from executor_svc.lora.projection import AdapterRows, LoraProjection
 from executor_svc.models.layers import linear, pack_for_cpu_matmul, rms_norm
 from executor_svc.models.rope import apply_rotary, rope_inverse_frequencies, rope_parameters
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel, vocab_parallel_embedding
@@ -85,6 +86,9 @@ class LlamaAttention(nn.Module):
         )
         self.packed: dict[str, torch.Tensor] = {}
         """pack_weights' copies of the projections (plain attributes: not moved, cast or saved with the module)."""
+        self.qkv_lora: LoraProjection | None = None
+        self.o_lora: LoraProjection | None = None
+        """The served LoRA adapters of the two projections (executor_svc/lora/stacking.py; None: none adapts it)."""
 
     def pack_weights(self) -> None:
         """Keep oneDNN-packed copies of the projections for CPU float32 matmuls of 3+ rows (see layers.py)."""
@@ -97,17 +101,21 @@ class LlamaAttention(nn.Module):
         sin: torch.Tensor,
         kv_layer: torch.Tensor,
         meta: AttentionMetadata,
+        adapters: AdapterRows | None = None,
     ) -> torch.Tensor:
-        """x [T, hidden] -> attention output projected back to [T, hidden]."""
-        q, k, v = self.project_qkv(x, cos, sin)
-        return self.project_out(self.backend.forward(q, k, v, kv_layer, meta, self.scale))
+        """x [T, hidden] -> attention output projected back to [T, hidden] (``adapters``: the LoRA adapter of
+        each row, None when no row uses one)."""
+        q, k, v = self.project_qkv(x, cos, sin, adapters)
+        return self.project_out(self.backend.forward(q, k, v, kv_layer, meta, self.scale), adapters)
 
-    def project_qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    def project_qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, adapters: AdapterRows | None = None
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [T, hidden] -> q [T, H, D], k and v [T, KVH, D], with q/k normed (Qwen3) and rotated."""
         tokens = x.shape[0]
         qk_heads = self.num_heads + self.num_kv_heads
         qkv = linear(x, self.qkv_weight, self.qkv_bias, self.packed.get("qkv_weight"))
+        if adapters is not None and self.qkv_lora is not None:
+            qkv = qkv + self.qkv_lora.delta(x, adapters)
         qk = qkv[:, : qk_heads * self.head_dim].reshape(tokens, qk_heads, self.head_dim)
         v = qkv[:, qk_heads * self.head_dim :].reshape(tokens, self.num_kv_heads, self.head_dim)
         if self.qk_norm_weight is not None:
@@ -115,12 +123,17 @@ class LlamaAttention(nn.Module):
         qk = apply_rotary(qk, cos, sin)
         return qk[:, : self.num_heads], qk[:, self.num_heads :], v
 
-    def project_out(self, out: torch.Tensor) -> torch.Tensor:
+    def project_out(self, out: torch.Tensor, adapters: AdapterRows | None = None) -> torch.Tensor:
         """Attention output [T, H, D] -> [T, hidden] (summed over ranks under tensor parallelism)."""
         out = out.reshape(out.shape[0], self.num_heads * self.head_dim)
+        lora = self.o_lora if adapters is not None else None
         if not self.tp.enabled:
-            return linear(out, self.o_weight, self.o_bias, self.packed.get("o_weight"))
-        summed = self.tp.all_reduce(linear(out, self.o_weight, packed=self.packed.get("o_weight")).contiguous())
+            projected = linear(out, self.o_weight, self.o_bias, self.packed.get("o_weight"))
+            return projected if lora is None or adapters is None else projected + lora.delta(out, adapters)
+        partial = linear(out, self.o_weight, packed=self.packed.get("o_weight"))
+        if lora is not None and adapters is not None:  # row-parallel: the partial updates are summed with it
+            partial = partial + lora.delta(out, adapters)
+        summed = self.tp.all_reduce(partial.contiguous())
         return summed if self.o_bias is None else summed + self.o_bias
 
 
@@ -143,16 +156,24 @@ class LlamaMLP(nn.Module):
         )
         self.packed: dict[str, torch.Tensor] = {}
         """pack_weights' copies of the projections (plain attributes: not moved, cast or saved with the module)."""
+        self.gate_up_lora: LoraProjection | None = None
+        self.down_lora: LoraProjection | None = None
+        """The served LoRA adapters of the two projections (executor_svc/lora/stacking.py; None: none adapts it)."""
 
     def pack_weights(self) -> None:
         """Keep oneDNN-packed copies of the projections for CPU float32 matmuls of 3+ rows (see layers.py)."""
         self.packed = _packed(self, ("gate_up_weight", "down_weight"))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [T, hidden] -> [T, hidden]."""
+    def forward(self, x: torch.Tensor, adapters: AdapterRows | None = None) -> torch.Tensor:
+        """x [T, hidden] -> [T, hidden] (``adapters``: as LlamaAttention.forward's)."""
         gate_up = linear(x, self.gate_up_weight, packed=self.packed.get("gate_up_weight"))
+        if adapters is not None and self.gate_up_lora is not None:
+            gate_up = gate_up + self.gate_up_lora.delta(x, adapters)
         gate, up = gate_up[:, : self.intermediate_size], gate_up[:, self.intermediate_size :]
-        out = linear(F.silu(gate) * up, self.down_weight, packed=self.packed.get("down_weight"))
+        activated = F.silu(gate) * up
+        out = linear(activated, self.down_weight, packed=self.packed.get("down_weight"))
+        if adapters is not None and self.down_lora is not None:  # row-parallel: summed over ranks with it
+            out = out + self.down_lora.delta(activated, adapters)
         return self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out
 
 
@@ -176,10 +197,12 @@ class LlamaDecoderLayer(nn.Module):
         sin: torch.Tensor,
         kv_layer: torch.Tensor,
         meta: AttentionMetadata,
+        adapters: AdapterRows | None = None,
     ) -> torch.Tensor:
         """hidden [T, hidden] -> [T, hidden]."""
-        hidden = hidden + self.attn(rms_norm(hidden, self.input_norm_weight, self.eps), cos, sin, kv_layer, meta)
-        return hidden + self.mlp(rms_norm(hidden, self.post_attention_norm_weight, self.eps))
+        normed = rms_norm(hidden, self.input_norm_weight, self.eps)
+        hidden = hidden + self.attn(normed, cos, sin, kv_layer, meta, adapters)
+        return hidden + self.mlp(rms_norm(hidden, self.post_attention_norm_weight, self.eps), adapters)
 
 
 class LlamaModelForCausalLM(nn.Module):
@@ -221,6 +244,10 @@ class LlamaModelForCausalLM(nn.Module):
         self.reset_rope_tables()
         self.packed_lm_head: torch.Tensor | None = None
         """pack_cpu_weights' copy of the LM head (a plain attribute, like the layers' ``packed``)."""
+        self.lora_slots: tuple[str, ...] = ()
+        """The served LoRA adapters' names; a row using adapter lora_slots[i] has slot i."""
+        self.lora_rank = 0
+        """The largest rank among them (each projection's stack is padded to it)."""
 
     def pack_cpu_weights(self) -> None:
         """Pack every projection and the LM head for CPU float32 matmuls of 3+ rows (layers.py); once the
@@ -254,13 +281,20 @@ class LlamaModelForCausalLM(nn.Module):
         positions: torch.Tensor,
         meta: AttentionMetadata,
         kv_cache: PagedKVCache,
+        adapters: AdapterRows | None = None,
     ) -> torch.Tensor:
-        """input_ids, positions int64 [T] -> final-normed hidden states [T, hidden]."""
+        """input_ids, positions int64 [T] -> final-normed hidden states [T, hidden] (``adapters``: the LoRA adapter
+        of each row, from adapter_rows; None when no row uses one)."""
         cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
         hidden = vocab_parallel_embedding(input_ids, self.embed_weight, self.tp)
         for layer, kv_layer in zip(self.layers, kv_cache.layers):
-            hidden = layer(hidden, cos, sin, kv_layer, meta)
+            hidden = layer(hidden, cos, sin, kv_layer, meta, adapters)
         return rms_norm(hidden, self.norm_weight, self.eps)
+
+    def adapter_rows(self, token_slots: torch.Tensor) -> AdapterRows:
+        """The forward argument for rows using the adapters of ``token_slots`` (int64 [T] on the model's device,
+        -1 where a row uses none)."""
+        return AdapterRows(token_slots, len(self.lora_slots), self.lora_rank, self.embed_weight.dtype)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, hidden] -> float32 logits [N, vocab] (gathered from every rank's vocabulary slice)."""

@@ -224,7 +224,7 @@ class GetModelInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("model", "max_model_len", "vocab_size", "eos_token_ids", "block_size", "num_kv_blocks", "num_free_kv_blocks", "num_running", "num_waiting", "stats", "server_version")
+    __slots__ = ("model", "max_model_len", "vocab_size", "eos_token_ids", "block_size", "num_kv_blocks", "num_free_kv_blocks", "num_running", "num_waiting", "stats", "server_version", "lora_adapters")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -236,6 +236,7 @@ class ModelInfo(_message.Message):
     NUM_WAITING_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LORA_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
     model: str
     max_model_len: int
     vocab_size: int
@@ -247,7 +248,8 @@ class ModelInfo(_message.Message):
     num_waiting: int
     stats: EngineStats
     server_version: str
-    def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., num_free_kv_blocks: _Optional[int] = ..., num_running: _Optional[int] = ..., num_waiting: _Optional[int] = ..., stats: _Optional[_Union[EngineStats, _Mapping]] = ..., server_version: _Optional[str] = ...) -> None: ...
+    lora_adapters: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., num_free_kv_blocks: _Optional[int] = ..., num_running: _Optional[int] = ..., num_waiting: _Optional[int] = ..., stats: _Optional[_Union[EngineStats, _Mapping]] = ..., server_version: _Optional[str] = ..., lora_adapters: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EngineStats(_message.Message):
     __slots__ = ("steps", "executor_busy_s", "executor_bubble_s", "num_preemptions", "spec_drafted", "spec_accepted", "executor_draft_s", "executor_forward_s", "scheduler_invocations", "step_requests", "scheduler_cpu_s", "prefix_cache_queried_tokens", "prefix_cache_hit_tokens", "executor_bubble_awaiting_step_s", "result_delivery_s", "step_delivery_s")

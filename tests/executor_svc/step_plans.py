@@ -19,6 +19,8 @@ class PlannedRequest:
     block_ids: list[int] = field(default_factory=list)
     bad_words: list[list[int]] = field(default_factory=list)
     """Token sequences, as the scheduler sends SamplingParams.bad_words."""
+    lora_adapter: str = ""
+    """The LoRA adapter the request runs with (empty: none)."""
 
 
 GREEDY = sampling_pb2.SamplingParams(temperature=0.0, logprobs=1)
@@ -42,7 +44,8 @@ def plan_steps(requests: dict[str, PlannedRequest], batches: list[list[str]]) ->
                 step.new_requests.add(request_id=rid, prompt_token_ids=request.prompt, sampling=request.sampling,
                                       block_ids=request.block_ids, num_scheduled_tokens=len(request.prompt),
                                       num_spec_tokens=request.num_spec,
-                                      bad_words=[executor_pb2.TokenSequence(ids=ids) for ids in request.bad_words])
+                                      bad_words=[executor_pb2.TokenSequence(ids=ids) for ids in request.bad_words],
+                                      lora_adapter=request.lora_adapter)
                 computed[rid] = len(request.prompt)
             else:
                 step.cached_requests.add(request_id=rid, num_computed_tokens=computed[rid], num_scheduled_tokens=1,

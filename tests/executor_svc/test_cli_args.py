@@ -37,3 +37,18 @@ def test_a_readable_drafter_directory_passes(tiny_model_dir):
     args = cli._build_parser().parse_args(["executor", "--model", "m", "--spec-method", "draft_model",
                                            "--draft-model", str(tiny_model_dir)])
     assert executor_config_from_args(args, "m", 0, "127.0.0.1").draft_model_dir == str(tiny_model_dir)
+
+
+def test_lora_modules_reach_the_config_from_the_flag_or_its_variable_and_serve_passes_them_on(monkeypatch):
+    parser = cli._build_parser()
+    args = parser.parse_args(["executor", "--model", "m", "--lora-modules", "sql=/a/sql", "fr=/a/fr"])
+    assert executor_config_from_args(args, "m", 0, "127.0.0.1").lora_modules == ("sql=/a/sql", "fr=/a/fr")
+    assert executor_config_from_args(parser.parse_args(["executor", "--model", "m"]), "m", 0, "x").lora_modules == ()
+    serve = parser.parse_args(["serve", "--lora-modules", "sql=/a/sql"])
+    flags = executor_flags(serve)
+    assert flags[flags.index("--lora-modules") + 1] == "sql=/a/sql"
+    from client.env_defaults import resolve_env_defaults
+
+    monkeypatch.setenv("STEPAHEAD_LORA_MODULES", "sql=/a/sql fr=/a/fr")  # docker-compose's way
+    from_env = resolve_env_defaults(cli._build_parser().parse_args(["executor", "--model", "m"]))
+    assert executor_config_from_args(from_env, "m", 0, "x").lora_modules == ("sql=/a/sql", "fr=/a/fr")

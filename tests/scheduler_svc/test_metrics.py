@@ -113,6 +113,16 @@ def test_structured_output_requests_are_counted_by_kind():
     assert value(metrics, "stepahead_scheduler_structured_output_requests_total", kind="json_schema") is None
 
 
+def test_requests_run_with_a_lora_adapter_are_counted_by_adapter():
+    metrics = SchedulerMetrics()
+    adapted = make_request(3, 2)
+    adapted.lora_adapter = "sql"
+    for request in (adapted, adapted, make_request(3, 2)):
+        metrics.observe_finished(request, RequestTiming(arrival=1.0), generation_pb2.FINISH_REASON_STOP, now=2.0)
+    assert value(metrics, "stepahead_scheduler_lora_requests_finished_total", adapter="sql") == 2
+    assert value(metrics, "stepahead_scheduler_lora_requests_finished_total", adapter="") is None
+
+
 def test_request_aborted_before_scheduling_has_no_ttft_or_queue_time():
     metrics = SchedulerMetrics()
     metrics.observe_finished(

@@ -1,0 +1,210 @@
+"""LoRA adapters on the executor: a request naming an adapter gets peft's greedy tokens for it, in batches that mix
+adapters and the base model, with drafts and running ahead; base rows are untouched to the bit; adapters that are
+not plain LoRA, or do not fit the model, are refused by name."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from step_plans import BATCHES, GREEDY, PlannedRequest, outputs_of, plan_steps, with_blocks
+from tiny_adapters import make_peft_adapter, peft_greedy
+from tiny_models import make_tiny_llama, make_tiny_qwen3
+
+from executor_svc.config import ExecutorConfig
+from executor_svc.lora.adapter_files import read_adapter
+from executor_svc.lora.module_spec import LoraModuleSpec, parse_lora_modules
+from executor_svc.lora.projection import AdapterRows, LoraProjection
+from executor_svc.model_loader import load_hf_config
+from executor_svc.model_runner import StepError
+from executor_svc.server import build_runner
+from stepahead_proto import executor_pb2
+
+PROMPTS = {"a": [5, 9, 11, 3, 17], "b": [2, 40, 41, 42, 7, 8, 9], "c": [100, 3, 4], "d": list(range(20, 40))}
+ADAPTER_OF = {"a": "", "b": "one", "c": "two", "d": "one"}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_tiny_llama(tmp_path_factory.mktemp("lora_base") / "model", seed=3)
+
+
+@pytest.fixture(scope="module")
+def adapters(model_dir, tmp_path_factory):
+    """Two adapters: every projection at rank 4, and q/v only at rank 8 with rsLoRA scaling."""
+    root = tmp_path_factory.mktemp("adapters")
+    one = make_peft_adapter(model_dir, root / "one", seed=1)
+    two = make_peft_adapter(model_dir, root / "two", seed=2, rank=8, alpha=4.0, target_modules=["q_proj", "v_proj"],
+                            use_rslora=True)
+    return {"one": one, "two": two}
+
+
+def lora_config(model_dir, adapters, **overrides) -> ExecutorConfig:
+    modules = tuple(f"{name}={path}" for name, path in adapters.items())
+    return ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40, lora_modules=modules, **overrides)
+
+
+def planned(num_spec: int = 0) -> dict[str, PlannedRequest]:
+    return with_blocks({rid: PlannedRequest(prompt, GREEDY, num_spec=num_spec, lora_adapter=ADAPTER_OF[rid])
+                        for rid, prompt in PROMPTS.items()})
+
+
+def tokens_by_request(results: list[executor_pb2.StepResult]) -> dict[str, list[int]]:
+    tokens: dict[str, list[int]] = {}
+    for result in results:
+        for output in result.outputs:
+            tokens.setdefault(output.request_id, []).extend(output.token_ids)
+    return tokens
+
+
+def test_each_request_gets_pefts_greedy_tokens_for_its_adapter_in_mixed_batches(model_dir, adapters):
+    runner, description = build_runner(lora_config(model_dir, adapters))
+    assert list(description.lora_adapters) == ["one", "two"]
+    got = tokens_by_request([runner.execute(step) for step in plan_steps(planned(), BATCHES)])
+    for rid, tokens in got.items():
+        adapter = ADAPTER_OF[rid]
+        expected = peft_greedy(model_dir, adapters[adapter] if adapter else None, PROMPTS[rid], len(tokens))
+        assert tokens == expected, rid
+    # The adapters do change the tokens: the test would catch an adapter left out.
+    assert got["b"] != peft_greedy(model_dir, None, PROMPTS["b"], len(got["b"]))
+    assert got["c"] != peft_greedy(model_dir, None, PROMPTS["c"], len(got["c"]))
+
+
+def test_base_rows_are_bit_identical_to_an_executor_without_adapters(model_dir, adapters):
+    steps = plan_steps(planned(), BATCHES)
+    with_adapters = build_runner(lora_config(model_dir, adapters))[0]
+    plain = build_runner(ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40))[0]
+    ours = [outputs_of(with_adapters.execute(step)) for step in steps]
+    plain_steps = plan_steps({rid: PlannedRequest(p.prompt, p.sampling, block_ids=p.block_ids)
+                              for rid, p in planned().items()}, BATCHES)
+    reference = [outputs_of(plain.execute(step)) for step in plain_steps]
+    for step_ours, step_reference in zip(ours, reference):
+        assert [o for o in step_ours if o[0] == "a"] == [o for o in step_reference if o[0] == "a"]
+
+
+def test_drafts_verified_by_the_adapted_target_keep_pefts_tokens(model_dir, adapters):
+    """The n-gram drafter proposes from repeated prompts; the verify steps run the adapters."""
+    runner = build_runner(lora_config(model_dir, adapters, spec_method="ngram", num_spec_tokens=2))[0]
+    requests = with_blocks({rid: PlannedRequest(PROMPTS[rid][:5] * 3, GREEDY, num_spec=2, lora_adapter=ADAPTER_OF[rid])
+                            for rid in PROMPTS})
+    results = [runner.execute(step) for step in plan_steps(requests, [list(PROMPTS)] * 10)]
+    assert sum(o.num_accepted for r in results for o in r.outputs) > 0
+    for rid, tokens in tokens_by_request(results).items():
+        adapter = ADAPTER_OF[rid]
+        expected = peft_greedy(model_dir, adapters[adapter] if adapter else None, requests[rid].prompt, len(tokens))
+        assert tokens == expected, rid
+
+
+def test_steps_running_ahead_give_the_tokens_of_steps_run_one_at_a_time(model_dir, adapters):
+    steps = plan_steps(planned(), BATCHES)
+    one_at_a_time = build_runner(lora_config(model_dir, adapters))[0]
+    expected = [one_at_a_time.execute(step) for step in steps]
+    runner = build_runner(lora_config(model_dir, adapters, defer_token_readback=True))[0]
+    launched = [runner.launch(step) for step in steps]
+    assert any(state.num_unread_tokens for state in runner.requests.values())
+    actual = [runner.complete(item) for item in launched]
+    assert [list(r.outputs) for r in actual] == [list(r.outputs) for r in expected]
+
+
+def test_qwen3_adapter_matches_peft(tmp_path):
+    model_dir = make_tiny_qwen3(tmp_path / "qwen3", seed=4)
+    adapter = make_peft_adapter(model_dir, tmp_path / "q3", seed=5, target_modules=["k_proj", "o_proj", "down_proj"])
+    runner = build_runner(lora_config(model_dir, {"q3": adapter}))[0]
+    request = with_blocks({"r": PlannedRequest([7, 8, 9, 10], GREEDY, lora_adapter="q3")})
+    got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
+    assert got["r"] == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
+
+
+def test_a_step_naming_an_adapter_the_executor_does_not_serve_is_refused(model_dir, adapters):
+    runner = build_runner(lora_config(model_dir, {"one": adapters["one"]}))[0]
+    step = plan_steps(with_blocks({"r": PlannedRequest([1, 2, 3], GREEDY, lora_adapter="nope")}), [["r"]])[0]
+    with pytest.raises(StepError, match=r"lora_adapter: 'r' names 'nope'; served adapters: \['one'\]"):
+        runner.execute(step)
+    assert "r" not in runner.requests
+
+
+def test_rows_without_an_adapter_get_an_update_of_exactly_zero():
+    generator = torch.Generator().manual_seed(0)
+    shrink, expand = torch.randn(2 * 2 * 3, 5, generator=generator), torch.randn(7, 2 * 2 * 3, generator=generator)
+    projection = LoraProjection(shrink, expand, parts=2)
+    x = torch.randn(3, 5, generator=generator)
+    delta = projection.delta(x, AdapterRows(torch.tensor([-1, 0, 1]), num_slots=2, rank=3, dtype=torch.float32))
+    assert torch.equal(delta[0], torch.zeros(7))
+    for row, slot in ((1, 0), (2, 1)):  # each row through its own slot's columns of both parts
+        columns = [part * 6 + slot * 3 + j for part in range(2) for j in range(3)]
+        assert torch.allclose(delta[row], expand[:, columns] @ (shrink[columns] @ x[row]), atol=1e-5)
+
+
+# ---- refusals -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("entries", "message"), [
+    (("one",), "'one' is not NAME=PATH"),
+    (("=path",), "is not NAME=PATH"),
+    (("a b=path",), "must not contain whitespace"),
+    (("x=p", "x=q"), r"repeated: \['x'\]"),
+])
+def test_malformed_lora_modules_are_refused_naming_the_field(entries, message):
+    with pytest.raises(ValueError, match=f"lora_modules: .*{message}"):
+        parse_lora_modules(entries)
+    with pytest.raises(ValueError, match="lora_modules"):
+        ExecutorConfig(model_dir="m", lora_modules=entries)
+
+
+def _adapter_error(model_dir, adapter_dir) -> str:
+    with pytest.raises((ValueError, FileNotFoundError)) as error:
+        read_adapter(LoraModuleSpec("bad", str(adapter_dir)), load_hf_config(model_dir))
+    return str(error.value)
+
+
+def test_adapters_that_are_not_plain_lora_are_refused_by_option(model_dir, tmp_path):
+    dora = make_peft_adapter(model_dir, tmp_path / "dora", seed=1, use_dora=True)
+    assert "use_dora=True is not supported" in _adapter_error(model_dir, dora)
+    plain = make_peft_adapter(model_dir, tmp_path / "plain", seed=1)
+    config = json.loads((plain / "adapter_config.json").read_text())
+    for option, value in (("rank_pattern", {"q_proj": 8}), ("bias", "all"), ("peft_type", "IA3")):
+        changed = tmp_path / option
+        changed.mkdir()
+        (changed / "adapter_config.json").write_text(json.dumps({**config, option: value}))
+        (changed / "adapter_model.safetensors").write_bytes((plain / "adapter_model.safetensors").read_bytes())
+        assert option in _adapter_error(model_dir, changed)
+
+
+def test_adapters_that_do_not_fit_the_model_are_refused_by_tensor(model_dir, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    assert "adapter_config.json is missing" in _adapter_error(model_dir, tmp_path)
+    plain = make_peft_adapter(model_dir, tmp_path / "plain", seed=1)
+    tensors = load_file(plain / "adapter_model.safetensors")
+    key = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
+    cases = {
+        "shape": {**tensors, key: torch.zeros(4, 32)},
+        "embed": {**tensors, "base_model.model.model.embed_tokens.lora_embedding_A": torch.zeros(4, 256)},
+        "layer": {**tensors, key.replace("layers.0", "layers.9"): tensors[key].clone()},
+        "half": {name: t for name, t in tensors.items() if name != key},
+    }
+    expected = {"shape": "has shape (4, 32), expected (4, 64)", "embed": "is not a LoRA A/B weight",
+                "layer": "names layer 9; the model has 2", "half": "has lora_B but not both A and B"}
+    for case, case_tensors in cases.items():
+        directory = tmp_path / case
+        directory.mkdir()
+        (directory / "adapter_config.json").write_text((plain / "adapter_config.json").read_text())
+        save_file(case_tensors, directory / "adapter_model.safetensors")
+        assert expected[case] in _adapter_error(model_dir, directory), case
+
+
+def test_steps_with_an_adapter_run_eagerly_where_base_steps_replay_a_graph(model_dir, adapters):
+    from executor_svc.cuda_graphs.step_graphs import EagerStandIn
+
+    config = lora_config(model_dir, adapters, attention_backend="torch_padded", max_num_seqs=4)
+    runner = build_runner(config, make_capture=EagerStandIn)[0]
+    base_only = with_blocks({"r": PlannedRequest([5, 6, 7], GREEDY)})
+    base_tokens = tokens_by_request([runner.execute(step) for step in plan_steps(base_only, [["r"]] * 4)])["r"]
+    replays = runner.forward.num_replays
+    assert replays == 3  # the three decode steps
+    adapted = with_blocks({"s": PlannedRequest([5, 6, 7], GREEDY, lora_adapter="one")})
+    tokens = tokens_by_request([runner.execute(step) for step in plan_steps(adapted, [["s"]] * 4)])["s"]
+    assert runner.forward.num_replays == replays
+    assert tokens == peft_greedy(model_dir, adapters["one"], [5, 6, 7], 4)
+    assert base_tokens == peft_greedy(model_dir, None, [5, 6, 7], 4)

@@ -1,0 +1,106 @@
+"""LoRA adapters through real processes: a request naming an adapter as its model gets peft's greedy tokens for that
+adapter, alone and in batches mixing adapters and the base model, with the n-gram drafter and the scheduler running
+ahead; prefix caching shares blocks only between requests of the same adapter; an unknown name is refused by field;
+the OpenAI front serves and lists the adapters."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+import pytest
+from tiny_adapters import make_peft_adapter, peft_greedy
+
+from client import Client, InvalidArgumentError
+
+pytestmark = pytest.mark.stack
+
+PROMPTS = [[5, 17, 33, 64, 90, 120, 48, 3, 11, 200], [7, 8, 9, 10, 11] * 3, [300, 12, 45, 6], [44, 45, 46, 47, 48]]
+MAX_TOKENS = 16
+
+
+@pytest.fixture(scope="module")
+def adapters(tiny_model_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("stack_adapters")
+    return {"one": make_peft_adapter(tiny_model_dir, root / "one", seed=1),
+            "two": make_peft_adapter(tiny_model_dir, root / "two", seed=2, rank=8, target_modules=["q_proj", "v_proj"])}
+
+
+@pytest.fixture(scope="module")
+def stack(tiny_model_dir, adapters, launch_module_stack):
+    modules = [f"{name}={path}" for name, path in adapters.items()]
+    return launch_module_stack(tiny_model_dir, ["--spec-method", "ngram", "--num-spec-tokens", "3",
+                                                "--lora-modules", *modules],
+                               ["--enable-prefix-caching", "--http-port", "0"])
+
+
+@pytest.fixture(scope="module")
+def references(tiny_model_dir, adapters):
+    return {(model, index): peft_greedy(tiny_model_dir, adapters.get(model), prompt, MAX_TOKENS)
+            for model in ("", "one", "two") for index, prompt in enumerate(PROMPTS)}
+
+
+def greedy(client: Client, model: str, prompt: list[int]) -> list[int]:
+    result = client.generate(token_ids=prompt, temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True, model=model)
+    return list(result.token_ids)
+
+
+def assert_all_blocks_free(client: Client) -> None:
+    info = client.model_info()
+    assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == 0
+
+
+def test_model_info_lists_the_adapters(stack):
+    with Client(stack.address) as client:
+        assert list(client.model_info().lora_adapters) == ["one", "two"]
+
+
+def test_each_request_gets_pefts_tokens_for_its_adapter_one_by_one_and_all_at_once(stack, references):
+    cases = list(references)
+    with Client(stack.address) as client:
+        one_by_one = {case: greedy(client, case[0], PROMPTS[case[1]]) for case in cases}
+        with ThreadPoolExecutor(len(cases)) as pool:
+            together = dict(zip(cases, pool.map(lambda case: greedy(client, case[0], PROMPTS[case[1]]), cases)))
+        assert_all_blocks_free(client)
+    assert one_by_one == references
+    assert together == references
+    assert all(references[("one", i)] != references[("", i)] for i in range(len(PROMPTS)))  # the adapter matters
+
+
+def test_cached_prefixes_are_shared_only_between_requests_of_one_adapter(stack, tiny_model_dir, adapters):
+    prompt = [(13 * i) % 390 + 3 for i in range(50)]  # three full blocks of 16 to cache
+    base, one = peft_greedy(tiny_model_dir, None, prompt, MAX_TOKENS), peft_greedy(tiny_model_dir, adapters["one"],
+                                                                                   prompt, MAX_TOKENS)
+    with Client(stack.address) as client:
+        def hits() -> int:
+            return client.model_info().stats.prefix_cache_hit_tokens
+
+        start = hits()
+        assert greedy(client, "", prompt) == base
+        assert greedy(client, "one", prompt) == one  # the base model's blocks hold other KV: not reused
+        assert hits() == start
+        assert greedy(client, "one", prompt) == one
+        assert hits() - start == 48
+        assert greedy(client, "", prompt) == base
+        assert hits() - start == 96
+
+
+def test_an_unknown_model_is_refused_naming_the_field_and_the_adapters(stack):
+    with Client(stack.address) as client:
+        with pytest.raises(InvalidArgumentError, match=r"model: unknown model 'three'.*\['one', 'two'\]"):
+            client.generate(token_ids=PROMPTS[0], max_tokens=4, model="three")
+        assert_all_blocks_free(client)
+
+
+def test_the_openai_front_lists_and_serves_the_adapters(stack, references):
+    api = openai.OpenAI(base_url=f"{stack.http_url}/v1", api_key="unused", max_retries=0)
+    ids = [model.id for model in api.models.list().data]
+    assert ids[1:] == ["one", "two"]
+    completion = api.completions.create(model="two", prompt=PROMPTS[2], max_tokens=MAX_TOKENS, temperature=0.0,
+                                        extra_body={"ignore_eos": True, "return_tokens_as_token_ids": True},
+                                        logprobs=0)
+    assert completion.model == "two"
+    tokens = [int(token.split(":")[1]) for token in completion.choices[0].logprobs.tokens]
+    assert tokens == references[("two", 2)]
+    with pytest.raises(openai.NotFoundError):
+        api.completions.create(model="three", prompt="hi", max_tokens=2)
