@@ -102,7 +102,8 @@ def build_runner(
     graphs = None
     if make_capture is not None:
         graphs = StepGraphs(model, kv_cache, config.max_num_seqs, max_query_len, max_blocks_per_seq, make_capture,
-                            keep_hidden=drafter is not None and drafter.reads_target_hidden)
+                            keep_hidden=drafter is not None and drafter.reads_target_hidden,
+                            adapters=bool(model.lora_slots))
         started = time.monotonic()
         graphs.capture_all()
         logger.info("captured %d step graphs in %.1f s", len(graphs.shapes), time.monotonic() - started)

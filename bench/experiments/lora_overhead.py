@@ -1,6 +1,6 @@
 """What serving a LoRA adapter costs: the default model with a random rank-R adapter on every projection, MT-Bench
 first turns (greedy, ignore_eos, fixed length), requests naming the adapter vs the base model on the same stack,
-alternating rounds, medians. Also a mixed load (half the requests with the adapter).
+alternating rounds, medians. At c=8 also a mixed load: two streams of 4, one naming the adapter, side by side.
 
     PYTHONPATH=.:tests/executor_svc python3 bench/experiments/lora_overhead.py [ROUNDS] [RANK]
 """
@@ -18,6 +18,7 @@ from client.stack import LocalStack
 
 MAX_TOKENS = 64
 PROMPTS_PER_RUN = {1: 8, 8: 16}
+MODES = {1: ("", "adapter"), 8: ("", "adapter", "mixed")}
 
 
 def tok_s(address: str, concurrency: int, model: str) -> float:
@@ -53,7 +54,7 @@ def main() -> None:
         figures: dict[tuple[int, str], list[float]] = {}
         for round_index in range(rounds):
             for concurrency in (1, 8):
-                for name in ("", "adapter", "mixed"):
+                for name in MODES[concurrency]:
                     value = tok_s(stack.address, concurrency, name)
                     figures.setdefault((concurrency, name), []).append(value)
                     print(f"round {round_index} c={concurrency} {name or 'base'}: {value:.1f} tok/s", flush=True)
@@ -62,7 +63,7 @@ def main() -> None:
     print(f"\nrank {rank}, {MAX_TOKENS} tokens per request, medians of {rounds} alternating rounds")
     for concurrency in (1, 8):
         base = statistics.median(figures[(concurrency, "")])
-        for name in ("", "adapter", "mixed"):
+        for name in MODES[concurrency]:
             median = statistics.median(figures[(concurrency, name)])
             print(f"c={concurrency} {name or 'base':8s} {median:7.1f} tok/s  {median / base:.3f}x base")
 

@@ -22,7 +22,8 @@ PAD_SLOT = -1
 
 
 class StaticStepInputs:
-    """Input ids, positions and attention metadata of captured steps, at fixed device addresses."""
+    """Input ids, positions, attention metadata and LoRA adapter slots of captured steps, at fixed device
+    addresses."""
 
     def __init__(
         self, max_num_seqs: int, max_query_len: int, max_blocks_per_seq: int, block_size: int, device: torch.device
@@ -46,10 +47,11 @@ class StaticStepInputs:
             "input_ids": (0, tokens),
             "positions": (tokens, 2 * tokens),
             "slot_mapping": (2 * tokens, 3 * tokens),
-            "query_start_loc": (3 * tokens, 3 * tokens + seqs + 1),
-            "seq_lens": (3 * tokens + seqs + 1, 3 * tokens + 2 * seqs + 1),
+            "adapter_slots": (3 * tokens, 4 * tokens),
+            "query_start_loc": (4 * tokens, 4 * tokens + seqs + 1),
+            "seq_lens": (4 * tokens + seqs + 1, 4 * tokens + 2 * seqs + 1),
         }
-        self._rows_end = 3 * tokens + 2 * seqs + 1
+        self._rows_end = 4 * tokens + 2 * seqs + 1
         self.flat = torch.zeros(self._rows_end + seqs * max_blocks_per_seq, dtype=torch.long, device=device)
         self.block_tables = self.flat[self._rows_end :].view(seqs, max_blocks_per_seq)
         self._metadata: dict[GraphShape, AttentionMetadata] = {}
@@ -69,6 +71,10 @@ class StaticStepInputs:
     def positions(self, shape: GraphShape) -> torch.Tensor:
         return self.view("positions", shape.num_tokens)
 
+    def adapter_slots(self, shape: GraphShape) -> torch.Tensor:
+        """The LoRA adapter slot of each token (-1: none, padding included)."""
+        return self.view("adapter_slots", shape.num_tokens)
+
     def metadata(self, shape: GraphShape) -> AttentionMetadata:
         """The attention metadata of this shape: the same object (and tensors) at every replay."""
         if shape not in self._metadata:
@@ -83,8 +89,8 @@ class StaticStepInputs:
         return self._metadata[shape]
 
     def write(self, batch: HostBatch, shape: GraphShape) -> None:
-        """Copy the batch into the buffers, padded to ``shape``: padded tokens have id 0, position 0 and
-        slot -1; padded sequences have seq_len 0 and an empty query at the end of the real tokens."""
+        """Copy the batch into the buffers, padded to ``shape``: padded tokens have id 0, position 0, slot -1
+        and no adapter; padded sequences have seq_len 0 and an empty query at the end of the real tokens."""
         self._check_fits(batch, shape)
         staging = torch.empty(self.flat.shape[0], dtype=torch.long, pin_memory=self.device.type == "cuda")
         host = staging.numpy()
@@ -96,6 +102,10 @@ class StaticStepInputs:
         start, end = self._offsets["slot_mapping"]
         host[start:end] = PAD_SLOT
         host[start : start + tokens] = batch.slot_mapping()
+        start, end = self._offsets["adapter_slots"]
+        host[start:end] = -1
+        if batch.uses_adapters:
+            host[start : start + tokens] = batch.token_adapter_slots()
         starts = np.zeros(shape.num_seqs + 1, dtype=np.int64)
         np.cumsum(batch.query_lens, out=starts[1 : batch.num_seqs + 1])
         starts[batch.num_seqs + 1 :] = tokens

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 
@@ -24,6 +24,7 @@ from executor_svc.cuda_graphs.buckets import GraphShape, choose_shape, graph_sha
 from executor_svc.cuda_graphs.static_inputs import StaticStepInputs
 from executor_svc.host_batch import HostBatch
 from executor_svc.kv_cache import PagedKVCache
+from executor_svc.lora.projection import AdaptedModel
 
 WARMUP_RUNS = 2
 """Eager runs before capture: compile Triton and torch.compile kernels, size cuBLAS workspaces."""
@@ -125,10 +126,15 @@ class StepGraphs:
         max_blocks_per_seq: int,
         make_capture: Callable[[], GraphCapture],
         keep_hidden: bool = False,
+        adapters: bool = False,
     ) -> None:
         """``keep_hidden``: also leave each replay's hidden states in a static buffer (``last_hidden``), for a
-        drafter that reads the target's features; off, the captured step does not copy them."""
+        drafter that reads the target's features; off, the captured step does not copy them. ``adapters``: the
+        model serves LoRA adapters (an AdaptedModel): every captured step applies them to the rows the static
+        adapter slots name, so steps with adapter rows replay too (and base-only ones run the adapters' masked
+        matmuls, whose update is zero)."""
         self.model = model
+        self.adapters = adapters
         self.kv_cache = kv_cache
         device = kv_cache.layers[0].device
         self.shapes = graph_shapes(max_num_seqs, max_query_len)
@@ -175,7 +181,13 @@ class StepGraphs:
 
     def _forward(self, shape: GraphShape) -> torch.Tensor:
         inputs = self.inputs
-        hidden = self.model(inputs.input_ids(shape), inputs.positions(shape), inputs.metadata(shape), self.kv_cache)
+        if self.adapters:
+            model = cast(AdaptedModel, self.model)
+            hidden = model(inputs.input_ids(shape), inputs.positions(shape), inputs.metadata(shape), self.kv_cache,
+                           model.adapter_rows(inputs.adapter_slots(shape)))
+        else:
+            hidden = self.model(inputs.input_ids(shape), inputs.positions(shape), inputs.metadata(shape),
+                                self.kv_cache)
         if self.keep_hidden:
             if self._hidden is None:  # the largest shape's first warm-up run: outside any capture
                 self._hidden = torch.empty((max(s.num_tokens for s in self.shapes), hidden.shape[1]),

@@ -1,8 +1,9 @@
 """Reading one LoRA adapter saved by peft (adapter_config.json + adapter_model.safetensors) for a Llama-family model.
 
-Only plain LoRA on the attention and MLP projections is served: the options that change the math in other ways
-(DoRA, LoRA biases, per-module ranks or alphas, extra trained modules or tokens, ...) are refused by name, as are
-tensors this model code has no place for, so an adapter is either served exactly or not at all."""
+Only LoRA on the attention and MLP projections is served (any ranks and alphas, per-module ones from rank_pattern and
+alpha_pattern matched as peft matches them, rsLoRA, a subset of layers): the options that change the math in other
+ways (DoRA, LoRA biases, extra trained modules or tokens, ...) are refused by name, as are tensors this model code has
+no place for, so an adapter is either served exactly or not at all."""
 
 from __future__ import annotations
 
@@ -34,8 +35,6 @@ _PLAIN_LORA_OPTIONS: dict[str, Any] = {
     "bias": "none",
     "fan_in_fan_out": False,
     "modules_to_save": None,
-    "rank_pattern": {},
-    "alpha_pattern": {},
     "layer_replication": None,
     "trainable_token_indices": None,
     "alora_invocation_tokens": None,
@@ -46,14 +45,49 @@ _PLAIN_LORA_OPTIONS: dict[str, Any] = {
 
 
 @dataclass(frozen=True)
+class LoraModule:
+    """One adapted projection: A [r, in] and B [out, r] in the checkpoint's (unsharded) shapes, and the factor peft
+    scales B @ A by."""
+
+    a: torch.Tensor
+    b: torch.Tensor
+    scaling: float
+
+    @property
+    def rank(self) -> int:
+        return self.a.shape[0]
+
+
+@dataclass(frozen=True)
+class _RankRule:
+    """adapter_config.json's ranks and alphas: the defaults and peft's per-module patterns."""
+
+    rank: int
+    alpha: float
+    rank_pattern: dict[str, int]
+    alpha_pattern: dict[str, float]
+    rslora: bool
+
+    def rank_and_scaling(self, module_key: str) -> tuple[int, float]:
+        """(r, scaling) of the module named ``module_key`` in the base model, as peft resolves them."""
+        from peft.utils.other import get_pattern_key
+
+        rank = self.rank_pattern.get(get_pattern_key(list(self.rank_pattern), module_key), self.rank)
+        alpha = self.alpha_pattern.get(get_pattern_key(list(self.alpha_pattern), module_key), self.alpha)
+        return rank, float(alpha / math.sqrt(rank) if self.rslora else alpha / rank)
+
+
+@dataclass(frozen=True)
 class LoraAdapter:
-    """An adapter's weights in the checkpoint's (unsharded) shapes: per (layer, projection), A [r, in] and
-    B [out, r], and the factor peft scales B @ A by."""
+    """An adapter's adapted projections, by (layer, projection name)."""
 
     name: str
-    rank: int
-    scaling: float
-    weights: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]]
+    modules: dict[tuple[int, str], LoraModule]
+
+    @property
+    def rank(self) -> int:
+        """The largest rank among its modules."""
+        return max(module.rank for module in self.modules.values())
 
 
 def read_adapter(spec: LoraModuleSpec, hf_config: Any) -> LoraAdapter:
@@ -64,13 +98,12 @@ def read_adapter(spec: LoraModuleSpec, hf_config: Any) -> LoraAdapter:
     for file in (_CONFIG_FILE, _WEIGHTS_FILE):
         if not (directory / file).is_file():
             raise FileNotFoundError(f"{where}: {file} is missing")
-    rank, scaling = _read_config(directory / _CONFIG_FILE, where)
-    weights = _read_weights(directory / _WEIGHTS_FILE, hf_config, rank, where)
-    return LoraAdapter(spec.name, rank, scaling, weights)
+    rule = _read_config(directory / _CONFIG_FILE, where)
+    return LoraAdapter(spec.name, _read_modules(directory / _WEIGHTS_FILE, hf_config, rule, where))
 
 
-def _read_config(path: Path, where: str) -> tuple[int, float]:
-    """(rank, scaling) from adapter_config.json, parsed by peft, refusing options that are not plain LoRA."""
+def _read_config(path: Path, where: str) -> _RankRule:
+    """The ranks and alphas of adapter_config.json, parsed by peft, refusing options that are not plain LoRA."""
     from peft import LoraConfig
 
     try:
@@ -85,15 +118,15 @@ def _read_config(path: Path, where: str) -> tuple[int, float]:
         value = getattr(config, option, plain)
         if value != plain and (value or plain):  # an empty list or dict where None is plain is plain too
             raise ValueError(f"{where}: {option}={value!r} is not supported (plain LoRA only)")
-    rank, alpha = config.r, config.lora_alpha
-    if not isinstance(rank, int) or rank < 1:
-        raise ValueError(f"{where}: r must be a positive integer, got {rank!r}")
-    scaling = alpha / math.sqrt(rank) if config.use_rslora else alpha / rank
-    return rank, float(scaling)
+    rule = _RankRule(config.r, config.lora_alpha, dict(config.rank_pattern or {}), dict(config.alpha_pattern or {}),
+                     bool(config.use_rslora))
+    for rank in (rule.rank, *rule.rank_pattern.values()):
+        if not isinstance(rank, int) or rank < 1:
+            raise ValueError(f"{where}: r and rank_pattern's ranks must be positive integers, got {rank!r}")
+    return rule
 
 
-def _read_weights(path: Path, hf_config: Any, rank: int, where: str
-                  ) -> dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]]:
+def _read_modules(path: Path, hf_config: Any, rule: _RankRule, where: str) -> dict[tuple[int, str], LoraModule]:
     from safetensors import safe_open
 
     halves: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
@@ -107,20 +140,22 @@ def _read_weights(path: Path, hf_config: Any, rank: int, where: str
                 raise ValueError(f"{where}: tensor {name!r} names layer {layer}; the model has "
                                  f"{hf_config.num_hidden_layers}")
             halves.setdefault((layer, projection), {})[half] = handle.get_tensor(name)
-    weights = {}
+    modules = {}
     for (layer, projection), pair in sorted(halves.items()):
         if set(pair) != {"A", "B"}:
             raise ValueError(f"{where}: layer {layer} {projection} has lora_{''.join(pair)} but not both A and B")
+        block = "self_attn" if projection in PROJECTIONS[:4] else "mlp"
+        rank, scaling = rule.rank_and_scaling(f"model.layers.{layer}.{block}.{projection}")
         in_features, out_features = _projection_shape(hf_config, projection)
         expected = {"A": (rank, in_features), "B": (out_features, rank)}
         for half, tensor in pair.items():
             if tuple(tensor.shape) != expected[half]:
                 raise ValueError(f"{where}: layer {layer} {projection}.lora_{half} has shape {tuple(tensor.shape)}, "
                                  f"expected {expected[half]}")
-        weights[(layer, projection)] = (pair["A"], pair["B"])
-    if not weights:
+        modules[(layer, projection)] = LoraModule(pair["A"], pair["B"], scaling)
+    if not modules:
         raise ValueError(f"{where}: {path.name} holds no LoRA weights")
-    return weights
+    return modules
 
 
 def _projection_shape(hf_config: Any, projection: str) -> tuple[int, int]:

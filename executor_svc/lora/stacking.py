@@ -81,18 +81,18 @@ def _stack(layer: int, parts: list[_Part], in_features: int, out_features: int, 
     adapted = False
     for p, part in enumerate(parts):
         for slot, adapter in enumerate(adapters):
-            pair = adapter.weights.get((layer, part.projection))
-            if pair is None:
+            module = adapter.modules.get((layer, part.projection))
+            if module is None:
                 continue
             adapted = True
-            a, b = pair[0].float(), pair[1].float()
+            a, b = module.a.float(), module.b.float()
             if part.checkpoint_columns is not None:
                 a = a[:, part.checkpoint_columns[0] : part.checkpoint_columns[1]]
             if part.checkpoint_rows is not None:
                 b = b[part.checkpoint_rows[0] : part.checkpoint_rows[1]]
             first = (p * len(adapters) + slot) * rank
-            shrink[first : first + adapter.rank] = a
-            expand[part.local_rows[0] : part.local_rows[1], first : first + adapter.rank] = b * adapter.scaling
+            shrink[first : first + module.rank] = a
+            expand[part.local_rows[0] : part.local_rows[1], first : first + module.rank] = b * module.scaling
     if not adapted:
         return None
     return LoraProjection(shrink.to(like), expand.to(like), len(parts))

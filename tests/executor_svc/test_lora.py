@@ -107,6 +107,23 @@ def test_steps_running_ahead_give_the_tokens_of_steps_run_one_at_a_time(model_di
     assert [list(r.outputs) for r in actual] == [list(r.outputs) for r in expected]
 
 
+def test_per_module_ranks_and_alphas_and_a_subset_of_layers_match_peft(model_dir, tmp_path):
+    """rank_pattern and alpha_pattern resolved as peft resolves them (a key matches a module name's suffix), with
+    rsLoRA scaling, on layer 1 only."""
+    adapter = make_peft_adapter(model_dir, tmp_path / "patterned", seed=7, rank=4, alpha=8.0,
+                                rank_pattern={"layers.1.self_attn.q_proj": 8, "down_proj": 2},
+                                alpha_pattern={"v_proj": 3.0}, layers_to_transform=[1], use_rslora=True)
+    modules = read_adapter(LoraModuleSpec("p", str(adapter)), load_hf_config(model_dir)).modules
+    assert {layer for layer, _ in modules} == {1}
+    assert modules[(1, "q_proj")].rank == 8 and modules[(1, "down_proj")].rank == 2
+    assert modules[(1, "v_proj")].scaling == pytest.approx(3.0 / 2.0)  # alpha 3 / sqrt(4)
+    runner = build_runner(lora_config(model_dir, {"p": adapter}))[0]
+    request = with_blocks({"r": PlannedRequest(PROMPTS["b"], GREEDY, lora_adapter="p")})
+    got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
+    assert got["r"] == peft_greedy(model_dir, adapter, PROMPTS["b"], 8)
+    assert got["r"] != peft_greedy(model_dir, None, PROMPTS["b"], 8)
+
+
 def test_qwen3_adapter_matches_peft(tmp_path):
     model_dir = make_tiny_qwen3(tmp_path / "qwen3", seed=4)
     adapter = make_peft_adapter(model_dir, tmp_path / "q3", seed=5, target_modules=["k_proj", "o_proj", "down_proj"])
@@ -163,7 +180,7 @@ def test_adapters_that_are_not_plain_lora_are_refused_by_option(model_dir, tmp_p
     assert "use_dora=True is not supported" in _adapter_error(model_dir, dora)
     plain = make_peft_adapter(model_dir, tmp_path / "plain", seed=1)
     config = json.loads((plain / "adapter_config.json").read_text())
-    for option, value in (("rank_pattern", {"q_proj": 8}), ("bias", "all"), ("peft_type", "IA3")):
+    for option, value in (("layer_replication", [[0, 2]]), ("bias", "all"), ("peft_type", "IA3")):
         changed = tmp_path / option
         changed.mkdir()
         (changed / "adapter_config.json").write_text(json.dumps({**config, option: value}))
@@ -194,17 +211,34 @@ def test_adapters_that_do_not_fit_the_model_are_refused_by_tensor(model_dir, tmp
         assert expected[case] in _adapter_error(model_dir, directory), case
 
 
-def test_steps_with_an_adapter_run_eagerly_where_base_steps_replay_a_graph(model_dir, adapters):
+def graphed_runner(model_dir, adapters, **overrides):
     from executor_svc.cuda_graphs.step_graphs import EagerStandIn
 
-    config = lora_config(model_dir, adapters, attention_backend="torch_padded", max_num_seqs=4)
-    runner = build_runner(config, make_capture=EagerStandIn)[0]
-    base_only = with_blocks({"r": PlannedRequest([5, 6, 7], GREEDY)})
-    base_tokens = tokens_by_request([runner.execute(step) for step in plan_steps(base_only, [["r"]] * 4)])["r"]
-    replays = runner.forward.num_replays
-    assert replays == 3  # the three decode steps
-    adapted = with_blocks({"s": PlannedRequest([5, 6, 7], GREEDY, lora_adapter="one")})
-    tokens = tokens_by_request([runner.execute(step) for step in plan_steps(adapted, [["s"]] * 4)])["s"]
-    assert runner.forward.num_replays == replays
-    assert tokens == peft_greedy(model_dir, adapters["one"], [5, 6, 7], 4)
-    assert base_tokens == peft_greedy(model_dir, None, [5, 6, 7], 4)
+    config = lora_config(model_dir, adapters, attention_backend="torch_padded", max_num_seqs=4, **overrides)
+    return build_runner(config, make_capture=EagerStandIn)[0]
+
+
+def test_steps_mixing_adapters_and_the_base_model_replay_a_graph_with_pefts_tokens(model_dir, adapters):
+    """The stand-in re-runs the captured function at each replay: reading anything but the static buffers (the
+    adapter slots included) would change the tokens, as a real CUDA graph would."""
+    runner = graphed_runner(model_dir, adapters)
+    requests = {rid: request for rid, request in planned().items() if rid != "d"}
+    steps = plan_steps(requests, [["a", "b", "c"]] * 6)
+    got = tokens_by_request([runner.execute(step) for step in steps])
+    assert runner.forward.num_replays == 5  # every decode step, each with rows of both adapters and the base model
+    for rid, tokens in got.items():
+        adapter = ADAPTER_OF[rid]
+        assert tokens == peft_greedy(model_dir, adapters[adapter] if adapter else None, PROMPTS[rid], 6), rid
+
+
+def test_a_replayed_adapter_step_running_ahead_waits_for_nothing_on_the_host(model_dir, adapters):
+    from host_syncs import recorded_host_syncs
+
+    runner = graphed_runner(model_dir, adapters, defer_token_readback=True)
+    steps = plan_steps({rid: request for rid, request in planned().items() if rid != "d"}, [["a", "b", "c"]] * 3)
+    runner.launch(steps[0])
+    runner.launch(steps[1])
+    with recorded_host_syncs() as syncs:
+        runner.launch(steps[2])
+    assert syncs == []
+    assert runner.forward.num_replays == 2
