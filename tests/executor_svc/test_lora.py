@@ -242,3 +242,16 @@ def test_a_replayed_adapter_step_running_ahead_waits_for_nothing_on_the_host(mod
         runner.launch(steps[2])
     assert syncs == []
     assert runner.forward.num_replays == 2
+
+
+@pytest.mark.gpu
+def test_cuda_graph_replays_of_adapter_steps_give_pefts_tokens(model_dir, adapters):
+    """On CUDA (fp32, real graphs, the backend auto picks): steps mixing both adapters and the base model replay
+    their captured graphs and give peft's greedy tokens. Skipped without CUDA."""
+    runner = build_runner(lora_config(model_dir, adapters, device="cuda", dtype="float32", max_num_seqs=4))[0]
+    requests = {rid: request for rid, request in planned().items() if rid != "d"}
+    got = tokens_by_request([runner.execute(step) for step in plan_steps(requests, [["a", "b", "c"]] * 8)])
+    assert runner.forward.num_replays == 7
+    for rid, tokens in got.items():
+        adapter = ADAPTER_OF[rid]
+        assert tokens == peft_greedy(model_dir, adapters[adapter] if adapter else None, PROMPTS[rid], 8), rid
