@@ -104,3 +104,42 @@ def test_the_openai_front_lists_and_serves_the_adapters(stack, references):
     assert tokens == references[("two", 2)]
     with pytest.raises(openai.NotFoundError):
         api.completions.create(model="three", prompt="hi", max_tokens=2)
+
+
+def test_adapter_requests_survive_a_killed_executor_token_for_token(stack):
+    """kill -9 the executor while 16 requests of both adapters and the base model stream; the restarted executor
+    is sent each request again with its adapter, and every request ends with the undisturbed run's tokens."""
+    import asyncio
+
+    from test_executor_recovery import kill_and_restart
+
+    from client import AsyncClient
+
+    models = ["", "one", "two", "one"] * 4
+
+    async def generate_all(on_all_started=None) -> list[list[int]]:
+        outputs: list[list[int]] = [[] for _ in models]
+        started = asyncio.Event()
+
+        async def one(client: AsyncClient, index: int) -> None:
+            group = index // 4  # four requests per prompt: the base model, one, two, one
+            async for chunk in client.generate_stream(token_ids=[5 + group, 6, 7 + group, 8], max_tokens=160,
+                                                      ignore_eos=True, temperature=0.0, model=models[index]):
+                outputs[index] += chunk.token_ids
+                if all(outputs):
+                    started.set()
+
+        async with AsyncClient(stack.address, timeout=120) as client:
+            tasks = [asyncio.create_task(one(client, i)) for i in range(len(models))]
+            if on_all_started is not None:
+                await started.wait()
+                await asyncio.to_thread(on_all_started)
+            await asyncio.gather(*tasks)
+        return outputs
+
+    undisturbed = asyncio.run(generate_all())
+    disturbed = asyncio.run(generate_all(lambda: kill_and_restart(stack)))
+    assert disturbed == undisturbed and all(len(tokens) == 160 for tokens in disturbed)
+    assert disturbed[1] == disturbed[3] != disturbed[0] != disturbed[2]  # one prompt: the adapter decides the tokens
+    with Client(stack.address) as client:
+        assert_all_blocks_free(client)
