@@ -13,6 +13,7 @@ from scheduler_svc.http.completions import CHAT_ROUTE, COMPLETIONS_ROUTE, Comple
 from scheduler_svc.http.context import ServingContext
 from scheduler_svc.http.errors import error_body
 from scheduler_svc.http.info_routes import InfoRoutes
+from scheduler_svc.http.lora_routes import LOAD_LORA_ROUTE, UNLOAD_LORA_ROUTE, LoraRoutes
 from scheduler_svc.http.tokenize_routes import DETOKENIZE_ROUTE, TOKENIZE_ROUTE, TokenizeRoutes
 
 logger = logging.getLogger(__name__)
@@ -24,10 +25,13 @@ def create_app(context: ServingContext) -> FastAPI:
     completions = CompletionRoutes(context)
     info = InfoRoutes(context)
     tokens = TokenizeRoutes(context)
+    lora = LoraRoutes(context)
     app.add_api_route(CHAT_ROUTE, completions.chat, methods=["POST"])
     app.add_api_route(COMPLETIONS_ROUTE, completions.completions, methods=["POST"])
     app.add_api_route(TOKENIZE_ROUTE, tokens.tokenize, methods=["POST"])
     app.add_api_route(DETOKENIZE_ROUTE, tokens.detokenize, methods=["POST"])
+    app.add_api_route(LOAD_LORA_ROUTE, lora.load, methods=["POST"])
+    app.add_api_route(UNLOAD_LORA_ROUTE, lora.unload, methods=["POST"])
     app.add_api_route("/v1/models", info.list_models, methods=["GET"])
     app.add_api_route("/v1/models/{model:path}", info.get_model, methods=["GET"])
     app.add_api_route("/health", info.health, methods=["GET"])

@@ -13,6 +13,7 @@ from scheduler_svc.api_keys import ApiKeyChecker
 from scheduler_svc.engine_groups import ServingEngine
 from scheduler_svc.http.errors import ApiError
 from scheduler_svc.http.tracing import HttpTracing
+from scheduler_svc.lora_updates import LoraUpdates
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.validation import ModelLimits
 
@@ -37,6 +38,9 @@ class ServingContext:
     max_body_bytes: int = 4 * 2**20
     """Largest request body read (--max-request-bytes, as for a gRPC message): parsing JSON holds the event loop,
     about 0.15 s per MiB of token ids, so a body is refused unread past it."""
+    lora_updates: LoraUpdates | None = None
+    """Loads and unloads LoRA adapters (--allow-runtime-lora-updating); None: /v1/load_lora_adapter and
+    /v1/unload_lora_adapter answer 404."""
 
     def authorize(self, headers: Mapping[str, str]) -> None:
         """Raise ApiError (401) unless the headers carry an accepted API key (or none is configured)."""

@@ -284,4 +284,21 @@ class DetokenizeRequest(_Strict):
     skip_special_tokens: bool | None = None
 
 
+class LoadLoraAdapterRequest(_Strict):
+    """``POST /v1/load_lora_adapter`` (vLLM's shape)."""
+
+    lora_name: str
+    """The name requests give as their ``model`` to run with the adapter."""
+    lora_path: str
+    """The adapter's directory (peft's ``adapter_config.json`` and weights), as the executors see it."""
+
+
+class UnloadLoraAdapterRequest(_Strict):
+    """``POST /v1/unload_lora_adapter`` (vLLM's shape)."""
+
+    lora_name: str
+    lora_int_id: int | None = None
+    """vLLM's; accepted and ignored (adapters are known by name)."""
+
+
 Endpoint = Literal["chat", "completion"]
