@@ -100,8 +100,11 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
                        help="serve the OpenAI-compatible HTTP API on this port (0: any free port; default off)")
     group.add_argument("--tool-call-parser", choices=TOOL_CALL_PARSERS, default=None,
                        help='serve tool_choice "auto" (OpenAI\'s default with tools) over HTTP by parsing tool calls '
-                            "from the output in this model syntax (hermes: <tool_call>{...}</tool_call> blocks, as "
-                            'Hermes and Qwen models write them) (default: none, "auto" is refused)')
+                            "from the output in this model syntax, as vLLM's parser of the name: hermes "
+                            "(<tool_call>{...}</tool_call> blocks: Hermes, Qwen), llama3_json ({\"name\": ..., "
+                            '"parameters": {...}} objects, maybe after <|python_tag|>, ";"-separated: Llama 3.x), '
+                            "pythonic ([f(a=1), g()]: Llama 3.2/4) or mistral ([TOOL_CALLS] [{...}]: Mistral) "
+                            '(default: none, "auto" is refused)')
     group.add_argument("--trust-request-chat-template", action="store_true",
                        help="accept a request's own chat template (ChatPrompt.chat_template, HTTP chat_template): "
                             "it runs sandboxed but unbounded in time, so only for trusted clients (default: refused)")

@@ -21,56 +21,19 @@ as content, with no call).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
-from dataclasses import dataclass
-from typing import Any
+
+from scheduler_svc.http import tool_calls_common
+from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta, call_of_json
 
 START = "<tool_call>"
 END = "</tool_call>"
 
 
-@dataclass(frozen=True)
-class ParsedCall:
-    """One tool call: the function's name and its arguments as JSON text."""
-
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class ParsedOutput:
-    """A message read from the model's text: its content and its calls (none: the output is text)."""
-
-    content: str | None
-    calls: tuple[ParsedCall, ...] = ()
-
-
-@dataclass(frozen=True)
-class StreamDelta:
-    """What a stream may send after one more piece of output: content to append, and calls (in output order)."""
-
-    content: str = ""
-    calls: tuple[ParsedCall, ...] = ()
-
-    def then(self, later: StreamDelta) -> StreamDelta:
-        """This delta followed by ``later``, as one."""
-        return StreamDelta(self.content + later.content, self.calls + later.calls)
-
-
 def parse_block(body: str, names: Collection[str]) -> ParsedCall | None:
     """The call in the text between ``<tool_call>`` and ``</tool_call>``; None unless it is a JSON object with a
     ``name`` among ``names`` and an object of ``arguments`` (or ``parameters``)."""
-    try:
-        call: Any = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(call, dict):
-        return None
-    name, arguments = call.get("name"), call.get("arguments", call.get("parameters"))
-    if not isinstance(name, str) or name not in names or not isinstance(arguments, dict):
-        return None
-    return ParsedCall(name, json.dumps(arguments, ensure_ascii=False))
+    return call_of_json(body, names)
 
 
 def parse_output(text: str, names: Collection[str], parallel: bool = True) -> ParsedOutput:
@@ -93,10 +56,12 @@ def parse_output(text: str, names: Collection[str], parallel: bool = True) -> Pa
 def held_suffix(text: str) -> int:
     """How many characters at the end of ``text`` must wait for what follows: the longest end of it that begins
     ``<tool_call>`` (but is not all of it), and the whitespace before that."""
-    partial = next((size for size in range(min(len(START) - 1, len(text)), 0, -1)
-                    if START.startswith(text[-size:])), 0)
-    kept = text[:len(text) - partial].rstrip()
-    return len(text) - len(kept)
+    return tool_calls_common.held_suffix(text, START)
+
+
+def stream_parser(names: Collection[str], parallel: bool = True) -> StreamParser:
+    """A parser of one output as it is generated (the parser interface of tool_calls_common)."""
+    return StreamParser(names, parallel)
 
 
 class StreamParser:

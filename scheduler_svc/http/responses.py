@@ -19,10 +19,11 @@ first chunk, ``text_offset`` counting on from the prompt's token texts.
 Tool calls (tools.py): a named function's call is the message's one tool call (``content: null``); streamed, the
 first chunk of each choice carries its header (id, type, name, ``arguments: ""``) and later chunks append the
 arguments as they are generated. Calls of tool_choice "required" are parsed once the choice has finished; streamed,
-they come in one chunk before the choice's finish chunk. Tool_choice "auto" (``--tool-call-parser hermes``): the
-finished text is parsed into content and calls (hermes_tool_calls.parse_output); streamed, content goes out as it is
-generated until a ``<tool_call>`` may be starting, each call in a chunk of its own once its block is closed
-(``index`` its place among the calls), and the finish chunk says "tool_calls" once a call was sent.
+they come in one chunk before the choice's finish chunk. Tool_choice "auto" (``--tool-call-parser``, the parser
+tool_call_parsers.py names): the finished text is parsed into content and calls (the parser's parse_output);
+streamed (its stream_parser), content goes out as it is generated until a call may be starting, each call in a
+chunk of its own once it is complete (``index`` its place among the calls), and the finish chunk says "tool_calls"
+once a call was sent.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler_svc.http.conversion import GenerationPlan
-from scheduler_svc.http.hermes_tool_calls import StreamDelta, StreamParser, parse_output
 from scheduler_svc.http.logprobs import (
     TokenTexts,
     chat_logprobs,
@@ -40,6 +40,8 @@ from scheduler_svc.http.logprobs import (
     echo_logprobs,
     prompt_logprobs,
 )
+from scheduler_svc.http.tool_call_parsers import tool_call_parser
+from scheduler_svc.http.tool_calls_common import CallStream, StreamDelta
 from scheduler_svc.http.tools import ToolCalling, new_call_id, output_calls, tool_call
 from stepahead_proto import generation_pb2
 
@@ -71,7 +73,7 @@ class _Choice:
     """The echoed prompt's completion logprobs, not sent yet."""
     tool_call_id: str = ""
     """The id of the named function's call (tool_choice naming a function)."""
-    calls_parser: StreamParser | None = None
+    calls_parser: CallStream | None = None
     """The stream's parser of calls in the text (tool_choice "auto")."""
 
 
@@ -351,10 +353,10 @@ class ResponseBuilder:
         return logprobs
 
 
-def _calls_parser(calling: ToolCalling | None) -> StreamParser | None:
+def _calls_parser(calling: ToolCalling | None) -> CallStream | None:
     if calling is None or calling.mode != "auto":
         return None
-    return StreamParser(calling.names, calling.parallel)
+    return tool_call_parser(calling.parser).stream_parser(calling.names, calling.parallel)
 
 
 def _auto_deltas(sent: StreamDelta, first_position: int) -> list[dict[str, Any]]:
@@ -367,7 +369,7 @@ def _auto_deltas(sent: StreamDelta, first_position: int) -> list[dict[str, Any]]
 
 def _auto_message(calling: ToolCalling, text: str, finish_reason: str | None) -> tuple[dict[str, Any], str | None]:
     """Tool_choice "auto": the message parsed from a finished choice's text, and its finish reason."""
-    parsed = parse_output(text, calling.names, calling.parallel)
+    parsed = tool_call_parser(calling.parser).parse_output(text, calling.names, calling.parallel)
     if not parsed.calls:
         return {"role": "assistant", "content": parsed.content}, finish_reason
     calls = [tool_call(call.name, call.arguments) for call in parsed.calls]

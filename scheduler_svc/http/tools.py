@@ -1,6 +1,6 @@
 """Tool calling (OpenAI's function calling): on structured output, as vLLM serves it without a model-specific
-parser, and, with the server's ``--tool-call-parser hermes``, parsed from free text (vLLM's
-``--enable-auto-tool-choice --tool-call-parser hermes``).
+parser, and, with the server's ``--tool-call-parser`` (hermes, llama3_json, pythonic or mistral), parsed from free
+text (vLLM's ``--enable-auto-tool-choice --tool-call-parser NAME``).
 
 A chat request's ``tools`` (function tools only) and ``tool_choice`` decide what the output is:
 
@@ -16,14 +16,17 @@ A chat request's ``tools`` (function tools only) and ``tool_choice`` decide what
   returned as ``content`` with the engine's finish reason;
 - "none": free text, and the tools are not shown to the chat template;
 - "auto" (OpenAI's default when ``tools`` is given): free text, which may hold calls in the model's own syntax.
-  With the server's ``--tool-call-parser hermes``, the finished output is read as Hermes-style
-  ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (hermes_tool_calls.py): the text before the
-  first block is the ``content`` (trailing whitespace dropped, null when blank), each block a tool call (at most one
-  with ``parallel_tool_calls: false``), ``finish_reason`` "tool_calls"; an output with a block that does not parse,
-  is not closed or calls a function not among the tools is returned whole as ``content``, with the engine's finish
-  reason. Special tokens are kept in the text unless the request sets ``skip_special_tokens`` (some models'
-  ``<tool_call>`` is one), as vLLM does. Without a parser "auto" is refused (400 naming ``tool_choice``): telling a
-  call from text needs one.
+  The server's ``--tool-call-parser`` reads the finished output in the model's syntax (tool_call_parsers.py):
+  ``hermes``, ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (hermes_tool_calls.py);
+  ``llama3_json``, JSON objects maybe after ``<|python_tag|>``, separated by ``;`` (llama3_json_tool_calls.py);
+  ``pythonic``, a Python list of calls (pythonic_tool_calls.py); ``mistral``, ``[TOOL_CALLS]`` and a JSON array
+  (mistral_tool_calls.py). The text before the calls is the ``content`` (trailing whitespace dropped, null when
+  blank; pythonic calls are the whole output), each call a tool call (at most one with ``parallel_tool_calls:
+  false``), ``finish_reason`` "tool_calls"; an output whose calls do not parse, are cut short or call a function
+  not among the tools is returned whole as ``content``, with the engine's finish reason. Special tokens are kept
+  in the text unless the request sets ``skip_special_tokens`` (some models' ``<tool_call>``, ``<|python_tag|>`` or
+  ``[TOOL_CALLS]`` is one), as vLLM does. Without a parser "auto" is refused (400 naming ``tool_choice``): telling
+  a call from text needs one.
 
 The chat template receives the tools (``ChatPrompt.tools_json``, OpenAI's shape, ``parameters`` filled in when
 absent) unless tool_choice is "none", an assistant message's ``tool_calls`` and a tool message's ``tool_call_id``.
@@ -51,8 +54,9 @@ DEFAULT_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 TOOL_CHOICES = ("none", "auto", "required")
 _DEFS_KEYS = ("$defs", "definitions")
 _AUTO_REFUSED = ('"auto" (the default with tools) needs a parser of the model\'s own tool call syntax: start the '
-                 'server with --tool-call-parser hermes, or use "required" (the output is one or more calls), a '
-                 'named function ({"type": "function", "function": {"name": ...}}) or "none" for text')
+                 f"server with --tool-call-parser {TOOL_CALL_PARSERS[0]} (or {', '.join(TOOL_CALL_PARSERS[1:])}), "
+                 'or use "required" (the output is one or more calls), a named function ({"type": "function", '
+                 '"function": {"name": ...}}) or "none" for text')
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ class ToolCalling:
     """Each tool's parameters schema as JSON text (mode "required"), to find the one a format problem comes from."""
     names: frozenset[str] = frozenset()
     """The tools' names (mode "auto"): a block calling another function is not a call."""
+    parser: str = ""
+    """The server's --tool-call-parser (mode "auto"): the name of the model's syntax in tool_call_parsers.PARSERS."""
     parallel: bool = True
     """``parallel_tool_calls`` (mode "auto"): False keeps the first call only."""
 
@@ -111,7 +117,7 @@ def chat_tools(body: ChatCompletionRequest, tool_call_parser: str | None = None)
         if tool_call_parser not in TOOL_CALL_PARSERS:
             raise invalid("tool_choice", _AUTO_REFUSED)
         names = frozenset(function.name for function in functions)
-        return ChatTools(_tools_json(functions), ToolCalling("auto", None, "", names=names,
+        return ChatTools(_tools_json(functions), ToolCalling("auto", None, "", names=names, parser=tool_call_parser,
                                                              parallel=body.parallel_tool_calls is not False))
     if choice == "none":
         return ChatTools()

@@ -1,0 +1,35 @@
+"""The tool call parsers of tool_choice "auto" by their ``--tool-call-parser`` names (vLLM's names): each a module
+offering tool_calls_common.ToolCallParser's parse_output and stream_parser.
+
+- ``hermes``: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (Hermes, Qwen 2.5/3);
+- ``llama3_json``: JSON objects ``{"name": ..., "parameters": {...}}``, maybe after ``<|python_tag|>``, separated
+  by ``;`` (Llama 3.1/3.2/3.3);
+- ``pythonic``: a Python list of calls ``[f(a=1), g()]`` (Llama 3.2, Llama 4, ToolACE);
+- ``mistral``: ``[TOOL_CALLS]`` and a JSON array of ``{"name": ..., "arguments": {...}}`` (Mistral 7B v0.3, Nemo).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from scheduler_svc.http import (
+    hermes_tool_calls,
+    llama3_json_tool_calls,
+    mistral_tool_calls,
+    pythonic_tool_calls,
+)
+from scheduler_svc.http.tool_calls_common import ToolCallParser
+
+PARSERS: Mapping[str, ToolCallParser] = MappingProxyType({
+    "hermes": hermes_tool_calls,
+    "llama3_json": llama3_json_tool_calls,
+    "pythonic": pythonic_tool_calls,
+    "mistral": mistral_tool_calls,
+})
+"""Every parser by name, in config.TOOL_CALL_PARSERS' order."""
+
+
+def tool_call_parser(name: str) -> ToolCallParser:
+    """The parser of ``--tool-call-parser name`` (KeyError for a name not in PARSERS)."""
+    return PARSERS[name]
