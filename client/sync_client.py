@@ -162,6 +162,33 @@ class Client:
             raise error_from_rpc(err) from err
         return ModelInfo.from_proto(response)
 
+    def load_lora_adapter(self, name: str, path: str, *, timeout: float | None = None) -> tuple[str, ...]:
+        """Have the server load the LoRA adapter in directory ``path`` (as its executors see it) under ``name``, usable
+        as a generation's ``model`` from then on; returns the served adapters. Needs a scheduler started with
+        --allow-runtime-lora-updating and executors with a free slot (--max-loras)."""
+        try:
+            response = self._stub.LoadLoraAdapter(
+                generation_pb2.LoadLoraAdapterRequest(lora_name=name, lora_path=path),
+                timeout=resolve_timeout(timeout, self.timeout),
+                metadata=call_metadata(self._api_key),
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+        return tuple(response.lora_adapters)
+
+    def unload_lora_adapter(self, name: str, *, timeout: float | None = None) -> tuple[str, ...]:
+        """Have the server stop serving LoRA adapter ``name`` (refused while a request uses it); returns the served
+        adapters."""
+        try:
+            response = self._stub.UnloadLoraAdapter(
+                generation_pb2.UnloadLoraAdapterRequest(lora_name=name),
+                timeout=resolve_timeout(timeout, self.timeout),
+                metadata=call_metadata(self._api_key),
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+        return tuple(response.lora_adapters)
+
     def tokenize(
         self,
         prompt: str | None = None,

@@ -277,6 +277,8 @@ class ModelInfo(_AsDict):
     lora_adapters: tuple[str, ...] = ()
     """The LoRA adapters served on top of the model, in the server's order: each is a valid ``model`` of a
     generation (empty: none, or a server older than the field)."""
+    max_loras: int = 0
+    """LoRA adapter slots of each executor group: how many adapters can be served at once (0: LoRA off)."""
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.ModelInfo) -> ModelInfo:
@@ -294,6 +296,7 @@ class ModelInfo(_AsDict):
             stats=EngineStats.from_proto(msg.stats),
             server_version=msg.server_version,
             lora_adapters=tuple(msg.lora_adapters),
+            max_loras=msg.max_loras,
         )
 
 

@@ -79,6 +79,12 @@ def add_executor_arguments(parser: argparse.ArgumentParser, dynamic_k: bool = Fa
     group.add_argument("--lora-modules", nargs="+", default=None, metavar="NAME=PATH",
                        help="LoRA adapters (peft directories) to serve over the model; a request names one as its "
                             "model (default none)")
+    group.add_argument("--max-loras", type=int, default=None,
+                       help="LoRA adapter slots: more than the --lora-modules count lets a scheduler started with "
+                            "--allow-runtime-lora-updating load adapters while serving (default: the --lora-modules "
+                            "count)")
+    group.add_argument("--max-lora-rank", type=int, default=None,
+                       help="largest LoRA rank a slot holds (default: the largest of --lora-modules, else 16)")
     group.add_argument("--defer-token-readback", default="auto", choices=tuple(READBACK_CHOICES),
                        help="launch the next step before this one's tokens reach the host "
                             "(default auto: on for CUDA, off for CPU)")
@@ -140,6 +146,8 @@ def executor_config_from_args(args: argparse.Namespace, model_dir: str, port: in
         tls_client_ca=getattr(args, "tls_client_ca", None),
         tensor_parallel_size=args.tensor_parallel_size,
         lora_modules=tuple(getattr(args, "lora_modules", None) or ()),
+        max_loras=getattr(args, "max_loras", None),
+        max_lora_rank=getattr(args, "max_lora_rank", None),
     )
 
 
@@ -163,6 +171,9 @@ def executor_flags(args: argparse.Namespace) -> list[str]:
     flags += ["--max-num-seqs", str(args.max_num_seqs), "--tensor-parallel-size", str(args.tensor_parallel_size)]
     if getattr(args, "lora_modules", None):
         flags += ["--lora-modules", *args.lora_modules]
+    for name in ("max_loras", "max_lora_rank"):
+        if getattr(args, name, None) is not None:
+            flags += ["--" + name.replace("_", "-"), str(getattr(args, name))]
     if args.enforce_eager:
         flags.append("--enforce-eager")
     if not args.cpu_weight_packing:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from executor_svc.lora.module_spec import parse_lora_modules
+from executor_svc.lora.module_spec import MAX_LORA_ADAPTERS, parse_lora_modules
 from stepahead_common.tls import check_pair, check_pem_file
 
 SUPPORTED_DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -81,6 +81,10 @@ class ExecutorConfig:
     lora_modules: tuple[str, ...] = ()
     """LoRA adapters served over the model, ``NAME=PATH`` each (a peft adapter directory); a request runs with
     one by naming it as its model."""
+    max_loras: int | None = None
+    """Adapter slots (None: as many as lora_modules); more let the scheduler load adapters while serving."""
+    max_lora_rank: int | None = None
+    """Largest adapter rank a slot holds (None: the largest of lora_modules, or 16 without any)."""
 
     @property
     def torch_dtype_name(self) -> str:
@@ -102,7 +106,11 @@ class ExecutorConfig:
         self._check_speculation()
         self._check_tls_and_ranks()
         _require(isinstance(self.lora_modules, tuple), "lora_modules", "must be a tuple of NAME=PATH strings")
-        parse_lora_modules(self.lora_modules)
+        modules = parse_lora_modules(self.lora_modules)
+        _require(self.max_loras is None or len(modules) <= self.max_loras <= MAX_LORA_ADAPTERS, "max_loras",
+                 f"must be in [{len(modules)} (the --lora-modules count), {MAX_LORA_ADAPTERS}], got {self.max_loras}")
+        _require(self.max_lora_rank is None or 1 <= self.max_lora_rank <= 512, "max_lora_rank",
+                 f"must be in [1, 512], got {self.max_lora_rank}")
 
     def _check_serving(self) -> None:
         _require(bool(self.model_dir), "model_dir", "must be set")

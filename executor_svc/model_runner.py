@@ -25,6 +25,7 @@ from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.last_token_buffer import LastTokenBuffer
+from executor_svc.lora.served_adapters import AdapterChange, ServedLoraAdapters
 from executor_svc.multi_step import MultiStepBatch, MultiStepError, check_pure_decode, mark_stops
 from executor_svc.penalties import row_has_penalty
 from executor_svc.prompt_logprobs import PromptRows, prompt_rows, score_prompt_rows, wants_prompt_logprobs
@@ -76,11 +77,11 @@ class ModelRunner:
         defer_readback: bool = False,
         graphs: StepGraphs | None = None,
         grammars: GrammarCompiler | None = None,
-        lora_adapters: tuple[str, ...] = (),
+        lora: ServedLoraAdapters | None = None,
     ) -> None:
         """``graphs``: captured decode/verify forwards of ``model`` over ``kv_cache`` (None: always eager);
         ``grammars``: compiles structured output formats (None: requests asking for one are refused);
-        ``lora_adapters``: the names of the LoRA adapters ``model`` serves, in slot order."""
+        ``lora``: the LoRA adapters ``model`` serves (None: none)."""
         self.model = model
         self.kv_cache = kv_cache
         self.block_size = block_size
@@ -88,7 +89,7 @@ class ModelRunner:
         self.device = device
         self.drafter = drafter
         self.grammars = grammars
-        self.adapter_slots = {name: slot for slot, name in enumerate(lora_adapters)}
+        self.lora = lora
         self.tracer = tracer or StepPhaseTracer()
         """Phase spans of traced steps; a no-op unless the server turned tracing on."""
         self.defer_readback = defer_readback
@@ -141,11 +142,25 @@ class ModelRunner:
         return ScheduledWork(state, new.num_scheduled_tokens, 0, new.num_spec_tokens)
 
     def _adapter_slot(self, new: executor_pb2.NewRequestData) -> int:
-        slot = self.adapter_slots.get(new.lora_adapter)
+        slot = self.lora.slot_of(new.lora_adapter) if self.lora is not None else None
         if slot is None:
-            served = sorted(self.adapter_slots) or "none"
+            served = list(self.lora.names) if self.lora is not None and self.lora.names else "none"
             raise StepError(f"lora_adapter: {new.request_id!r} names {new.lora_adapter!r}; served adapters: {served}")
         return slot
+
+    def load_lora_adapter(self, name: str, path: str) -> AdapterChange:
+        """Serve the adapter at ``path`` as ``name`` from the next step on (a runner method, so tensor-parallel
+        ranks mirror it)."""
+        if self.lora is None:
+            return AdapterChange("FAILED_PRECONDITION", "LoRA is off on this executor (start it with --max-loras N "
+                                 "or --lora-modules)", ())
+        return self.lora.load(name, path)
+
+    def unload_lora_adapter(self, name: str) -> AdapterChange:
+        """Stop serving ``name`` (the scheduler sends no request naming it any more)."""
+        if self.lora is None:
+            return AdapterChange("NOT_FOUND", f"adapter {name!r} is not loaded; LoRA is off on this executor", ())
+        return self.lora.unload(name)
 
     def _check_token_lists(self, new: executor_pb2.NewRequestData, params: RowSamplingParams) -> None:
         """StepError naming the field when a token id the request lists is outside the vocabulary."""

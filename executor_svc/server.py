@@ -27,7 +27,8 @@ from executor_svc.grammar import GrammarCompiler
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.lora.adapter_files import read_adapter
 from executor_svc.lora.module_spec import parse_lora_modules
-from executor_svc.lora.stacking import install_adapters
+from executor_svc.lora.served_adapters import ServedLoraAdapters
+from executor_svc.lora.stacking import stack_adapters
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_loader import load_hf_config, load_model
 from executor_svc.model_runner import ModelRunner
@@ -83,7 +84,7 @@ def build_runner(
     max_model_len = min(config.max_model_len or hf_config.max_position_embeddings, hf_config.max_position_embeddings)
     model = load_model(config.model_dir, dtype, device, backend, load_format=config.load_format, tp=tp,
                        pack_cpu_weights=config.cpu_weight_packing)
-    install_adapters(model, [read_adapter(spec, hf_config) for spec in parse_lora_modules(config.lora_modules)])
+    lora = _serve_adapters(config, model, hf_config)
     if tp.enabled:
         make_capture = None
     elif make_capture is None and device.type == "cuda" and not config.enforce_eager and is_graph_safe(backend):
@@ -103,7 +104,7 @@ def build_runner(
     if make_capture is not None:
         graphs = StepGraphs(model, kv_cache, config.max_num_seqs, max_query_len, max_blocks_per_seq, make_capture,
                             keep_hidden=drafter is not None and drafter.reads_target_hidden,
-                            adapters=bool(model.lora_slots))
+                            adapters=lora is not None)
         started = time.monotonic()
         graphs.capture_all()
         logger.info("captured %d step graphs in %.1f s", len(graphs.shapes), time.monotonic() - started)
@@ -111,11 +112,24 @@ def build_runner(
                                          eos_token_ids(config.model_dir, hf_config))
     runner = ModelRunner(model, kv_cache, config.block_size, hf_config.vocab_size, device, drafter,
                          defer_readback=config.defers_token_readback, graphs=graphs, grammars=grammars,
-                         lora_adapters=model.lora_slots)
+                         lora=lora)
     description = _describe(config, hf_config, max_model_len, num_blocks, device, backend.name, drafter)
     description.structured_output = grammars is not None
-    description.lora_adapters.extend(model.lora_slots)
+    if lora is not None:
+        description.lora_adapters.extend(lora.names)
+        description.max_loras, description.max_lora_rank = lora.num_slots, model.lora_rank
     return runner, description
+
+
+def _serve_adapters(config: ExecutorConfig, model: Any, hf_config: Any) -> ServedLoraAdapters | None:
+    """The --lora-modules adapters stacked into the model with room for --max-loras of --max-lora-rank (None: no
+    LoRA at all)."""
+    specs = parse_lora_modules(config.lora_modules)
+    adapters = [read_adapter(spec, hf_config) for spec in specs]
+    stack = stack_adapters(model, adapters, config.max_loras, config.max_lora_rank)
+    if stack is None:
+        return None
+    return ServedLoraAdapters(stack, hf_config, {spec.name: spec.path for spec in specs})
 
 
 def _allocate_kv_cache(config: ExecutorConfig, hf_config: Any, dtype: torch.dtype, device: torch.device,

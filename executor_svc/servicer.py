@@ -10,6 +10,7 @@ import time
 import grpc
 
 from executor_svc.compute_loop import ComputeLoop
+from executor_svc.lora.served_adapters import AdapterChange
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_runner import ModelRunner, StepError
 from executor_svc.profile_service import run_profile
@@ -70,6 +71,25 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         finally:
             self._stream_lock.release()
+
+    def LoadLoraAdapter(self, request: executor_pb2.LoraAdapterRequest, context: grpc.ServicerContext):
+        self._require_ready(context)
+        runner = self._loaded_runner()
+        return self._adapter_reply(self.compute.call(runner.load_lora_adapter, request.name, request.path), context)
+
+    def UnloadLoraAdapter(self, request: executor_pb2.LoraAdapterRequest, context: grpc.ServicerContext):
+        self._require_ready(context)
+        runner = self._loaded_runner()
+        return self._adapter_reply(self.compute.call(runner.unload_lora_adapter, request.name), context)
+
+    def _adapter_reply(self, change: AdapterChange, context: grpc.ServicerContext) -> executor_pb2.LoraAdapterReply:
+        """The reply to a load or unload, or its refusal; the description follows what is served."""
+        if change.code != "OK":
+            context.abort(getattr(grpc.StatusCode, change.code), change.message)
+        if self.description is not None:
+            del self.description.lora_adapters[:]
+            self.description.lora_adapters.extend(change.adapters)
+        return executor_pb2.LoraAdapterReply(lora_adapters=change.adapters)
 
     def Execute(self, request_iterator, context: grpc.ServicerContext):
         self._require_ready(context)

@@ -108,6 +108,10 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--trust-request-chat-template", action="store_true",
                        help="accept a request's own chat template (ChatPrompt.chat_template, HTTP chat_template): "
                             "it runs sandboxed but unbounded in time, so only for trusted clients (default: refused)")
+    group.add_argument("--allow-runtime-lora-updating", action="store_true",
+                       help="let clients load and unload LoRA adapters while serving (LoadLoraAdapter, HTTP "
+                            "/v1/load_lora_adapter; executors need free slots, --max-loras): the executors read any "
+                            "directory a client names, so only for trusted clients (default: refused)")
     group.add_argument("--tls-cert", default=None, help="PEM certificate: serve the public APIs (gRPC, HTTP) over TLS")
     group.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     group.add_argument("--api-key", default=None,
@@ -158,6 +162,7 @@ def scheduler_config_from_args(
         spec_profile_dir=getattr(args, "spec_profile_dir", None),
         tool_call_parser=getattr(args, "tool_call_parser", None),
         trust_request_chat_template=bool(getattr(args, "trust_request_chat_template", False)),
+        allow_runtime_lora_updating=bool(getattr(args, "allow_runtime_lora_updating", False)),
         generation_config=getattr(args, "generation_config", "auto"),
     )
 
@@ -185,6 +190,8 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         flags += ["--max-queue-wait-s", str(args.max_queue_wait_s)]
     if getattr(args, "trust_request_chat_template", False):
         flags.append("--trust-request-chat-template")
+    if getattr(args, "allow_runtime_lora_updating", False):
+        flags.append("--allow-runtime-lora-updating")
     caching = getattr(args, "enable_prefix_caching", True)
     flags.append("--enable-prefix-caching" if caching else "--no-enable-prefix-caching")
     if getattr(args, "spec_method", "none") != "none" and getattr(args, "num_spec_tokens", None) is not None:

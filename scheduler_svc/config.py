@@ -134,6 +134,9 @@ class SchedulerServiceConfig:
     trust_request_chat_template: bool = False
     """Whether a request may bring its own chat template (ChatPrompt.chat_template): Jinja sandboxed, but a template
     may loop for as long as it likes, so only for trusted clients."""
+    allow_runtime_lora_updating: bool = False
+    """Whether LoadLoraAdapter / UnloadLoraAdapter (HTTP /v1/load_lora_adapter, /v1/unload_lora_adapter) may change
+    the served LoRA adapters: the executors read any directory a client names, so only for trusted clients."""
 
     @property
     def fixed_num_spec_tokens(self) -> int | None:

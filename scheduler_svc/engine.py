@@ -16,9 +16,11 @@ from dataclasses import dataclass
 import grpc
 
 from scheduler_svc.engine_load import EngineLoad
+from scheduler_svc.lora_adapters import ServedAdapters
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.output_processor import RequestOutputState
 from scheduler_svc.request import Request
+from scheduler_svc.request_errors import InvalidRequestError
 from scheduler_svc.request_timing import RequestTiming
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.scheduler_output import SchedulerOutput
@@ -79,8 +81,12 @@ class Engine:
         tracing: EngineTracing | None = None,
         recovery_timeout_s: float = 60.0,
         name: str = "",
+        adapters: ServedAdapters | None = None,
     ) -> None:
+        """``adapters``: the LoRA adapters requests may name (those loaded while serving are sent again to an
+        executor this engine reconnects to)."""
         self.name = name
+        self.adapters = adapters
         """The executor group's name in logs and metrics (its address)."""
         self.scheduler = scheduler
         self.tracing = tracing or EngineTracing()
@@ -127,6 +133,7 @@ class Engine:
         """
         if self._admission_closed is not None:
             raise AdmissionClosedError(self._admission_closed)
+        self._check_adapter_still_served(request)
         self.scheduler.add_request(request)
         self.tracing.register_request(request.request_id)
         if queue is None:
@@ -138,6 +145,19 @@ class Engine:
         )
         self._wakeup.set()
         return queue
+
+    def _check_adapter_still_served(self, request: Request) -> None:
+        """InvalidRequestError when the request's adapter was unloaded (or unloaded and loaded again) after the
+        request was validated: its executor slot or its cached blocks would not be the adapter it was built for."""
+        name = request.lora_adapter
+        if not name or self.adapters is None:
+            return
+        if name not in self.adapters or self.adapters.cache_key(name) != request.adapter_cache_key:
+            raise InvalidRequestError("model", f"LoRA adapter {name!r} was unloaded while the request was checked")
+
+    def requests_using_adapter(self, name: str) -> int:
+        """Unfinished requests that run with LoRA adapter ``name``."""
+        return sum(1 for state in self._states.values() if state.request.lora_adapter == name)
 
     def load(self) -> EngineLoad:
         """KV blocks and requests of this engine, read now."""
@@ -233,6 +253,7 @@ class Engine:
         while True:
             # A new stream may reach a new executor process: KV written before it cannot be read back.
             self.scheduler.reset_prefix_cache()
+            await self._restore_adapters()
             call = self._call = self.executor.Execute()
             self._abandon_reason = None
             try:
@@ -248,6 +269,29 @@ class Engine:
                 await self._executor_lost(code, reason)
             finally:
                 self._call = None
+
+    async def _restore_adapters(self) -> None:
+        """Send the executor the adapters loaded while serving (a replacement started without them; one that has
+        them answers OK). One it cannot load any more ends its requests here, UNAVAILABLE."""
+        if self.adapters is None:
+            return
+        for name, path in self.adapters.loaded_while_serving.items():
+            try:
+                await self.executor.LoadLoraAdapter(executor_pb2.LoraAdapterRequest(name=name, path=path), timeout=60)
+            except grpc.aio.AioRpcError as error:
+                if error.code() in (*_EXECUTOR_LOST_CODES, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    return  # gone again: opening the stream fails too, and recovery starts over
+                self._drop_adapter(name, f"the executor could not load LoRA adapter {name!r} again: {error.details()}")
+
+    def _drop_adapter(self, name: str, reason: str) -> None:
+        """Stop serving an adapter this group's executor refuses: its requests end UNAVAILABLE, new ones are refused
+        (a step naming it would make the executor refuse the whole stream)."""
+        logger.error("%s; the adapter is no longer served", reason)
+        if self.adapters is not None and name in self.adapters:
+            self.adapters.remove(name)
+        for request_id, state in list(self._states.items()):
+            if state.request.lora_adapter == name:
+                self._fail_request(request_id, grpc.StatusCode.UNAVAILABLE, reason)
 
     async def _executor_lost(self, code: grpc.StatusCode | None, reason: str) -> None:
         if code in _EXECUTOR_LOST_CODES and self.recovery_timeout_s > 0:

@@ -68,7 +68,7 @@ class EngineGroups:
         floor = max(load.free_share for _, load in loads) - CACHE_BALANCE_SHARE
         size = self.block_size
         usable = num_cacheable_blocks(request.num_tokens, size)
-        hashes = extend_block_hashes([], request.all_token_ids[: usable * size], size, request.lora_adapter)
+        hashes = extend_block_hashes([], request.all_token_ids[: usable * size], size, request.adapter_cache_key)
 
         def rank(entry: tuple[Engine, EngineLoad]) -> tuple[int, float, int]:
             engine, load = entry

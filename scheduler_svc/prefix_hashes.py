@@ -23,8 +23,8 @@ def num_cacheable_blocks(num_tokens: int, block_size: int) -> int:
 def extend_block_hashes(hashes: list[bytes], token_ids: Sequence[int], block_size: int,
                         lora_adapter: str = "") -> list[bytes]:
     """Append to ``hashes`` (the digests of the first len(hashes) blocks of ``token_ids``) those of every further
-    full block of ``token_ids``; returns ``hashes``. ``lora_adapter``: the adapter the tokens run with (empty:
-    none)."""
+    full block of ``token_ids``; returns ``hashes``. ``lora_adapter``: the cache key of the adapter the tokens run
+    with (ServedAdapters.cache_key; empty: none)."""
     root = hashlib.sha256(b"lora adapter\0" + lora_adapter.encode()).digest() if lora_adapter else b""
     for start in range(len(hashes) * block_size, len(token_ids) - block_size + 1, block_size):
         digest = hashlib.sha256(hashes[-1] if hashes else root)

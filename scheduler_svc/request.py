@@ -65,6 +65,8 @@ class Request:
     """SamplingParams.bad_words tokenized: the last token of each sequence is forbidden after the others."""
     lora_adapter: str = ""
     """The LoRA adapter the request runs with (GenerateRequest.model naming one); empty: the base model."""
+    adapter_cache_key: str = ""
+    """The adapter's prefix-cache key when the request was built (ServedAdapters.cache_key); empty: none."""
 
     @property
     def num_tokens(self) -> int:

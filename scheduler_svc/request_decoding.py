@@ -67,6 +67,8 @@ def add_generation_service(servicer: Any, server: grpc.aio.Server, on_malformed:
         "GetModelInfo": (pb.GetModelInfoRequest, pb.ModelInfo),
         "Tokenize": (pb.TokenizeRequest, pb.TokenizeResponse),
         "Detokenize": (pb.DetokenizeRequest, pb.DetokenizeResponse),
+        "LoadLoraAdapter": (pb.LoadLoraAdapterRequest, pb.LoraAdaptersResponse),
+        "UnloadLoraAdapter": (pb.UnloadLoraAdapterRequest, pb.LoraAdaptersResponse),
     }
     for name, (request_type, response_type) in unary.items():
         handlers[name] = grpc.unary_unary_rpc_method_handler(

@@ -319,7 +319,8 @@ class Scheduler:
     def _hashes(self, request: Request) -> list[bytes]:
         hashes = self._block_hashes.setdefault(request.request_id, [])
         if (len(hashes) + 1) * self.block_manager.block_size <= request.num_tokens:
-            extend_block_hashes(hashes, request.all_token_ids, self.block_manager.block_size, request.lora_adapter)
+            extend_block_hashes(hashes, request.all_token_ids, self.block_manager.block_size,
+                                request.adapter_cache_key)
         return hashes
 
     def _register_computed_blocks(self, output: SchedulerOutput) -> None:

@@ -23,6 +23,8 @@ from scheduler_svc.executor_connections import ExecutorConnection, connect_execu
 from scheduler_svc.generation_defaults import GenerationDefaults
 from scheduler_svc.group_readiness import GroupReadiness
 from scheduler_svc.http.context import ServingContext
+from scheduler_svc.lora_adapters import ServedAdapters
+from scheduler_svc.lora_updates import LoraUpdates
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.readiness import GENERATION_SERVICE, ReadinessMonitor, executor_health_probe
 from scheduler_svc.request_decoding import add_generation_service
@@ -67,7 +69,7 @@ def model_limits(
         priority_scheduling=config.scheduling.scheduling_policy == "priority",
         request_chat_templates=config.trust_request_chat_template,
         generation_defaults=defaults,
-        lora_adapters=tuple(first.lora_adapters),
+        adapters=ServedAdapters(first.lora_adapters, min(d.max_loras for d in descriptions)),
     )
 
 
@@ -87,7 +89,7 @@ async def build_engines(
         engines.append(Engine(
             scheduler, tokenizer, connection.stub, limits.max_model_len, config.scheduling.max_inflight_steps,
             metrics, tracing=tracing.engine, recovery_timeout_s=config.executor_recovery_timeout_s,
-            name=connection.address,
+            name=connection.address, adapters=limits.adapters,
         ))
     return EngineGroups(engines, metrics)
 
@@ -180,7 +182,9 @@ async def serve(config: SchedulerServiceConfig) -> None:
         interceptors=interceptors,
         options=[("grpc.max_receive_message_length", max_bytes), ("grpc.max_send_message_length", max_bytes)],
     )
-    servicer = tracing.wrap_servicer(GenerationServicer(engine, tokenizer, limits), limits.model_name)
+    lora_updates = (LoraUpdates(engine.engines, limits.adapters, limits.model_name, allowed=True)
+                    if config.allow_runtime_lora_updating else None)
+    servicer = tracing.wrap_servicer(GenerationServicer(engine, tokenizer, limits, lora_updates), limits.model_name)
     add_generation_service(servicer, server, lambda: metrics.count_error(grpc.StatusCode.INVALID_ARGUMENT.name))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -202,7 +206,7 @@ async def serve(config: SchedulerServiceConfig) -> None:
             context = ServingContext(
                 engine, tokenizer, limits, api_keys, tracing.http(), lambda: monitor.ready is True,
                 metrics.registry if config.metrics_port is not None else None,
-                tool_call_parser=config.tool_call_parser, max_body_bytes=max_bytes,
+                tool_call_parser=config.tool_call_parser, max_body_bytes=max_bytes, lora_updates=lora_updates,
             )
             http_front = await start_http_front(config, context, config.http_port)
             print(f"stepahead scheduler HTTP on {http_front.url}", flush=True)

@@ -10,6 +10,7 @@ import grpc
 
 from scheduler_svc.engine import AdmissionClosedError, EngineError
 from scheduler_svc.engine_groups import ServingEngine
+from scheduler_svc.lora_updates import LoraUpdateError, LoraUpdates
 from scheduler_svc.prompt_work import prompt_chars, run_prompt_work
 from scheduler_svc.request_errors import InvalidRequestError
 from scheduler_svc.scheduler import DuplicateRequestError, QueueFullError
@@ -27,10 +28,13 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
     """Generate, Abort, GetModelInfo, Tokenize and Detokenize over the engine. Holds no scheduling logic of its
     own."""
 
-    def __init__(self, engine: ServingEngine, tokenizer: Tokenizer, limits: ModelLimits) -> None:
+    def __init__(self, engine: ServingEngine, tokenizer: Tokenizer, limits: ModelLimits,
+                 lora_updates: LoraUpdates | None = None) -> None:
+        """``lora_updates``: loads and unloads LoRA adapters (None: both refused)."""
         self.engine = engine
         self.tokenizer = tokenizer
         self.limits = limits
+        self.lora_updates = lora_updates
 
     async def Generate(
         self, request: generation_pb2.GenerateRequest, context: Context
@@ -64,6 +68,31 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
             if not finished:  # the client went away or cancelled: free the request's blocks now
                 self.engine.abort(scheduled.request_id)
 
+    async def LoadLoraAdapter(self, request: generation_pb2.LoadLoraAdapterRequest, context: Context
+                              ) -> generation_pb2.LoraAdaptersResponse:
+        updates = await self._lora_updates(context)
+        try:
+            names = await updates.load(request.lora_name, request.lora_path)
+        except LoraUpdateError as error:
+            await context.abort(error.code, error.message)
+        return generation_pb2.LoraAdaptersResponse(lora_adapters=names)
+
+    async def UnloadLoraAdapter(self, request: generation_pb2.UnloadLoraAdapterRequest, context: Context
+                                ) -> generation_pb2.LoraAdaptersResponse:
+        updates = await self._lora_updates(context)
+        try:
+            names = await updates.unload(request.lora_name)
+        except LoraUpdateError as error:
+            await context.abort(error.code, error.message)
+        return generation_pb2.LoraAdaptersResponse(lora_adapters=names)
+
+    async def _lora_updates(self, context: Context) -> LoraUpdates:
+        if self.lora_updates is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "loading and unloading LoRA adapters is off: "
+                                "start the scheduler with --allow-runtime-lora-updating")
+        assert self.lora_updates is not None  # abort raises
+        return self.lora_updates
+
     async def Abort(self, request: generation_pb2.AbortRequest, context: Context) -> generation_pb2.AbortResponse:
         if not request.request_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "request_id: must be set")
@@ -86,6 +115,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
             stats=self._stats(),
             server_version=package_version(),
             lora_adapters=self.limits.lora_adapters,
+            max_loras=self.limits.adapters.max_loras,
         )
 
     async def Tokenize(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler_svc.generation_defaults import GenerationDefaults
+from scheduler_svc.lora_adapters import ServedAdapters
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.request_errors import InvalidRequestError as InvalidRequestError  # re-exported for callers
 from scheduler_svc.token_restrictions import bad_word_token_ids, check_allowed_token_ids
@@ -57,8 +58,13 @@ class ModelLimits:
     """Whether ChatPrompt.chat_template is accepted (--trust-request-chat-template)."""
     generation_defaults: GenerationDefaults = field(default_factory=GenerationDefaults)
     """Sampling values for the fields a request leaves unset (the model's generation_config.json)."""
-    lora_adapters: tuple[str, ...] = ()
+    adapters: ServedAdapters = field(default_factory=ServedAdapters)
     """LoRA adapters the executors serve: a request naming one as its model runs with it."""
+
+    @property
+    def lora_adapters(self) -> tuple[str, ...]:
+        """The served LoRA adapters' names, now."""
+        return self.adapters.names
 
 
 def _check(condition: bool, field: str, message: str) -> None:
@@ -107,6 +113,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         priority=pb.priority,
         bad_words=bad_words,
         lora_adapter=lora_adapter,
+        adapter_cache_key=limits.adapters.cache_key(lora_adapter),
     )
 
 

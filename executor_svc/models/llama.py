@@ -244,10 +244,10 @@ class LlamaModelForCausalLM(nn.Module):
         self.reset_rope_tables()
         self.packed_lm_head: torch.Tensor | None = None
         """pack_cpu_weights' copy of the LM head (a plain attribute, like the layers' ``packed``)."""
-        self.lora_slots: tuple[str, ...] = ()
-        """The served LoRA adapters' names; a row using adapter lora_slots[i] has slot i."""
+        self.lora_num_slots = 0
+        """LoRA adapter slots the layers' stacked projections hold (executor_svc/lora/stacking.py; 0: none)."""
         self.lora_rank = 0
-        """The largest rank among them (each projection's stack is padded to it)."""
+        """The rank each slot is padded to."""
 
     def pack_cpu_weights(self) -> None:
         """Pack every projection and the LM head for CPU float32 matmuls of 3+ rows (layers.py); once the
@@ -294,7 +294,7 @@ class LlamaModelForCausalLM(nn.Module):
     def adapter_rows(self, token_slots: torch.Tensor) -> AdapterRows:
         """The forward argument for rows using the adapters of ``token_slots`` (int64 [T] on the model's device,
         -1 where a row uses none)."""
-        return AdapterRows(token_slots, len(self.lora_slots), self.lora_rank, self.embed_weight.dtype)
+        return AdapterRows(token_slots, self.lora_num_slots, self.lora_rank, self.embed_weight.dtype)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, hidden] -> float32 logits [N, vocab] (gathered from every rank's vocabulary slice)."""

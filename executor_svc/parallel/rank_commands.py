@@ -21,7 +21,7 @@ from stepahead_proto import executor_pb2
 
 logger = logging.getLogger(__name__)
 
-MIRRORED_METHODS = frozenset({"execute", "execute_sub_step", "reset"})
+MIRRORED_METHODS = frozenset({"execute", "execute_sub_step", "reset", "load_lora_adapter", "unload_lora_adapter"})
 """ModelRunner methods rank 0 sends to the others (deferred read-back's launch/complete is off under TP)."""
 STOP = ("stop",)
 

@@ -50,6 +50,16 @@ class ExecutorStub:
                 request_serializer=stepahead__proto_dot_executor__pb2.ProfileRequest.SerializeToString,
                 response_deserializer=stepahead__proto_dot_executor__pb2.StepProfile.FromString,
                 _registered_method=True)
+        self.LoadLoraAdapter = channel.unary_unary(
+                '/stepahead.v1.Executor/LoadLoraAdapter',
+                request_serializer=stepahead__proto_dot_executor__pb2.LoraAdapterRequest.SerializeToString,
+                response_deserializer=stepahead__proto_dot_executor__pb2.LoraAdapterReply.FromString,
+                _registered_method=True)
+        self.UnloadLoraAdapter = channel.unary_unary(
+                '/stepahead.v1.Executor/UnloadLoraAdapter',
+                request_serializer=stepahead__proto_dot_executor__pb2.LoraAdapterRequest.SerializeToString,
+                response_deserializer=stepahead__proto_dot_executor__pb2.LoraAdapterReply.FromString,
+                _registered_method=True)
 
 
 class ExecutorServicer:
@@ -79,6 +89,22 @@ class ExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LoadLoraAdapter(self, request, context):
+        """Serve a LoRA adapter from the next step on (ordered with steps on the compute loop). Loading a name again
+        from the same path is a no-op; INVALID_ARGUMENT for unreadable or unfit files, ALREADY_EXISTS for the name
+        loaded from another path, RESOURCE_EXHAUSTED when every slot is taken, FAILED_PRECONDITION without LoRA.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnloadLoraAdapter(self, request, context):
+        """Stop serving a LoRA adapter (its slot is zeroed and freed); NOT_FOUND for a name not loaded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -96,6 +122,16 @@ def add_ExecutorServicer_to_server(servicer, server):
                     servicer.Profile,
                     request_deserializer=stepahead__proto_dot_executor__pb2.ProfileRequest.FromString,
                     response_serializer=stepahead__proto_dot_executor__pb2.StepProfile.SerializeToString,
+            ),
+            'LoadLoraAdapter': grpc.unary_unary_rpc_method_handler(
+                    servicer.LoadLoraAdapter,
+                    request_deserializer=stepahead__proto_dot_executor__pb2.LoraAdapterRequest.FromString,
+                    response_serializer=stepahead__proto_dot_executor__pb2.LoraAdapterReply.SerializeToString,
+            ),
+            'UnloadLoraAdapter': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnloadLoraAdapter,
+                    request_deserializer=stepahead__proto_dot_executor__pb2.LoraAdapterRequest.FromString,
+                    response_serializer=stepahead__proto_dot_executor__pb2.LoraAdapterReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -180,6 +216,60 @@ class Executor:
             '/stepahead.v1.Executor/Profile',
             stepahead__proto_dot_executor__pb2.ProfileRequest.SerializeToString,
             stepahead__proto_dot_executor__pb2.StepProfile.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LoadLoraAdapter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stepahead.v1.Executor/LoadLoraAdapter',
+            stepahead__proto_dot_executor__pb2.LoraAdapterRequest.SerializeToString,
+            stepahead__proto_dot_executor__pb2.LoraAdapterReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnloadLoraAdapter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stepahead.v1.Executor/UnloadLoraAdapter',
+            stepahead__proto_dot_executor__pb2.LoraAdapterRequest.SerializeToString,
+            stepahead__proto_dot_executor__pb2.LoraAdapterReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -60,6 +60,16 @@ class GenerationStub:
                 request_serializer=stepahead__proto_dot_generation__pb2.DetokenizeRequest.SerializeToString,
                 response_deserializer=stepahead__proto_dot_generation__pb2.DetokenizeResponse.FromString,
                 _registered_method=True)
+        self.LoadLoraAdapter = channel.unary_unary(
+                '/stepahead.v1.Generation/LoadLoraAdapter',
+                request_serializer=stepahead__proto_dot_generation__pb2.LoadLoraAdapterRequest.SerializeToString,
+                response_deserializer=stepahead__proto_dot_generation__pb2.LoraAdaptersResponse.FromString,
+                _registered_method=True)
+        self.UnloadLoraAdapter = channel.unary_unary(
+                '/stepahead.v1.Generation/UnloadLoraAdapter',
+                request_serializer=stepahead__proto_dot_generation__pb2.UnloadLoraAdapterRequest.SerializeToString,
+                response_deserializer=stepahead__proto_dot_generation__pb2.LoraAdaptersResponse.FromString,
+                _registered_method=True)
 
 
 class GenerationServicer:
@@ -103,6 +113,21 @@ class GenerationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LoadLoraAdapter(self, request, context):
+        """Serve another LoRA adapter on every executor group (needs the scheduler's --allow-runtime-lora-updating and
+        executors with a free slot, --max-loras); vLLM's /v1/load_lora_adapter.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnloadLoraAdapter(self, request, context):
+        """Stop serving a LoRA adapter (refused while a request uses it); vLLM's /v1/unload_lora_adapter.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GenerationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -130,6 +155,16 @@ def add_GenerationServicer_to_server(servicer, server):
                     servicer.Detokenize,
                     request_deserializer=stepahead__proto_dot_generation__pb2.DetokenizeRequest.FromString,
                     response_serializer=stepahead__proto_dot_generation__pb2.DetokenizeResponse.SerializeToString,
+            ),
+            'LoadLoraAdapter': grpc.unary_unary_rpc_method_handler(
+                    servicer.LoadLoraAdapter,
+                    request_deserializer=stepahead__proto_dot_generation__pb2.LoadLoraAdapterRequest.FromString,
+                    response_serializer=stepahead__proto_dot_generation__pb2.LoraAdaptersResponse.SerializeToString,
+            ),
+            'UnloadLoraAdapter': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnloadLoraAdapter,
+                    request_deserializer=stepahead__proto_dot_generation__pb2.UnloadLoraAdapterRequest.FromString,
+                    response_serializer=stepahead__proto_dot_generation__pb2.LoraAdaptersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -268,6 +303,60 @@ class Generation:
             '/stepahead.v1.Generation/Detokenize',
             stepahead__proto_dot_generation__pb2.DetokenizeRequest.SerializeToString,
             stepahead__proto_dot_generation__pb2.DetokenizeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LoadLoraAdapter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stepahead.v1.Generation/LoadLoraAdapter',
+            stepahead__proto_dot_generation__pb2.LoadLoraAdapterRequest.SerializeToString,
+            stepahead__proto_dot_generation__pb2.LoraAdaptersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnloadLoraAdapter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stepahead.v1.Generation/UnloadLoraAdapter',
+            stepahead__proto_dot_generation__pb2.UnloadLoraAdapterRequest.SerializeToString,
+            stepahead__proto_dot_generation__pb2.LoraAdaptersResponse.FromString,
             options,
             channel_credentials,
             insecure,

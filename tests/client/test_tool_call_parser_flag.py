@@ -37,11 +37,12 @@ def test_serve_forwards_it_to_the_scheduler():
 
 def test_another_parser_is_a_usage_error_naming_the_flag(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        _build_parser().parse_args([*SCHEDULER, "--tool-call-parser", "mistral"])
+        _build_parser().parse_args([*SCHEDULER, "--tool-call-parser", "xml"])
     assert exit_info.value.code == 2
-    assert "argument --tool-call-parser: invalid choice: 'mistral'" in capsys.readouterr().err
+    assert "argument --tool-call-parser: invalid choice: 'xml'" in capsys.readouterr().err
 
 
 def test_the_config_refuses_an_unknown_parser_naming_the_field():
-    with pytest.raises(ValueError, match="^tool_call_parser: must be one of hermes, got 'xml'$"):
+    expected = "^tool_call_parser: must be one of hermes, llama3_json, pythonic, mistral, got 'xml'$"
+    with pytest.raises(ValueError, match=expected):
         SchedulerServiceConfig(model_dir="m", executor_addresses=("127.0.0.1:1",), tool_call_parser="xml")

@@ -44,9 +44,17 @@ def test_lora_modules_reach_the_config_from_the_flag_or_its_variable_and_serve_p
     args = parser.parse_args(["executor", "--model", "m", "--lora-modules", "sql=/a/sql", "fr=/a/fr"])
     assert executor_config_from_args(args, "m", 0, "127.0.0.1").lora_modules == ("sql=/a/sql", "fr=/a/fr")
     assert executor_config_from_args(parser.parse_args(["executor", "--model", "m"]), "m", 0, "x").lora_modules == ()
-    serve = parser.parse_args(["serve", "--lora-modules", "sql=/a/sql"])
+    serve = parser.parse_args(["serve", "--lora-modules", "sql=/a/sql", "--max-loras", "4", "--max-lora-rank", "32",
+                               "--allow-runtime-lora-updating"])
     flags = executor_flags(serve)
     assert flags[flags.index("--lora-modules") + 1] == "sql=/a/sql"
+    assert flags[flags.index("--max-loras") + 1] == "4" and flags[flags.index("--max-lora-rank") + 1] == "32"
+    slots = parser.parse_args(["executor", "--model", "m", "--max-loras", "4", "--max-lora-rank", "32"])
+    config = executor_config_from_args(slots, "m", 0, "x")
+    assert (config.max_loras, config.max_lora_rank) == (4, 32)
+    from scheduler_svc.cli_args import scheduler_flags
+
+    assert "--allow-runtime-lora-updating" in scheduler_flags(serve)
     from client.env_defaults import resolve_env_defaults
 
     monkeypatch.setenv("STEPAHEAD_LORA_MODULES", "sql=/a/sql fr=/a/fr")  # docker-compose's way

@@ -255,3 +255,55 @@ def test_cuda_graph_replays_of_adapter_steps_give_pefts_tokens(model_dir, adapte
     for rid, tokens in got.items():
         adapter = ADAPTER_OF[rid]
         assert tokens == peft_greedy(model_dir, adapters[adapter] if adapter else None, PROMPTS[rid], 8), rid
+
+
+# ---- loading and unloading while serving ----------------------------------------------------------------------
+
+
+def run_alone(runner, rid: str, adapter: str, prompt: list[int], steps: int = 6) -> list[int]:
+    request = with_blocks({rid: PlannedRequest(prompt, GREEDY, lora_adapter=adapter)})
+    return tokens_by_request([runner.execute(step) for step in plan_steps(request, [[rid]] * steps)])[rid]
+
+
+def test_adapters_loaded_while_serving_fill_free_slots_and_give_pefts_tokens(model_dir, adapters):
+    runner, description = build_runner(ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40, max_loras=2,
+                                                      max_lora_rank=8))
+    assert description.max_loras == 2 and description.max_lora_rank == 8 and not description.lora_adapters
+    assert runner.load_lora_adapter("one", str(adapters["one"])).code == "OK"
+    assert run_alone(runner, "r1", "one", PROMPTS["b"]) == peft_greedy(model_dir, adapters["one"], PROMPTS["b"], 6)
+    assert runner.load_lora_adapter("one", str(adapters["one"])).code == "OK"  # again, same path: a no-op
+    assert runner.load_lora_adapter("one", str(adapters["two"])).code == "ALREADY_EXISTS"
+    change = runner.load_lora_adapter("two", str(adapters["two"]))
+    assert (change.code, change.adapters) == ("OK", ("one", "two"))
+    full = runner.load_lora_adapter("three", str(adapters["one"]))
+    assert full.code == "RESOURCE_EXHAUSTED" and "all 2 adapter slots are in use" in full.message
+    assert runner.unload_lora_adapter("one").adapters == ("two",)
+    assert runner.unload_lora_adapter("one").code == "NOT_FOUND"
+    with pytest.raises(StepError, match="lora_adapter: 'r2' names 'one'"):
+        run_alone(runner, "r2", "one", PROMPTS["b"])
+    # The freed slot takes an adapter of other projections: nothing of the first one is left in it.
+    assert runner.load_lora_adapter("again", str(adapters["two"])).code == "OK"
+    assert run_alone(runner, "r3", "again", PROMPTS["c"]) == peft_greedy(model_dir, adapters["two"], PROMPTS["c"], 6)
+    assert run_alone(runner, "r4", "", PROMPTS["c"]) == peft_greedy(model_dir, None, PROMPTS["c"], 6)
+
+
+def test_a_load_that_cannot_be_served_is_refused_by_code_and_changes_nothing(model_dir, adapters, tmp_path):
+    runner = build_runner(ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40, max_loras=1,
+                                         max_lora_rank=4))[0]
+    missing = runner.load_lora_adapter("x", str(tmp_path / "missing"))
+    assert missing.code == "INVALID_ARGUMENT" and "adapter_config.json is missing" in missing.message
+    too_big = runner.load_lora_adapter("two", str(adapters["two"]))  # rank 8
+    assert too_big.code == "INVALID_ARGUMENT" and "rank 8 is above the executor's --max-lora-rank 4" in too_big.message
+    assert runner.lora is not None and runner.lora.names == ()
+    off = build_runner(ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40))[0]
+    assert off.load_lora_adapter("one", str(adapters["one"])).code == "FAILED_PRECONDITION"
+    with pytest.raises(ValueError, match=r"max_loras: must be in \[2 \(the --lora-modules count\), 64\], got 1"):
+        lora_config(model_dir, adapters, max_loras=1)
+
+
+def test_an_adapter_loaded_after_the_graphs_were_captured_replays_in_them(model_dir, adapters):
+    runner = graphed_runner(model_dir, {}, max_loras=1, max_lora_rank=4)
+    assert runner.load_lora_adapter("one", str(adapters["one"])).code == "OK"
+    tokens = run_alone(runner, "r", "one", PROMPTS["a"])
+    assert runner.forward.num_replays == 5
+    assert tokens == peft_greedy(model_dir, adapters["one"], PROMPTS["a"], 6)

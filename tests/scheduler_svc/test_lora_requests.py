@@ -9,6 +9,7 @@ from test_executor_connections import config, connection, description
 from tiny_tokenizers import build_byte_level
 
 from scheduler_svc.executor_connections import check_same_model
+from scheduler_svc.lora_adapters import ServedAdapters
 from scheduler_svc.prefix_hashes import extend_block_hashes
 from scheduler_svc.scheduler_output import ScheduledNewRequest, SchedulerOutput
 from scheduler_svc.server import model_limits
@@ -24,7 +25,7 @@ def tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_byte_level(tmp_path_factory.mktemp("lora_tokenizer")))
 
 
-LIMITS = ModelLimits("tiny", 128, 400, frozenset({2}), 16, lora_adapters=("sql", "chat-fr"))
+LIMITS = ModelLimits("tiny", 128, 400, frozenset({2}), 16, adapters=ServedAdapters(("sql", "chat-fr")))
 
 
 def test_the_served_name_and_each_adapter_are_valid_models():

@@ -143,3 +143,70 @@ def test_adapter_requests_survive_a_killed_executor_token_for_token(stack):
     assert disturbed[1] == disturbed[3] != disturbed[0] != disturbed[2]  # one prompt: the adapter decides the tokens
     with Client(stack.address) as client:
         assert_all_blocks_free(client)
+
+
+# ---- loading and unloading adapters while serving ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def updating_stack(tiny_model_dir, launch_module_stack):
+    """Two tensor-parallel ranks with two free adapter slots (rank up to 8) and no adapter at start; the scheduler
+    lets clients load and unload adapters."""
+    return launch_module_stack(tiny_model_dir, ["--tensor-parallel-size", "2", "--max-loras", "2",
+                                                "--max-lora-rank", "8"],
+                               ["--enable-prefix-caching", "--allow-runtime-lora-updating"])
+
+
+def test_adapters_loaded_while_serving_give_pefts_tokens_and_unloaded_ones_are_refused(updating_stack, adapters,
+                                                                                       tiny_model_dir):
+    from client import AlreadyExistsError, NotFoundError, ResourceExhaustedError
+
+    prompt = [(13 * i) % 390 + 3 for i in range(50)]  # three full blocks: cached under the adapter's key
+    with Client(updating_stack.address) as client:
+        assert client.model_info().max_loras == 2
+        assert client.load_lora_adapter("one", str(adapters["one"])) == ("one",)
+        assert greedy(client, "one", prompt) == peft_greedy(tiny_model_dir, adapters["one"], prompt, MAX_TOKENS)
+        with pytest.raises(AlreadyExistsError, match="lora_name: 'one' is already served"):
+            client.load_lora_adapter("one", str(adapters["two"]))
+        assert client.load_lora_adapter("two", str(adapters["two"])) == ("one", "two")
+        with pytest.raises(ResourceExhaustedError, match="2 adapter slots, all in use"):
+            client.load_lora_adapter("three", str(adapters["one"]))
+        assert client.unload_lora_adapter("one") == ("two",)
+        with pytest.raises(NotFoundError, match="lora_name: 'one' is not served"):
+            client.unload_lora_adapter("one")
+        with pytest.raises(InvalidArgumentError, match="model: unknown model 'one'"):
+            greedy(client, "one", prompt)
+        # The name again, other weights: the blocks the first "one" cached must not be found.
+        assert client.load_lora_adapter("one", str(adapters["two"])) == ("two", "one")
+        assert greedy(client, "one", prompt) == peft_greedy(tiny_model_dir, adapters["two"], prompt, MAX_TOKENS)
+        assert list(client.model_info().lora_adapters) == ["two", "one"]
+        assert_all_blocks_free(client)
+
+
+def test_a_load_the_executors_refuse_changes_nothing(updating_stack, tmp_path):
+    with Client(updating_stack.address) as client:
+        for name in client.model_info().lora_adapters:  # free the slots an earlier test took
+            client.unload_lora_adapter(name)
+        before = client.model_info().lora_adapters
+        with pytest.raises(InvalidArgumentError, match="lora_path: .*adapter_config.json is missing"):
+            client.load_lora_adapter("broken", str(tmp_path))
+        with pytest.raises(InvalidArgumentError, match="lora_name: must be a non-empty name without whitespace"):
+            client.load_lora_adapter("a b", str(tmp_path))
+        assert client.model_info().lora_adapters == before
+
+
+def test_a_replaced_executor_is_sent_the_adapters_loaded_while_serving(updating_stack, adapters, tiny_model_dir):
+    from test_executor_recovery import kill_and_restart
+
+    with Client(updating_stack.address) as client:
+        if "two" not in client.model_info().lora_adapters:
+            client.load_lora_adapter("two", str(adapters["two"]))
+        kill_and_restart(updating_stack)
+        tokens = greedy(client, "two", PROMPTS[0])
+    assert tokens == peft_greedy(tiny_model_dir, adapters["two"], PROMPTS[0], MAX_TOKENS)
+
+
+def test_updating_adapters_is_refused_without_the_schedulers_flag(stack, adapters):
+    with Client(stack.address) as client:
+        with pytest.raises(InvalidArgumentError, match="start the scheduler with --allow-runtime-lora-updating"):
+            client.load_lora_adapter("three", str(adapters["one"]))

@@ -17,8 +17,15 @@ PROMPTS = {"a": [5, 9, 11, 3, 17], "b": [2, 40, 41, 42, 7, 8, 9], "c": [100, 3, 
 ADAPTER_OF = {"a": "", "b": "one", "c": "two", "d": "one"}
 
 
-def _tokens(tp: TensorParallel, model_dir: str, modules: tuple[str, ...]) -> dict[str, list[int]]:
-    runner, _ = build_runner(ExecutorConfig(model_dir=model_dir, num_kv_blocks=40, lora_modules=modules), tp=tp)
+def _tokens(tp: TensorParallel, model_dir: str, modules: tuple[str, ...], loaded_later: bool = False
+            ) -> dict[str, list[int]]:
+    """Each request's tokens; ``loaded_later``: the executor starts with two free slots and loads the adapters."""
+    if loaded_later:
+        runner, _ = build_runner(ExecutorConfig(model_dir=model_dir, num_kv_blocks=40, max_loras=2), tp=tp)
+        for name, _, path in (module.partition("=") for module in modules):
+            assert runner.load_lora_adapter(name, path).code == "OK"
+    else:
+        runner, _ = build_runner(ExecutorConfig(model_dir=model_dir, num_kv_blocks=40, lora_modules=modules), tp=tp)
     requests = with_blocks({rid: PlannedRequest(prompt, GREEDY, lora_adapter=ADAPTER_OF[rid])
                             for rid, prompt in PROMPTS.items()})
     tokens: dict[str, list[int]] = {}
@@ -38,3 +45,6 @@ def test_two_ranks_serve_the_adapters_tokens_of_one(tmp_path):
     single = _tokens(TensorParallel(0, 1), str(model_dir), modules)
     per_rank = results_on_ranks(_tokens, (str(model_dir), modules), tmp_path)
     assert per_rank[0] == per_rank[1] == single
+    (tmp_path / "later").mkdir()
+    loaded_later = results_on_ranks(_tokens, (str(model_dir), modules, True), tmp_path / "later")
+    assert loaded_later[0] == loaded_later[1] == single

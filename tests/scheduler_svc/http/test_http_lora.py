@@ -19,6 +19,7 @@ from scheduler_svc.http.app import create_app
 from scheduler_svc.http.conversion import chat_plan, check_model, completion_plan
 from scheduler_svc.http.errors import ApiError
 from scheduler_svc.http.protocol import ChatCompletionRequest, CompletionRequest
+from scheduler_svc.lora_adapters import ServedAdapters
 from scheduler_svc.tokenizer import Tokenizer
 from stepahead_proto import executor_pb2
 
@@ -50,7 +51,7 @@ class LoraHarness(EngineHarness):
 
     def __init__(self, tokenizer: Tokenizer, **harness: Any) -> None:
         super().__init__(tokenizer, executor=AdapterRecordingExecutor(), **harness)
-        self.limits = replace(self.limits, lora_adapters=ADAPTERS)
+        self.limits = replace(self.limits, adapters=ServedAdapters(ADAPTERS))
         self.context = replace(self.context, limits=self.limits)
         self.app = create_app(self.context)
 
