@@ -119,6 +119,9 @@ class GenerationPlan:
     """vLLM's ``return_tokens_as_token_ids``: logprobs name tokens ``"token_id:{id}"``, not by their text."""
     echo_content: str = ""
     """A chat's ``echo``: the last message's content, which goes before each choice's content ("": none)."""
+    response_role: str = RESPONSE_ROLE
+    """The role of a chat's reply (vLLM's): the assistant's when the template adds a generation prompt, else the last
+    message's (the reply continues that message)."""
 
 
 def check_model(requested: str | None, served: str, adapters: tuple[str, ...] = ()) -> str:
@@ -159,14 +162,23 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
     if body.max_completion_tokens is not None:
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
     plan = _plan("chat", body, model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling)
-    return replace(plan, echo_content=_chat_echo(body, prompt.chat))
+    role = _response_role(prompt.chat)
+    return replace(plan, response_role=role, echo_content=_chat_echo(body, prompt.chat, role))
 
 
-def _chat_echo(body: ChatCompletionRequest, chat: generation_pb2.ChatPrompt) -> str:
+def _response_role(chat: generation_pb2.ChatPrompt) -> str:
+    """vLLM's role of the reply: the assistant's when a generation prompt is added (the default, unless the final
+    message is continued), else the last message's."""
+    adds_prompt = chat.add_generation_prompt if chat.HasField("add_generation_prompt") else (
+        not chat.continue_final_message)
+    return RESPONSE_ROLE if adds_prompt else chat.messages[-1].role
+
+
+def _chat_echo(body: ChatCompletionRequest, chat: generation_pb2.ChatPrompt, role: str) -> str:
     """vLLM's chat ``echo``: the last message's content (as the template read it) when that message has the
-    response's role, the assistant's; "" otherwise or without echo."""
+    response's role; "" otherwise or without echo."""
     last = chat.messages[-1]
-    if not body.echo or last.role != RESPONSE_ROLE:
+    if not body.echo or last.role != role:
         return ""
     return last.content
 

@@ -193,8 +193,8 @@ class ResponseBuilder:
     def _first_delta(self, choice: _Choice) -> dict[str, Any]:
         calling = self.plan.tool_calling
         if calling is None:
-            return {"role": "assistant", "content": ""}
-        delta: dict[str, Any] = {"role": "assistant", "content": None}
+            return {"role": self.plan.response_role, "content": ""}
+        delta: dict[str, Any] = {"role": self.plan.response_role, "content": None}
         if calling.mode == "named":
             delta["tool_calls"] = [{"index": 0, **tool_call(calling.function, "", choice.tool_call_id)}]
         return delta
@@ -331,7 +331,11 @@ class ResponseBuilder:
         return body
 
     def _message(self, choice: _Choice, text: str) -> tuple[dict[str, Any], str | None]:
-        """A chat choice's message and finish reason: its text, or its tool calls."""
+        """A chat choice's message (in the plan's response role) and finish reason: its text, or its tool calls."""
+        message, finish_reason = self._message_as_assistant(choice, text)
+        return {**message, "role": self.plan.response_role}, finish_reason
+
+    def _message_as_assistant(self, choice: _Choice, text: str) -> tuple[dict[str, Any], str | None]:
         calling = self.plan.tool_calling
         if calling is None:
             return {"role": "assistant", "content": text}, choice.finish_reason

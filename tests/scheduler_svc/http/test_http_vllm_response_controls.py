@@ -270,3 +270,25 @@ def test_a_non_bool_echo_is_400_naming_it(tokenizer):
         assert response.status_code == 400 and response.json()["error"]["param"] == "echo", response.text
 
     serve(tokenizer, test)
+
+
+def test_without_a_generation_prompt_the_reply_has_the_last_messages_role_and_echoes_it(tokenizer):
+    """vLLM's role of the reply: the assistant's when the template adds a generation prompt, else the last message's
+    (the reply continues it), in the message, the first streamed delta, and for echo."""
+    generated = tokenizer.decode([10, 11, 12])
+
+    def roles(body: dict[str, Any]) -> list[str]:
+        return [choice["message"]["role"] for choice in body["choices"]]
+
+    async def test(client, served):
+        asked = {"messages": [PREFILL, QUESTION], "max_tokens": 3}
+        assert roles((await client.post(CHAT, json=asked)).json()) == ["assistant"]
+        continued = {**asked, "add_generation_prompt": False, "echo": True}
+        body = (await client.post(CHAT, json=continued)).json()  # openai's types allow only "assistant" here
+        assert roles(body) == ["user"] and contents(body) == [QUESTION["content"] + generated]
+        first = events(await client.post(CHAT, json={**continued, "stream": True}))[0]
+        assert first["choices"][0]["delta"]["role"] == "user"
+        prefilled = {"messages": [QUESTION, PREFILL], "continue_final_message": True, "max_tokens": 3}
+        assert roles((await client.post(CHAT, json=prefilled)).json()) == ["assistant"]
+
+    serve(tokenizer, test)
