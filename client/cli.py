@@ -119,6 +119,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from client.train_drafter_cli import add_train_drafter_parser
 
     add_train_drafter_parser(commands)
+    from client.lora_cli import add_lora_parser
+
+    add_lora_parser(commands, _add_client_tls_arguments)
     from client.env_defaults import attach_env_defaults
 
     for service_parser in (serve, scheduler, executor):
@@ -278,6 +281,10 @@ def main(argv: list[str] | None = None) -> None:
             from client.train_drafter_cli import run_train_drafter
 
             run_train_drafter(args)
+        elif args.command == "lora":
+            from client.lora_cli import run_lora
+
+            run_lora(args)
         elif args.command == "gpu-check":
             from client.gpu_check import run_gpu_check
 

@@ -210,3 +210,22 @@ def test_updating_adapters_is_refused_without_the_schedulers_flag(stack, adapter
     with Client(stack.address) as client:
         with pytest.raises(InvalidArgumentError, match="start the scheduler with --allow-runtime-lora-updating"):
             client.load_lora_adapter("three", str(adapters["one"]))
+
+
+def test_the_lora_command_lists_loads_and_unloads(updating_stack, adapters, capsys):
+    from client.cli import main
+
+    def run(*argv: str) -> str:
+        main(["lora", *argv, "--server", updating_stack.address])
+        return capsys.readouterr().out
+
+    with Client(updating_stack.address) as client:
+        for name in client.model_info().lora_adapters:
+            client.unload_lora_adapter(name)
+    assert run("list") == "0 of 2 adapter slots in use\n(none)\n"
+    assert run("load", "cli", str(adapters["one"])) == "cli\n"
+    assert run("list") == "1 of 2 adapter slots in use\ncli\n"
+    with pytest.raises(SystemExit) as exit_info:
+        run("unload", "nope")
+    assert exit_info.value.code == 2 and "lora_name: 'nope' is not served" in capsys.readouterr().err
+    assert run("unload", "cli") == "(none)\n"
