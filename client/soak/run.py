@@ -9,12 +9,19 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from client.soak.workload import SoakLoad, SoakWorkers
+
+SERVED_ADAPTER = "soak-lora"
+"""The adapter the self-started stack serves from its start (--lora)."""
+CHURN_ADAPTER = "soak-lora-churn"
+"""The adapter the soak loads and unloads while it runs."""
 
 
 def add_soak_parser(commands) -> None:
@@ -35,6 +42,9 @@ def add_soak_parser(commands) -> None:
                       help="kill -9 the self-started executor this often and start a new one (default: never)")
     soak.add_argument("--hang-s", type=positive_float, default=60.0,
                       help="a stream silent this long counts as stalled, 5x as long as hung (default 60)")
+    soak.add_argument("--lora", action=argparse.BooleanOptionalAction, default=True,
+                      help="the self-started stack serves a random LoRA adapter that requests name, and a second "
+                           "one is loaded and unloaded every few seconds (default on)")
     soak.add_argument("--seed", type=int, default=0)
     soak.add_argument("--out", default=None, help="also write the report as JSON here")
 
@@ -55,6 +65,8 @@ def run_soak(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         if isinstance(stack, LocalStack):
             stack.stop()
+        if getattr(args, "lora_dir", None) is not None:
+            shutil.rmtree(args.lora_dir, ignore_errors=True)
     print(json.dumps(report, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
@@ -68,8 +80,17 @@ def _start_stack(args: argparse.Namespace):
     from client.stack import LocalStack
 
     model_dir = str(resolve_model(args.model))
-    stack = LocalStack(model_dir, ["--num-kv-blocks", str(args.num_kv_blocks), "--num-threads", str(args.num_threads)],
-                       ["--max-num-seqs", str(max(args.concurrency, 2))])
+    executor = ["--num-kv-blocks", str(args.num_kv_blocks), "--num-threads", str(args.num_threads)]
+    scheduler = ["--max-num-seqs", str(max(args.concurrency, 2))]
+    if args.lora:
+        from client.soak.random_adapter import write_random_lora
+
+        root = args.lora_dir = Path(tempfile.mkdtemp(prefix="stepahead-soak-lora-"))
+        served = write_random_lora(model_dir, root / "served", seed=args.seed + 1)
+        args.churn_adapter = str(write_random_lora(model_dir, root / "churn", seed=args.seed + 2))
+        executor += ["--lora-modules", f"{SERVED_ADAPTER}={served}", "--max-loras", "2", "--max-lora-rank", "8"]
+        scheduler.append("--allow-runtime-lora-updating")
+    stack = LocalStack(model_dir, executor, scheduler)
     stack.start()
     return stack
 
@@ -78,7 +99,8 @@ async def _soak(args: argparse.Namespace, address: str, stack) -> dict[str, Any]
     from client.sync_client import Client
 
     with Client(address) as client:
-        vocab = client.model_info().vocab_size
+        info = client.model_info()
+    vocab, adapters = info.vocab_size, list(info.lora_adapters)
     load = SoakLoad(concurrency=args.concurrency, max_prompt_tokens=args.max_prompt_tokens,
                     max_output_tokens=args.max_output_tokens, vocab_size=vocab, hang_s=args.hang_s)
     started = time.monotonic()
@@ -88,7 +110,11 @@ async def _soak(args: argparse.Namespace, address: str, stack) -> dict[str, Any]
     side_tasks = [asyncio.create_task(_sample_rss(stack, samples, stop_at))]
     if args.kill_executor_every_s:
         side_tasks.append(asyncio.create_task(_kill_executor(stack, args.kill_executor_every_s, stop_at, kills)))
-    tally = await SoakWorkers(address, load, args.seed).run(stop_at)
+    workers = SoakWorkers(address, load, args.seed, adapters)
+    churn = getattr(args, "churn_adapter", None)
+    if churn is not None and stack is not None:
+        side_tasks.append(asyncio.create_task(_churn_adapter(address, churn, adapters, workers.tally.lora, stop_at)))
+    tally = await workers.run(stop_at)
     await asyncio.gather(*side_tasks)
     leaked, left, counters = await asyncio.to_thread(_settled_state, address)
     return {
@@ -101,6 +127,7 @@ async def _soak(args: argparse.Namespace, address: str, stack) -> dict[str, Any]
         "max_silence_s": round(tally.max_silence_s, 1),
         "constrained_checked": dict(sorted(tally.constrained.items())),
         "format_mismatches": tally.format_mismatches,
+        "lora": dict(sorted(tally.lora.items())),
         "leaked_kv_blocks": leaked,
         "requests_left": left,
         "executor_kills": len(kills),
@@ -130,6 +157,34 @@ async def _kill_executor(stack, every_s: float, stop_at: float, kills: list[floa
         os.killpg(stack.executor.process.pid, signal.SIGKILL)
         kills.append(time.monotonic())
         await asyncio.to_thread(stack.restart_executor)
+
+
+async def _churn_adapter(address: str, path: str, adapters: list[str], counts, stop_at: float,
+                         every_s: float = 3.0) -> None:
+    """Load the churn adapter, let requests name it, unload it (refused while one uses it: tried again later), and
+    so on until ``stop_at``; ``adapters`` (what workers choose from) follows. An executor being replaced answers
+    UNAVAILABLE meanwhile: that round is skipped."""
+    from client.async_client import AsyncClient
+    from client.errors import StepaheadError
+
+    async with AsyncClient(address) as client:
+        while time.monotonic() + every_s < stop_at:
+            await asyncio.sleep(every_s)
+            try:
+                if CHURN_ADAPTER in adapters:
+                    adapters.remove(CHURN_ADAPTER)  # no new request names it from here on
+                    try:
+                        await client.unload_lora_adapter(CHURN_ADAPTER)
+                        counts["unloads"] += 1
+                    except StepaheadError:
+                        adapters.append(CHURN_ADAPTER)  # still in use (or the executor is away): later
+                        counts["unloads_refused"] += 1
+                else:
+                    await client.load_lora_adapter(CHURN_ADAPTER, path)
+                    adapters.append(CHURN_ADAPTER)
+                    counts["loads"] += 1
+            except StepaheadError:
+                counts["changes_refused"] += 1
 
 
 def _settled_state(address: str, timeout_s: float = 30.0) -> tuple[int, int, dict[str, int]]:

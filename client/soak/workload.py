@@ -41,6 +41,8 @@ class SoakLoad:
     """Requests asking for prompt_logprobs (their prefill scores the prompt and takes no cached prefix)."""
     restricted_fraction: float = 0.1
     """Free-text requests with allowed_token_ids (their outputs checked to stay inside) or bad_words."""
+    lora_fraction: float = 0.3
+    """Requests naming one of the served LoRA adapters (when the server serves any)."""
     hang_s: float = 60.0
     """A stream with no message for this long counts as stalled; for 5x as long, as hung (and is cancelled)."""
 
@@ -49,7 +51,7 @@ class SoakLoad:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
         for name in ("cancel_fraction", "deadline_fraction", "structured_fraction", "scored_fraction",
-                     "restricted_fraction"):
+                     "restricted_fraction", "lora_fraction"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name}: must be in [0, 1], got {getattr(self, name)}")
         if self.hang_s <= 0:
@@ -72,16 +74,21 @@ class SoakTally:
     format_mismatches: list[str] = field(default_factory=list)
     """Such texts that did not match their format, and outputs with a token outside allowed_token_ids (none
     expected)."""
+    lora: Counter[str] = field(default_factory=Counter)
+    """Requests sent with a LoRA adapter ("requests"), and the adapter churn's "loads", "unloads",
+    "unloads_refused" (in use, or the executor away) and "changes_refused" (load refusals)."""
 
 
 class SoakWorkers:
     """``concurrency`` workers looping until ``stop_at`` (monotonic)."""
 
-    def __init__(self, address: str, load: SoakLoad, seed: int) -> None:
+    def __init__(self, address: str, load: SoakLoad, seed: int, adapters: list[str] | None = None) -> None:
+        """``adapters``: the served LoRA adapters requests may name (a list the adapter churn keeps current)."""
         self.address = address
         self.load = load
         self.random = random.Random(seed)
         self.tally = SoakTally()
+        self.adapters = adapters if adapters is not None else []
 
     async def run(self, stop_at: float) -> SoakTally:
         async with AsyncClient(self.address) as client:
@@ -108,6 +115,9 @@ class SoakWorkers:
             params.update(self._restriction())
         if rnd.random() < load.scored_fraction:
             params.update(prompt_logprobs=rnd.randint(0, 2))
+        if self.adapters and rnd.random() < load.lora_fraction:
+            params.update(model=rnd.choice(self.adapters))
+            self.tally.lora["requests"] += 1
         cancel_after = rnd.randint(1, 8) if rnd.random() < load.cancel_fraction else None
         deadline = rnd.uniform(0.05, 2.0) if rnd.random() < load.deadline_fraction else None
         return params, cancel_after, deadline
@@ -152,6 +162,9 @@ class SoakWorkers:
                 if cancel_after is not None and chunks >= cancel_after:
                     return "cancelled"
         except StepaheadError as error:
+            gone = ("LoRA adapter" in str(error) or "unknown model" in str(error)) and params.get("model")
+            if error.code == grpc.StatusCode.INVALID_ARGUMENT and gone:
+                return "ADAPTER_UNLOADED"  # the churn unloaded it between the choice and the request
             return error.code.name if isinstance(error.code, grpc.StatusCode) else type(error).__name__
         finally:
             stream.cancel()

@@ -1,6 +1,7 @@
 """`stepahead soak` on a tiny model with a small KV pool (preemption pressure), cancels, deadlines, structured output
-and prompt scoring, and the executor killed every 10 s for a minute: nothing leaks, no stream hangs, constrained
-outputs hold their format, the report counts what happened."""
+and prompt scoring, requests naming a LoRA adapter while a second one is loaded and unloaded every few seconds, and
+the executor killed every 10 s for a minute: nothing leaks, no stream hangs, constrained outputs hold their format,
+the report counts what happened."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def test_a_short_soak_with_executor_kills_leaks_nothing(tiny_model_dir, tmp_path
     assert report["executor_kills"] >= 3
     outcomes = report["outcomes"]
     assert outcomes["completed"] > 30 and outcomes.get("cancelled", 0) > 0, outcomes
-    assert set(outcomes) <= {"completed", "cancelled", "DEADLINE_EXCEEDED", "CANCELLED"}, outcomes
+    assert set(outcomes) <= {"completed", "cancelled", "DEADLINE_EXCEEDED", "CANCELLED", "ADAPTER_UNLOADED"}, outcomes
+    assert report["lora"]["requests"] > 10 and report["lora"].get("loads", 0) >= 2, report["lora"]
     assert "scheduler" in report["rss_growth_after_warmup"]
     assert report["format_mismatches"] == [] and sum(report["constrained_checked"].values()) > 0, report
     counters = report["server_counters"]  # the small pool preempts; the cache is on by default
