@@ -1,7 +1,7 @@
 """The target's forward over one step's flattened batch: replayed from a captured graph when one fits,
 eager otherwise (prefill chunks longer than a captured query length, batches larger than the largest captured
-bucket, steps where some row runs with a LoRA adapter unless the graphs were captured with the adapters, or no graphs
-at all)."""
+bucket, or no graphs at all). Graphs of a model serving LoRA adapters apply them (the adapter slots are one of
+their static inputs), so steps with adapter rows replay like any other."""
 
 from __future__ import annotations
 
@@ -45,13 +45,12 @@ class StepForward:
     def sampled_logits(self, batch: HostBatch, sample_rows: list[int]) -> torch.Tensor:
         """Logits [len(sample_rows), vocab] of the flat rows ``sample_rows``; writes the batch's K/V."""
         rows = host_list_to_device(sample_rows, self.device)
-        graphs = self.graphs
-        shape = graphs.shape_for(batch) if graphs is not None and (graphs.adapters or not batch.uses_adapters) else None
-        if graphs is not None and shape is not None:
+        shape = self.graphs.shape_for(batch) if self.graphs is not None else None
+        if self.graphs is not None and shape is not None:
             self.num_replays += 1
-            logits = graphs.run(batch, shape, functools.partial(self._resolve_unread, batch))
-            self.last_hidden = graphs.last_hidden
-            self.last_slots = graphs.inputs.view("slot_mapping", batch.num_tokens)
+            logits = self.graphs.run(batch, shape, functools.partial(self._resolve_unread, batch))
+            self.last_hidden = self.graphs.last_hidden
+            self.last_slots = self.graphs.inputs.view("slot_mapping", batch.num_tokens)
             return logits.index_select(0, rows)
         input_ids, positions, meta = batch.to_device(self.device)
         self._resolve_unread(batch, input_ids)

@@ -86,8 +86,8 @@ class Engine:
         """``adapters``: the LoRA adapters requests may name (those loaded while serving are sent again to an
         executor this engine reconnects to)."""
         self.name = name
-        self.adapters = adapters
         """The executor group's name in logs and metrics (its address)."""
+        self.adapters = adapters
         self.scheduler = scheduler
         self.tracing = tracing or EngineTracing()
         self.metrics = metrics or SchedulerMetrics()

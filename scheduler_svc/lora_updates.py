@@ -15,6 +15,8 @@ from stepahead_proto import executor_pb2
 
 logger = logging.getLogger(__name__)
 
+UPDATES_OFF = "loading and unloading LoRA adapters is off: start the scheduler with --allow-runtime-lora-updating"
+"""Why every change is refused without the flag (gRPC and HTTP say the same)."""
 EXECUTOR_LOAD_TIMEOUT_S = 120.0
 """How long an executor may take to read and stack an adapter (it does so between steps)."""
 
@@ -86,8 +88,7 @@ class LoraUpdates:
 
     def _check_allowed(self) -> None:
         if not self.allowed:
-            raise LoraUpdateError(grpc.StatusCode.FAILED_PRECONDITION, "loading and unloading LoRA adapters is off: "
-                                  "start the scheduler with --allow-runtime-lora-updating")
+            raise LoraUpdateError(grpc.StatusCode.FAILED_PRECONDITION, UPDATES_OFF)
 
     async def _unload_from(self, engines: list[Engine], name: str) -> None:
         """Unload from each executor; one that does not answer has lost it anyway (a new process starts without

@@ -182,8 +182,8 @@ async def serve(config: SchedulerServiceConfig) -> None:
         interceptors=interceptors,
         options=[("grpc.max_receive_message_length", max_bytes), ("grpc.max_send_message_length", max_bytes)],
     )
-    lora_updates = (LoraUpdates(engine.engines, limits.adapters, limits.model_name, allowed=True)
-                    if config.allow_runtime_lora_updating else None)
+    lora_updates = LoraUpdates(engine.engines, limits.adapters, limits.model_name,
+                               allowed=config.allow_runtime_lora_updating)
     servicer = tracing.wrap_servicer(GenerationServicer(engine, tokenizer, limits, lora_updates), limits.model_name)
     add_generation_service(servicer, server, lambda: metrics.count_error(grpc.StatusCode.INVALID_ARGUMENT.name))
     health_servicer = health.aio.HealthServicer()

@@ -34,7 +34,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
         self.engine = engine
         self.tokenizer = tokenizer
         self.limits = limits
-        self.lora_updates = lora_updates
+        self.lora_updates = lora_updates or LoraUpdates([], limits.adapters, limits.model_name, allowed=False)
 
     async def Generate(
         self, request: generation_pb2.GenerateRequest, context: Context
@@ -70,28 +70,19 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
 
     async def LoadLoraAdapter(self, request: generation_pb2.LoadLoraAdapterRequest, context: Context
                               ) -> generation_pb2.LoraAdaptersResponse:
-        updates = await self._lora_updates(context)
         try:
-            names = await updates.load(request.lora_name, request.lora_path)
+            names = await self.lora_updates.load(request.lora_name, request.lora_path)
         except LoraUpdateError as error:
             await context.abort(error.code, error.message)
         return generation_pb2.LoraAdaptersResponse(lora_adapters=names)
 
     async def UnloadLoraAdapter(self, request: generation_pb2.UnloadLoraAdapterRequest, context: Context
                                 ) -> generation_pb2.LoraAdaptersResponse:
-        updates = await self._lora_updates(context)
         try:
-            names = await updates.unload(request.lora_name)
+            names = await self.lora_updates.unload(request.lora_name)
         except LoraUpdateError as error:
             await context.abort(error.code, error.message)
         return generation_pb2.LoraAdaptersResponse(lora_adapters=names)
-
-    async def _lora_updates(self, context: Context) -> LoraUpdates:
-        if self.lora_updates is None:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "loading and unloading LoRA adapters is off: "
-                                "start the scheduler with --allow-runtime-lora-updating")
-        assert self.lora_updates is not None  # abort raises
-        return self.lora_updates
 
     async def Abort(self, request: generation_pb2.AbortRequest, context: Context) -> generation_pb2.AbortResponse:
         if not request.request_id:

@@ -144,9 +144,8 @@ def _read_modules(path: Path, hf_config: Any, rule: _RankRule, where: str) -> di
     for (layer, projection), pair in sorted(halves.items()):
         if set(pair) != {"A", "B"}:
             raise ValueError(f"{where}: layer {layer} {projection} has lora_{''.join(pair)} but not both A and B")
-        block = "self_attn" if projection in PROJECTIONS[:4] else "mlp"
-        rank, scaling = rule.rank_and_scaling(f"model.layers.{layer}.{block}.{projection}")
-        in_features, out_features = _projection_shape(hf_config, projection)
+        rank, scaling = rule.rank_and_scaling(module_name(layer, projection))
+        in_features, out_features = projection_shape(hf_config, projection)
         expected = {"A": (rank, in_features), "B": (out_features, rank)}
         for half, tensor in pair.items():
             if tuple(tensor.shape) != expected[half]:
@@ -158,7 +157,14 @@ def _read_modules(path: Path, hf_config: Any, rule: _RankRule, where: str) -> di
     return modules
 
 
-def _projection_shape(hf_config: Any, projection: str) -> tuple[int, int]:
+def module_name(layer: int, projection: str) -> str:
+    """The projection's module name in the base model (peft's patterns match it; its tensors are
+    ``base_model.model.<name>.lora_A.weight`` and ``...lora_B.weight``)."""
+    block = "self_attn" if projection in PROJECTIONS[:4] else "mlp"
+    return f"model.layers.{layer}.{block}.{projection}"
+
+
+def projection_shape(hf_config: Any, projection: str) -> tuple[int, int]:
     """(in_features, out_features) of a projection in the checkpoint."""
     hidden = hf_config.hidden_size
     head_dim = getattr(hf_config, "head_dim", None) or hidden // hf_config.num_attention_heads

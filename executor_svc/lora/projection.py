@@ -35,6 +35,13 @@ class LoraProjection:
         return F.linear(F.linear(x, self.shrink) * rows.mask(self.parts), self.expand)
 
 
+def with_update(base: torch.Tensor, lora: LoraProjection | None, x: torch.Tensor, rows: AdapterRows | None
+                ) -> torch.Tensor:
+    """``base`` (a projection of ``x``) plus its adapters' update, or ``base`` itself when the projection has no
+    adapter or no row of this forward uses one."""
+    return base if lora is None or rows is None else base + lora.delta(x, rows)
+
+
 class AdapterRows:
     """Which adapter slot each flat row of one forward uses (-1: none), as the column masks the projections need."""
 

@@ -11,7 +11,7 @@ from torch import nn
 from executor_svc.attention.backend import AttentionBackend
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.kv_cache import PagedKVCache
-from executor_svc.lora.projection import AdapterRows, LoraProjection
+from executor_svc.lora.projection import AdapterRows, LoraProjection, with_update
 from executor_svc.models.layers import linear, pack_for_cpu_matmul, rms_norm
 from executor_svc.models.rope import apply_rotary, rope_inverse_frequencies, rope_parameters
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel, vocab_parallel_embedding
@@ -113,9 +113,8 @@ class LlamaAttention(nn.Module):
         """x [T, hidden] -> q [T, H, D], k and v [T, KVH, D], with q/k normed (Qwen3) and rotated."""
         tokens = x.shape[0]
         qk_heads = self.num_heads + self.num_kv_heads
-        qkv = linear(x, self.qkv_weight, self.qkv_bias, self.packed.get("qkv_weight"))
-        if adapters is not None and self.qkv_lora is not None:
-            qkv = qkv + self.qkv_lora.delta(x, adapters)
+        qkv = with_update(linear(x, self.qkv_weight, self.qkv_bias, self.packed.get("qkv_weight")), self.qkv_lora, x,
+                          adapters)
         qk = qkv[:, : qk_heads * self.head_dim].reshape(tokens, qk_heads, self.head_dim)
         v = qkv[:, qk_heads * self.head_dim :].reshape(tokens, self.num_kv_heads, self.head_dim)
         if self.qk_norm_weight is not None:
@@ -126,13 +125,12 @@ class LlamaAttention(nn.Module):
     def project_out(self, out: torch.Tensor, adapters: AdapterRows | None = None) -> torch.Tensor:
         """Attention output [T, H, D] -> [T, hidden] (summed over ranks under tensor parallelism)."""
         out = out.reshape(out.shape[0], self.num_heads * self.head_dim)
-        lora = self.o_lora if adapters is not None else None
         if not self.tp.enabled:
             projected = linear(out, self.o_weight, self.o_bias, self.packed.get("o_weight"))
-            return projected if lora is None or adapters is None else projected + lora.delta(out, adapters)
-        partial = linear(out, self.o_weight, packed=self.packed.get("o_weight"))
-        if lora is not None and adapters is not None:  # row-parallel: the partial updates are summed with it
-            partial = partial + lora.delta(out, adapters)
+            return with_update(projected, self.o_lora, out, adapters)
+        # Row-parallel: each rank's partial update is summed with its partial output.
+        partial = with_update(linear(out, self.o_weight, packed=self.packed.get("o_weight")), self.o_lora, out,
+                              adapters)
         summed = self.tp.all_reduce(partial.contiguous())
         return summed if self.o_bias is None else summed + self.o_bias
 
@@ -166,14 +164,13 @@ class LlamaMLP(nn.Module):
 
     def forward(self, x: torch.Tensor, adapters: AdapterRows | None = None) -> torch.Tensor:
         """x [T, hidden] -> [T, hidden] (``adapters``: as LlamaAttention.forward's)."""
-        gate_up = linear(x, self.gate_up_weight, packed=self.packed.get("gate_up_weight"))
-        if adapters is not None and self.gate_up_lora is not None:
-            gate_up = gate_up + self.gate_up_lora.delta(x, adapters)
+        gate_up = with_update(linear(x, self.gate_up_weight, packed=self.packed.get("gate_up_weight")),
+                              self.gate_up_lora, x, adapters)
         gate, up = gate_up[:, : self.intermediate_size], gate_up[:, self.intermediate_size :]
         activated = F.silu(gate) * up
-        out = linear(activated, self.down_weight, packed=self.packed.get("down_weight"))
-        if adapters is not None and self.down_lora is not None:  # row-parallel: summed over ranks with it
-            out = out + self.down_lora.delta(activated, adapters)
+        # Row-parallel like o_proj: the partial update is summed over ranks with the partial output.
+        out = with_update(linear(activated, self.down_weight, packed=self.packed.get("down_weight")), self.down_lora,
+                          activated, adapters)
         return self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out
 
 

@@ -33,9 +33,11 @@ import re
 from collections.abc import Collection
 
 from scheduler_svc.http.tool_calls_common import (
+    FAILED,
     ParsedCall,
     ParsedOutput,
     StreamDelta,
+    TextCallStream,
     call_of,
     call_of_json,
     held_suffix,
@@ -83,31 +85,18 @@ def parse_output(text: str, names: Collection[str], parallel: bool = True) -> Pa
 
 
 # what the stream is reading
-_CONTENT, _OPENING, _OBJECT, _BETWEEN, _TRAILING, _FAILED = range(6)
+_CONTENT, _OPENING, _OBJECT, _BETWEEN, _TRAILING = range(5)
 
 
-class StreamParser:
+class StreamParser(TextCallStream):
     """Reads an output piece by piece; feed() and finish() return what the stream may send."""
 
     def __init__(self, names: Collection[str], parallel: bool = True) -> None:
-        self._names = names
-        self._parallel = parallel
-        self._text = ""
-        self._sent = 0
-        """Content sent: the text before it (until the calls begin)."""
-        self._state = _CONTENT
+        super().__init__(names, parallel)
         self._pos = 0
         """Where reading goes on (after the content)."""
         self._scan: JsonScan | None = None
         """The object being read."""
-        self.calls_sent = 0
-
-    def feed(self, text: str) -> StreamDelta:
-        """One more piece of the output."""
-        if self._state == _FAILED:
-            return StreamDelta(text)
-        self._text += text
-        return self._advance()
 
     def finish(self) -> StreamDelta:
         """The output has ended: what was held. Held content (whitespace, the beginning of a tag) and calls cut
@@ -145,9 +134,8 @@ class StreamParser:
                 call = call_of_json(text[self._scan.start:self._scan.end], self._names)
                 if call is None:
                     return sent.then(self._fail())
-                if self._parallel or self.calls_sent == 0:
+                if self._sends_next_call():
                     sent = sent.then(StreamDelta(calls=(call,)))
-                    self.calls_sent += 1
                 self._state, self._pos = _BETWEEN, self._scan.end
             elif state == _BETWEEN:
                 self._pos = _SEPARATORS.match(text, self._pos).end()  # type: ignore[union-attr]  # always matches
@@ -163,14 +151,10 @@ class StreamParser:
     def _read_object(self, pos: int) -> None:
         self._state, self._scan = _OBJECT, JsonScan(pos)
 
-    def _content(self, end: int) -> StreamDelta:
-        content, self._sent = self._text[self._sent:end], end
-        return StreamDelta(content)
-
     def _fail(self) -> StreamDelta:
         """The calls do not parse: before any call was sent, the whole output is content (the rest of it goes out
         now, and what follows as it comes); after one, the text from the bad object on."""
-        self._state = _FAILED
+        self._state = FAILED
         if self.calls_sent and self._scan is not None:
             return StreamDelta(self._text[self._scan.start:])
         return self._content(len(self._text))

@@ -22,12 +22,10 @@ from scheduler_svc.http.context import ServingContext
 from scheduler_svc.http.errors import ApiError
 from scheduler_svc.http.protocol import LoadLoraAdapterRequest, UnloadLoraAdapterRequest
 from scheduler_svc.http.unrecognized import refuse_unrecognized
-from scheduler_svc.lora_updates import LoraUpdateError, LoraUpdates
+from scheduler_svc.lora_updates import UPDATES_OFF, LoraUpdateError, LoraUpdates
 
 LOAD_LORA_ROUTE = "/v1/load_lora_adapter"
 UNLOAD_LORA_ROUTE = "/v1/unload_lora_adapter"
-OFF_MESSAGE = ("loading and unloading LoRA adapters is off: start the scheduler with "
-               "--allow-runtime-lora-updating")
 _FIELDS = ("lora_name", "lora_path")
 _HTTP_CODE = {grpc.StatusCode.ALREADY_EXISTS: grpc.StatusCode.INVALID_ARGUMENT}
 """Codes answered as another's status: an adapter already loaded is vLLM's 400."""
@@ -67,7 +65,7 @@ class LoraRoutes:
             context.authorize(request.headers)
             updates = context.lora_updates
             if updates is None or not updates.allowed:
-                raise ApiError(grpc.StatusCode.NOT_FOUND, OFF_MESSAGE)
+                raise ApiError(grpc.StatusCode.NOT_FOUND, UPDATES_OFF)
             raw = await read_body(request, context.max_body_bytes)
             try:
                 text = await answer(updates, raw)

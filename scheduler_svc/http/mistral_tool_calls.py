@@ -31,9 +31,11 @@ import re
 from collections.abc import Collection
 
 from scheduler_svc.http.tool_calls_common import (
+    FAILED,
     ParsedCall,
     ParsedOutput,
     StreamDelta,
+    TextCallStream,
     call_of,
     call_of_json,
     held_suffix,
@@ -74,19 +76,14 @@ def parse_output(text: str, names: Collection[str], parallel: bool = True) -> Pa
 
 
 # what the stream is reading
-_CONTENT, _OPENING, _ARRAY, _DROPPING, _FAILED = range(5)
+_CONTENT, _OPENING, _ARRAY, _DROPPING = range(4)
 
 
-class StreamParser:
+class StreamParser(TextCallStream):
     """Reads an output piece by piece; feed() and finish() return what the stream may send."""
 
     def __init__(self, names: Collection[str], parallel: bool = True) -> None:
-        self._names = names
-        self._parallel = parallel
-        self._text = ""
-        self._sent = 0
-        """Content sent: the text before it (until the first ``[TOOL_CALLS]``)."""
-        self._state = _CONTENT
+        super().__init__(names, parallel)
         self._pos = 0
         """Where reading goes on (after the content)."""
         self._scan: JsonScan | None = None
@@ -95,14 +92,6 @@ class StreamParser:
         """Items of that array read (as calls)."""
         self._resume = 0
         """Where the text not yet sent as calls starts (what a failure after a sent call sends as content)."""
-        self.calls_sent = 0
-
-    def feed(self, text: str) -> StreamDelta:
-        """One more piece of the output."""
-        if self._state == _FAILED:
-            return StreamDelta(text)
-        self._text += text
-        return self._advance()
 
     def finish(self) -> StreamDelta:
         """The output has ended: what was held. Held content (whitespace, the beginning of ``[TOOL_CALLS]``) and an
@@ -157,9 +146,8 @@ class StreamParser:
                 self._resume = max(self._resume, start)
                 return StreamDelta(calls=tuple(calls)).then(self._fail())
             self._items_read += 1
-            if self._parallel or self.calls_sent == 0:
+            if self._sends_next_call():
                 calls.append(call)
-                self.calls_sent += 1
                 self._resume = end
         if scan.bad or (scan.done and not self._whole_array(scan)):
             return StreamDelta(calls=tuple(calls)).then(self._fail())
@@ -175,14 +163,10 @@ class StreamParser:
             return False
         return bool(scan.items)
 
-    def _content(self, end: int) -> StreamDelta:
-        content, self._sent = self._text[self._sent:end], end
-        return StreamDelta(content)
-
     def _fail(self) -> StreamDelta:
         """The calls do not parse: before any call was sent, the whole output is content (the rest of it goes out
         now, and what follows as it comes); after one, the text not sent as calls."""
-        self._state = _FAILED
+        self._state = FAILED
         if self.calls_sent:
             return StreamDelta(self._text[self._resume:])
         return self._content(len(self._text))

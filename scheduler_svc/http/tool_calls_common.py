@@ -79,6 +79,47 @@ class ToolCallParser(Protocol):
         ...
 
 
+FAILED = -1
+"""A TextCallStream's state once its calls did not parse: everything after is content."""
+
+
+class TextCallStream:
+    """What the llama3_json and mistral stream parsers share: the output so far, how much of it went out as content,
+    the calls sent, and the state machine's state (0: reading content; FAILED: the rest is content)."""
+
+    def __init__(self, names: Collection[str], parallel: bool = True) -> None:
+        self._names = names
+        self._parallel = parallel
+        self._text = ""
+        self._sent = 0
+        """Content sent: the text before it."""
+        self._state = 0
+        self.calls_sent = 0
+
+    def feed(self, text: str) -> StreamDelta:
+        """One more piece of the output."""
+        if self._state == FAILED:
+            return StreamDelta(text)
+        self._text += text
+        return self._advance()
+
+    def _advance(self) -> StreamDelta:
+        raise NotImplementedError
+
+    def _sends_next_call(self) -> bool:
+        """Whether the next complete call goes out (counting it): all of them, or only the first without
+        parallel calls."""
+        if self._parallel or self.calls_sent == 0:
+            self.calls_sent += 1
+            return True
+        return False
+
+    def _content(self, end: int) -> StreamDelta:
+        """The text up to ``end`` not sent yet, as content."""
+        content, self._sent = self._text[self._sent:end], end
+        return StreamDelta(content)
+
+
 def call_of(value: Any, names: Collection[str]) -> ParsedCall | None:
     """The call a decoded JSON value writes: an object whose ``name`` is among ``names`` and whose ``arguments``
     (or, as some models write it, ``parameters``) is an object; None otherwise."""

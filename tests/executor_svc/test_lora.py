@@ -307,3 +307,26 @@ def test_an_adapter_loaded_after_the_graphs_were_captured_replays_in_them(model_
     tokens = run_alone(runner, "r", "one", PROMPTS["a"])
     assert runner.forward.num_replays == 5
     assert tokens == peft_greedy(model_dir, adapters["one"], PROMPTS["a"], 6)
+
+
+def test_the_captured_step_with_adapters_compiles_as_one_graph_without_host_syncs(model_dir, adapters):
+    """torch.compile(fullgraph=True) fails on any graph break: what a CUDA graph records with adapter rows is one
+    program (unpacked weights, as on a GPU), and it reads nothing back to the host."""
+    from host_syncs import recorded_host_syncs
+
+    runner = graphed_runner(model_dir, adapters, cpu_weight_packing=False)
+    graphs = runner.forward.graphs
+    assert graphs is not None
+    shapes = []
+    replay = graphs.run
+    graphs.run = lambda batch, shape, resolve: shapes.append(shape) or replay(batch, shape, resolve)  # type: ignore
+    requests = {rid: request for rid, request in planned().items() if rid != "d"}
+    for step in plan_steps(requests, [["a", "b", "c"]] * 2):
+        runner.execute(step)
+    (shape,) = shapes  # the decode step's inputs are still in the static buffers
+    with torch.inference_mode(), recorded_host_syncs() as syncs:
+        eager = graphs._forward(shape).clone()
+    assert syncs == []
+    compiled = torch.compile(lambda: graphs._forward(shape), fullgraph=True, dynamic=False)
+    with torch.inference_mode():
+        torch.testing.assert_close(compiled(), eager, atol=1e-5, rtol=1e-5)
