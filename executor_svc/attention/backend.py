@@ -22,6 +22,20 @@ class AttentionBackend(Protocol):
         kv_layer: torch.Tensor,
         meta: AttentionMetadata,
         scale: float,
+        sliding_window: int | None = None,
     ) -> torch.Tensor:
-        """q [T, H, D], k/v [T, KVH, D], kv_layer [num_blocks, 2, block_size, KVH, D] -> [T, H, D]."""
+        """q [T, H, D], k/v [T, KVH, D], kv_layer [num_blocks, 2, block_size, KVH, D] -> [T, H, D].
+
+        ``sliding_window`` w limits a query at position p to the keys at positions p - w < j <= p (the
+        last w, itself included: HF transformers' sliding window); None attends to every earlier key.
+        Every new token's K/V is written to the cache either way.
+        """
         ...
+
+
+def check_sliding_window(sliding_window: int | None) -> None:
+    """Raise ValueError unless ``sliding_window`` is None or an int >= 1."""
+    if sliding_window is None:
+        return
+    if isinstance(sliding_window, bool) or not isinstance(sliding_window, int) or sliding_window < 1:
+        raise ValueError(f"sliding_window: must be an int >= 1 or None, got {sliding_window!r}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from executor_svc.attention.backend import check_sliding_window
 from executor_svc.attention.metadata import AttentionMetadata
 
 
@@ -34,10 +35,13 @@ class PaddedTorchAttentionBackend:
         kv_layer: torch.Tensor,
         meta: AttentionMetadata,
         scale: float,
+        sliding_window: int | None = None,
     ) -> torch.Tensor:
-        """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache."""
+        """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache
+        (over its last ``sliding_window`` positions, if set)."""
+        check_sliding_window(sliding_window)
         _write_kv(kv_layer, k, v, meta.slot_mapping)
-        return _attend(q, kv_layer, meta, scale)
+        return _attend(q, kv_layer, meta, scale, sliding_window)
 
 
 def _write_kv(kv_layer: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor) -> None:
@@ -50,7 +54,9 @@ def _write_kv(kv_layer: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: t
     rows.index_copy_(0, key_rows + block_size, v)
 
 
-def _attend(q: torch.Tensor, kv_layer: torch.Tensor, meta: AttentionMetadata, scale: float) -> torch.Tensor:
+def _attend(
+    q: torch.Tensor, kv_layer: torch.Tensor, meta: AttentionMetadata, scale: float, sliding_window: int | None
+) -> torch.Tensor:
     num_tokens, num_heads, head_dim = q.shape
     num_kv_heads, block_size = kv_layer.shape[3], kv_layer.shape[2]
     group = num_heads // num_kv_heads
@@ -67,9 +73,7 @@ def _attend(q: torch.Tensor, kv_layer: torch.Tensor, meta: AttentionMetadata, sc
     keys = kv_layer[:, 0].index_select(0, blocks).view(num_seqs, width * block_size, num_kv_heads, head_dim)
     values = kv_layer[:, 1].index_select(0, blocks).view(num_seqs, width * block_size, num_kv_heads, head_dim)
     query_positions = meta.seq_lens.unsqueeze(1) - query_lens.unsqueeze(1) + offsets  # [B, max_q]
-    key_positions = torch.arange(width * block_size, device=q.device)
-    mask = key_positions.view(1, 1, -1) <= query_positions.unsqueeze(2)  # [B, max_q, L]
-    mask[:, :, 0] = True  # an empty (padded) sequence still attends somewhere: no NaN rows
+    mask = _visible(query_positions, width * block_size, sliding_window)
     mask = mask.unsqueeze(1).expand(num_seqs, group, max_q, -1).reshape(num_seqs, 1, group * max_q, -1)
     out = F.scaled_dot_product_attention(
         queries, keys.transpose(1, 2), values.transpose(1, 2), attn_mask=mask, scale=scale
@@ -81,3 +85,16 @@ def _attend(q: torch.Tensor, kv_layer: torch.Tensor, meta: AttentionMetadata, sc
     seq = (torch.searchsorted(meta.query_start_loc, flat, right=True) - 1).clamp(0, num_seqs - 1)
     within = (flat - starts.index_select(0, seq)).clamp(0, max_q - 1)
     return out.index_select(0, seq * max_q + within)
+
+
+def _visible(query_positions: torch.Tensor, num_keys: int, sliding_window: int | None) -> torch.Tensor:
+    """bool [B, max_q, num_keys]: which keys each padded query row sees, never none (no NaN rows)."""
+    keys = torch.arange(num_keys, device=query_positions.device).view(1, 1, -1)
+    mask = keys <= query_positions.unsqueeze(2)
+    if sliding_window is None:
+        mask[:, :, 0] = True  # an empty (padded) sequence still attends somewhere
+        return mask
+    # Key 0 may lie outside a real query's window, so padded rows are kept non-empty another way: a row
+    # past the last key (padding of a query or of the batch) takes its window from the last key.
+    floor = query_positions.clamp(max=num_keys - 1) - sliding_window
+    return mask & (keys > floor.unsqueeze(2))

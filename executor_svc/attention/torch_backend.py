@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from executor_svc.attention.backend import check_sliding_window
 from executor_svc.attention.length_groups import length_groups
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.host_transfer import host_list_to_device
@@ -31,7 +32,8 @@ class _BatchedGroup:
     keep_flat: torch.Tensor | None
     """int64 [R]: flat token of each real row (None: the padded rows map onto tokens 0..T-1)."""
     mask: torch.Tensor
-    """bool [num_seqs, 1, group * max_query_len, padded_len]: True where a query may see a key."""
+    """bool [num_seqs, 1, group * max_query_len, padded_len]: True where a query may see a key (causal, and
+    within the sliding window if any)."""
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,14 @@ class _SingleSequence:
 
     start: int
     end: int
-    seq_len: int
+    num_keys: int
+    """Keys attended: the sequence's tokens from the first block gathered (its whole length without a window)."""
     block_ids: torch.Tensor | None
-    """int64 [blocks]: the sequence's blocks (None: no cached context, attend over the new K/V only)."""
+    """int64 [blocks]: the blocks gathered, from the first one the window reaches (None: no cached context,
+    attend over the new K/V only)."""
     mask: torch.Tensor | None
-    """bool [query_len, seq_len] causal mask offset by the cached context (None: plain causal)."""
+    """bool [query_len, num_keys]: causal mask offset by the cached context, banded by the sliding window
+    (None: plain causal)."""
 
 
 @dataclass(frozen=True)
@@ -87,13 +92,18 @@ class TorchAttentionBackend:
         kv_layer: torch.Tensor,
         meta: AttentionMetadata,
         scale: float,
+        sliding_window: int | None = None,
     ) -> torch.Tensor:
-        """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache."""
+        """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache
+        (over its last ``sliding_window`` positions, if set)."""
+        check_sliding_window(sliding_window)
         num_kv_heads = kv_layer.shape[3]
         group = q.shape[1] // num_kv_heads
+        window = _effective_window(meta, sliding_window)
+        # Layers with different windows (or none) in one forward each get their own plan.
         plan = meta.cached(
-            f"torch/{group}",
-            lambda: _build_plan(meta, group, self.max_batched_query_len, self.group_overhead_blocks),
+            f"torch/{group}/{window}",
+            lambda: _build_plan(meta, group, window, self.max_batched_query_len, self.group_overhead_blocks),
         )
         _write_kv(kv_layer, k, v, plan)
         if plan.output_is_batched:
@@ -155,8 +165,8 @@ def _attend_single(
     if single.block_ids is None:
         keys, values = k[single.start : single.end], v[single.start : single.end]
     else:
-        keys = _gather(kv_layer, 0, single.block_ids)[: single.seq_len]
-        values = _gather(kv_layer, 1, single.block_ids)[: single.seq_len]
+        keys = _gather(kv_layer, 0, single.block_ids)[: single.num_keys]
+        values = _gather(kv_layer, 1, single.block_ids)[: single.num_keys]
     out = F.scaled_dot_product_attention(
         queries,
         keys.transpose(0, 1).unsqueeze(0),
@@ -169,42 +179,72 @@ def _attend_single(
     return out.squeeze(0).transpose(0, 1)
 
 
+def _effective_window(meta: AttentionMetadata, sliding_window: int | None) -> int | None:
+    """The window, or None where it hides no key from any query (no sequence is longer than it): such a
+    layer shares the plan, and the speed, of a layer without one."""
+    if sliding_window is None or sliding_window >= max(meta.seq_lens_list, default=0):
+        return None
+    return sliding_window
+
+
+def _skipped_blocks(meta: AttentionMetadata, window: int | None) -> list[int]:
+    """Per sequence, its leading blocks that hold only keys before the window of its first query: never
+    gathered. (The first query at p = seq_len - query_len sees keys from p - window + 1 on.)"""
+    if window is None:
+        return [0] * len(meta.seq_lens_list)
+    return [
+        max(0, seq_len - query_len - window + 1) // meta.block_size
+        for query_len, seq_len in zip(meta.query_lens_list, meta.seq_lens_list)
+    ]
+
+
+def _visible(keys: torch.Tensor, positions: torch.Tensor, window: int | None) -> torch.Tensor:
+    """Whether a query at ``positions`` sees a key at ``keys`` (broadcast): causal, within the window if any."""
+    mask = keys <= positions
+    if window is not None:
+        mask &= keys > positions - window
+    return mask
+
+
 def _build_plan(
-    meta: AttentionMetadata, group: int, max_batched_query_len: int, group_overhead_blocks: int
+    meta: AttentionMetadata, group: int, window: int | None, max_batched_query_len: int, group_overhead_blocks: int
 ) -> _Plan:
     device = meta.device
     block_size = meta.block_size
     blocks = meta.slot_mapping // block_size
     key_rows = blocks * (2 * block_size) + meta.slot_mapping % block_size
     starts = _host_starts(meta)
+    skipped = _skipped_blocks(meta, window)
     short = [i for i, n in enumerate(meta.query_lens_list) if n <= max_batched_query_len]
     long = [i for i, n in enumerate(meta.query_lens_list) if n > max_batched_query_len]
-    widths = [len(meta.block_tables_list[i]) for i in short]
+    widths = [len(meta.block_tables_list[i]) - skipped[i] for i in short]
     batched = [
-        _build_batched(meta, starts, [short[j] for j in members], group)
+        _build_batched(meta, starts, skipped, [short[j] for j in members], group, window)
         for members in length_groups(widths, group_overhead_blocks)
     ]
     return _Plan(
         key_rows=key_rows,
         value_rows=key_rows + block_size,
         batched=batched,
-        singles=[_build_single(meta, starts[i], i, device) for i in long],
+        singles=[_build_single(meta, starts[i], i, skipped[i], window, device) for i in long],
         output_is_batched=len(batched) == 1 and not long and batched[0].query_rows is None,
     )
 
 
-def _build_batched(meta: AttentionMetadata, starts: list[int], seqs: list[int], group: int) -> _BatchedGroup:
+def _build_batched(
+    meta: AttentionMetadata, starts: list[int], skipped: list[int], seqs: list[int], group: int, window: int | None
+) -> _BatchedGroup:
     device = meta.device
     qlen = max(meta.query_lens_list[i] for i in seqs)
-    width = max(len(meta.block_tables_list[i]) for i in seqs)
+    tables = [meta.block_tables_list[i][skipped[i] :] for i in seqs]
+    width = max(len(table) for table in tables)
     padded_len = width * meta.block_size
-    rows = _PaddedRows.build(meta, starts, seqs, qlen)
+    rows = _PaddedRows.build(meta, starts, seqs, [skipped[i] * meta.block_size for i in seqs], qlen)
     block_ids: list[int] = []
-    for i in seqs:
-        table = meta.block_tables_list[i]
+    for table in tables:
         block_ids.extend(table + [table[0]] * (width - len(table)))
     positions = host_list_to_device(rows.positions, device).view(len(seqs), 1, 1, qlen, 1)
-    mask = torch.arange(padded_len, device=device).view(1, 1, 1, 1, -1) <= positions
+    mask = _visible(torch.arange(padded_len, device=device).view(1, 1, 1, 1, -1), positions, window)
     mask = mask.expand(len(seqs), 1, group, qlen, padded_len).reshape(len(seqs), 1, group * qlen, padded_len)
     in_order = rows.tokens == list(range(meta.num_tokens))
     return _BatchedGroup(
@@ -226,38 +266,43 @@ class _PaddedRows:
     tokens: list[int]
     """Flat token each padded row reads its query from (padding repeats the sequence's last query)."""
     positions: list[int]
-    """Position in its sequence of each padded row's query."""
+    """Position of each padded row's query, counted from its sequence's first gathered key."""
     keep_padded: list[int]
     keep_flat: list[int]
 
     @classmethod
-    def build(cls, meta: AttentionMetadata, starts: list[int], seqs: list[int], qlen: int) -> _PaddedRows:
+    def build(
+        cls, meta: AttentionMetadata, starts: list[int], seqs: list[int], first_keys: list[int], qlen: int
+    ) -> _PaddedRows:
+        """``first_keys[j]``: the position of the first key gathered for sequence ``seqs[j]``."""
         rows = cls([], [], [], [])
-        for i in seqs:
-            n, seq_len, start = meta.query_lens_list[i], meta.seq_lens_list[i], starts[i]
+        for i, first_key in zip(seqs, first_keys):
+            n, num_keys, start = meta.query_lens_list[i], meta.seq_lens_list[i] - first_key, starts[i]
             for j in range(qlen):
                 real = min(j, n - 1)
                 if j < n:
                     rows.keep_padded.append(len(rows.tokens))
                     rows.keep_flat.append(start + j)
                 rows.tokens.append(start + real)
-                rows.positions.append(seq_len - n + real)
+                rows.positions.append(num_keys - n + real)
         return rows
 
 
-def _build_single(meta: AttentionMetadata, start: int, i: int, device: torch.device) -> _SingleSequence:
+def _build_single(
+    meta: AttentionMetadata, start: int, i: int, skipped: int, window: int | None, device: torch.device
+) -> _SingleSequence:
     query_len, seq_len = meta.query_lens_list[i], meta.seq_lens_list[i]
-    if query_len == seq_len:
-        return _SingleSequence(start=start, end=start + query_len, seq_len=seq_len, block_ids=None, mask=None)
-    query_positions = torch.arange(seq_len - query_len, seq_len, device=device)
-    mask = torch.arange(seq_len, device=device).view(1, -1) <= query_positions.view(-1, 1)
-    return _SingleSequence(
-        start=start,
-        end=start + query_len,
-        seq_len=seq_len,
-        block_ids=host_list_to_device(meta.block_tables_list[i], device),
-        mask=mask,
-    )
+    if window is not None and seq_len <= window:
+        window = None  # hides no key of this sequence
+    if query_len == seq_len and window is None:
+        return _SingleSequence(start=start, end=start + query_len, num_keys=seq_len, block_ids=None, mask=None)
+    first_key = skipped * meta.block_size
+    num_keys = seq_len - first_key
+    query_positions = torch.arange(seq_len - query_len - first_key, num_keys, device=device)
+    mask = _visible(torch.arange(num_keys, device=device).view(1, -1), query_positions.view(-1, 1), window)
+    # A whole prompt (no cached context) attends over its new K/V directly, as without a window.
+    block_ids = None if query_len == seq_len else host_list_to_device(meta.block_tables_list[i][skipped:], device)
+    return _SingleSequence(start=start, end=start + query_len, num_keys=num_keys, block_ids=block_ids, mask=mask)
 
 
 def _host_starts(meta: AttentionMetadata) -> list[int]:

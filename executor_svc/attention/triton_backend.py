@@ -15,6 +15,7 @@ import os
 
 import torch
 
+from executor_svc.attention.backend import check_sliding_window
 from executor_svc.attention.metadata import AttentionMetadata
 
 _INTERPRETER_SMS = 1
@@ -58,10 +59,13 @@ class TritonAttentionBackend:
         kv_layer: torch.Tensor,
         meta: AttentionMetadata,
         scale: float,
+        sliding_window: int | None = None,
     ) -> torch.Tensor:
-        """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache."""
+        """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache
+        (over its last ``sliding_window`` positions, if set)."""
         from executor_svc.attention import triton_kernels
 
+        check_sliding_window(sliding_window)
         _check_shapes(q, k, v, kv_layer, meta)
         triton_kernels.write_kv(k, v, kv_layer, meta.slot_mapping)
         # Tokens of no sequence (a captured batch's padding) are never written by the kernel: zero them.
@@ -75,11 +79,14 @@ class TritonAttentionBackend:
             meta.block_tables,
             meta.max_query_len,
             scale,
-            num_splits=self._num_splits(q, kv_layer, meta),
+            num_splits=self._num_splits(q, kv_layer, meta, sliding_window),
+            sliding_window=sliding_window,
         )
         return out
 
-    def _num_splits(self, q: torch.Tensor, kv_layer: torch.Tensor, meta: AttentionMetadata) -> int:
+    def _num_splits(
+        self, q: torch.Tensor, kv_layer: torch.Tensor, meta: AttentionMetadata, sliding_window: int | None = None
+    ) -> int:
         if self.num_splits is not None:
             return self.num_splits
         from executor_svc.attention.triton_kernels import choose_num_splits, eager_num_splits, num_query_tiles
@@ -88,12 +95,21 @@ class TritonAttentionBackend:
         chosen = choose_num_splits(
             meta.num_seqs,
             num_kv_heads,
-            meta.block_tables.shape[1],
+            _max_blocks_read(meta, sliding_window),
             _num_sms(q.device),
             block_size=kv_layer.shape[2],
             num_query_tiles=num_query_tiles(q.shape[1] // num_kv_heads, meta.max_query_len),
         )
         return chosen if meta.is_static else eager_num_splits(chosen, meta.max_query_len)
+
+
+def _max_blocks_read(meta: AttentionMetadata, sliding_window: int | None) -> int:
+    """A bound (from shapes and ints only) on the KV blocks one query tile reads: the block tables' width, or
+    with a sliding window the blocks its window and queries can span (they start block-aligned)."""
+    width = int(meta.block_tables.shape[1])
+    if sliding_window is None:
+        return width
+    return min(width, -(-(sliding_window + meta.max_query_len - 1) // meta.block_size) + 1)
 
 
 def _num_sms(device: torch.device) -> int:

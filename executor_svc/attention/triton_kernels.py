@@ -144,7 +144,22 @@ def _tile_rows(
     return tokens, heads, positions, valid, kv_end
 
 
-@triton.jit(do_not_specialize=["num_tokens", "block_tables_stride"])
+@triton.jit
+def _window_start(qsl_ptr, seq_lens_ptr, seq, tile, kv_end, window, BLOCK_Q: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """The tile's first key to read (<= kv_end): the start of the KV-cache block holding the first key its
+    first query's sliding window reaches (``window`` > 0; 0: none, every key from 0). Whole blocks before it
+    are skipped; the rows' own masks cut the boundary block."""
+    q_start = tl.load(qsl_ptr + seq)
+    query_len = (tl.load(qsl_ptr + seq + 1) - q_start).to(tl.int32)
+    seq_len = tl.load(seq_lens_ptr + seq).to(tl.int32)
+    first_key = tl.where(window > 0, seq_len - query_len + tile * BLOCK_Q - window + 1, 0)
+    return tl.minimum((tl.maximum(first_key, 0) // BLOCK_SIZE) * BLOCK_SIZE, kv_end)
+
+
+# ``window`` is a runtime int, not a constexpr: one compiled kernel serves every window (and none), so models
+# whose layers alternate windows compile nothing more and the eager warm-up needs no variant per window; it is
+# not specialised either (Triton would otherwise compile window 1 and multiples of 16 apart).
+@triton.jit(do_not_specialize=["num_tokens", "block_tables_stride", "window"])
 def _attention_kernel(
     q_ptr,
     kv_ptr,
@@ -170,6 +185,7 @@ def _attention_kernel(
     kv_stride_h,
     kv_stride_d,
     block_tables_stride,
+    window,
     NUM_KV_HEADS: tl.constexpr,
     GROUP: tl.constexpr,
     GROUP_PAD: tl.constexpr,
@@ -185,7 +201,8 @@ def _attention_kernel(
 ):
     """Program (sequence * KVH + kv head, query tile, split): online softmax over the split's share of
     the keys the tile may see. With one split it writes the normalised output, otherwise the partial
-    (max, sum, accumulator) of every row, in log2 units, for ``_combine_kernel``.
+    (max, sum, accumulator) of every row, in log2 units, for ``_combine_kernel``. ``window`` > 0 is a sliding
+    window (a query at p sees keys p - window < key <= p), 0 none.
 
     DOT_FP32 upcasts the operands of both dots (which are then exact fp32 dots if DOT_PRECISION is "ieee")."""
     seq = tl.program_id(0) // NUM_KV_HEADS
@@ -195,6 +212,9 @@ def _attention_kernel(
     tokens, heads, positions, valid, kv_end = _tile_rows(
         qsl_ptr, seq_lens_ptr, seq, kv_head, tile, GROUP, GROUP_PAD, BLOCK_Q, BLOCK_M
     )
+    kv_start = _window_start(qsl_ptr, seq_lens_ptr, seq, tile, kv_end, window, BLOCK_Q, BLOCK_SIZE)
+    # A row sees the keys above its floor (and up to its position); -1 without a window.
+    floor = tl.where(window > 0, positions - window, -1)
     dims = tl.arange(0, DIM_PAD)
     dim_ok = dims < HEAD_DIM
     q_mask = valid[:, None] & dim_ok[None, :]
@@ -204,8 +224,8 @@ def _attention_kernel(
         q = q.to(tl.float32)
 
     # This split's key range, in whole KV tiles; computed on the device from the sequence's length.
-    chunk = tl.cdiv(tl.cdiv(kv_end, NUM_SPLITS), BLOCK_N) * BLOCK_N
-    kv_lo = split * chunk
+    chunk = tl.cdiv(tl.cdiv(kv_end - kv_start, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    kv_lo = kv_start + split * chunk
     kv_hi = tl.minimum(kv_lo + chunk, kv_end)
 
     m_i = tl.full([BLOCK_M], _NO_SCORE, dtype=tl.float32)
@@ -226,7 +246,7 @@ def _attention_kernel(
             k = k.to(tl.float32)
             v = v.to(tl.float32)
         scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
-        visible = key_ok[None, :] & (keys[None, :] <= positions[:, None])
+        visible = key_ok[None, :] & (keys[None, :] <= positions[:, None]) & (keys[None, :] > floor[:, None])
         scores = tl.where(visible, scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
         p = tl.exp2(scores - m_new[:, None])
@@ -365,12 +385,14 @@ def paged_attention(
     max_query_len: int,
     scale: float,
     num_splits: int = 1,
+    sliding_window: int | None = None,
 ) -> None:
     """Causal attention of q [T, H, D] over each sequence's paged cache, written into out [T, H, D].
 
     Sequence i's queries are flat rows query_start_loc[i] .. query_start_loc[i+1]-1 at the last positions
     of its seq_lens[i] tokens. Rows of no sequence (padding) are not written. ``max_query_len`` must bound
-    every query length: it sets the number of query tiles.
+    every query length: it sets the number of query tiles. ``sliding_window`` w (>= 1) limits a query at p
+    to the keys p - w < key <= p; None sees every earlier key.
     """
     num_tokens, num_heads, head_dim = q.shape
     num_kv_heads, block_size = kv_layer.shape[3], kv_layer.shape[2]
@@ -401,7 +423,7 @@ def paged_attention(
     _attention_kernel[grid](
         q, kv_layer, out, part_m, part_l, part_acc, query_start_loc, seq_lens, block_tables,
         scale * _LOG2E, num_tokens, num_heads, *q.stride(), *out.stride(), *kv_layer.stride(),
-        block_tables.stride(0),
+        block_tables.stride(0), sliding_window or 0,
         BLOCK_SIZE=block_size, BLOCK_N=block_n, NUM_SPLITS=num_splits, DOT_FP32=dot_fp32,
         DOT_PRECISION="ieee" if dot_fp32 else None,
         **constants,

@@ -68,7 +68,7 @@ def compile_attention(dtype: str, head_dim: int, group: int, max_query_len: int,
 def check_step_ints_are_not_specialised() -> None:
     """Ints that change from step to step are not specialised on (by default Triton compiles a variant for a
     value of 1 and for multiples of 16): the eager warm-up's kernels then serve every step."""
-    for fn, names in ((triton_kernels._attention_kernel, {"num_tokens", "block_tables_stride"}),
+    for fn, names in ((triton_kernels._attention_kernel, {"num_tokens", "block_tables_stride", "window"}),
                       (triton_kernels._combine_kernel, {"num_tokens"})):
         unspecialised = {param.name for param in fn.params if param.do_not_specialize}  # type: ignore[attr-defined]
         assert names <= unspecialised, f"{fn}: {sorted(names - unspecialised)} specialised"
