@@ -32,6 +32,7 @@ from executor_svc.lora.stacking import stack_adapters
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_loader import load_hf_config, load_model
 from executor_svc.model_runner import ModelRunner
+from executor_svc.models.rope import rope_context_limit
 from executor_svc.parallel.launch import RankGroup, join_tensor_parallel_group
 from executor_svc.parallel.rank_commands import MirroringComputeLoop, RankChannel, follow
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
@@ -81,7 +82,7 @@ def build_runner(
     dtype = getattr(torch, config.torch_dtype_name)
     hf_config = load_hf_config(config.model_dir, config.load_format)
     backend = build_attention_backend(config.attention_backend, device)
-    max_model_len = min(config.max_model_len or hf_config.max_position_embeddings, hf_config.max_position_embeddings)
+    max_model_len = _max_model_len(config, hf_config)
     model = load_model(config.model_dir, dtype, device, backend, load_format=config.load_format, tp=tp,
                        pack_cpu_weights=config.cpu_weight_packing)
     lora = _serve_adapters(config, model, hf_config)
@@ -146,6 +147,16 @@ def _allocate_kv_cache(config: ExecutorConfig, hf_config: Any, dtype: torch.dtyp
     )
     return PagedKVCache(hf_config.num_hidden_layers, num_blocks, config.block_size, kv_end - kv_start, head_dim, dtype,
                         device, scratch_blocks=scratch_blocks)
+
+
+def _max_model_len(config: ExecutorConfig, hf_config: Any) -> int:
+    """The configured context length, or the longest the model serves exactly; ValueError naming max_model_len
+    when the configured one is longer than that."""
+    limit, why = rope_context_limit(hf_config)
+    if config.max_model_len is not None and config.max_model_len > limit:
+        raise ValueError(f"max_model_len: {config.max_model_len} is longer than this model serves exactly ({limit}: "
+                         f"{why})")
+    return config.max_model_len or limit
 
 
 def _describe(config: ExecutorConfig, hf_config: Any, max_model_len: int, num_blocks: int, device: torch.device,

@@ -13,7 +13,8 @@ from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.lora.projection import AdapterRows, LoraProjection, with_update
 from executor_svc.models.layers import linear, pack_for_cpu_matmul, rms_norm
-from executor_svc.models.rope import apply_rotary, rope_inverse_frequencies, rope_parameters
+from executor_svc.models.rope import apply_rotary, rope_frequencies
+from executor_svc.models.variants import ModelVariant, head_dim_of, variant_for
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel, vocab_parallel_embedding
 
 if TYPE_CHECKING:
@@ -26,35 +27,23 @@ def _packed(module: nn.Module, names: tuple[str, ...]) -> dict[str, torch.Tensor
     return {name: weight for name, weight in packed.items() if weight is not None}
 
 
-def _is_family(config: PretrainedConfig, model_type: str) -> bool:
-    """Whether config is of this HF model_type (GGUF configs carry a model_type but no architectures)."""
-    return getattr(config, "model_type", None) == model_type
-
-
-def _check_supported(config: PretrainedConfig) -> None:
-    """Reject config features this model code does not implement, naming the field."""
-    if getattr(config, "hidden_act", "silu") != "silu":
-        raise ValueError(f"hidden_act: {config.hidden_act!r} is not supported (silu only)")
-    if getattr(config, "mlp_bias", False):
-        raise ValueError("mlp_bias: MLP biases are not supported")
-    if getattr(config, "use_sliding_window", False):
-        raise ValueError("use_sliding_window: sliding-window attention is not supported")
-
-
-def _head_dim(config: PretrainedConfig) -> int:
-    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-
-
 class LlamaAttention(nn.Module):
-    """Self-attention with a fused qkv projection, RoPE, optional q/k RMSNorm (Qwen3) and GQA.
+    """Self-attention with a fused qkv projection, RoPE (maybe partial), optional q/k RMSNorm (Qwen3), GQA and an
+    optional sliding window.
 
     Under tensor parallelism each rank holds its share of the query and KV heads (column-parallel qkv)
     and its columns of o_proj (row-parallel: the partial outputs are summed over ranks)."""
 
     def __init__(
-        self, config: PretrainedConfig, attention_backend: AttentionBackend, tp: TensorParallel = SINGLE
+        self,
+        config: PretrainedConfig,
+        attention_backend: AttentionBackend,
+        tp: TensorParallel = SINGLE,
+        variant: ModelVariant | None = None,
+        sliding_window: int | None = None,
     ) -> None:
         super().__init__()
+        variant = variant or variant_for(config)
         self.tp = tp
         # Split by KV-head groups, unevenly if need be (SmolLM2-135M has 3 KV heads): each rank keeps whole groups.
         kv_start, kv_end = tp.split(config.num_key_value_heads, "num_key_value_heads")
@@ -63,25 +52,25 @@ class LlamaAttention(nn.Module):
         self.num_heads = self.num_kv_heads * group
         self.kv_head_offset, self.head_offset = kv_start, kv_start * group
         """The first KV head and query head of the checkpoint that this rank holds."""
-        self.head_dim = _head_dim(config)
-        self.scale = self.head_dim**-0.5
+        self.head_dim = head_dim_of(config)
+        self.scale = variant.attention_scale
+        self.sliding_window = sliding_window
+        """Keys older than this many positions are not attended (None: the whole context)."""
         self.eps = config.rms_norm_eps
         self.backend = attention_backend
         qkv_rows = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
-        # Qwen2 always biases q/k/v; its config has no attention_bias field.
-        qkv_bias = bool(getattr(config, "attention_bias", False)) or _is_family(config, "qwen2")
+        qkv_bias = variant.qkv_bias
         self.qkv_weight = nn.Parameter(torch.empty(qkv_rows, config.hidden_size), requires_grad=False)
         self.qkv_bias = nn.Parameter(torch.zeros(qkv_rows), requires_grad=False) if qkv_bias else None
         self.o_weight = nn.Parameter(
             torch.empty(config.hidden_size, self.num_heads * self.head_dim), requires_grad=False
         )
-        o_bias = bool(getattr(config, "attention_bias", False))
-        self.o_bias = nn.Parameter(torch.zeros(config.hidden_size), requires_grad=False) if o_bias else None
+        self.o_bias = nn.Parameter(torch.zeros(config.hidden_size), requires_grad=False) if variant.o_bias else None
         qk_heads = self.num_heads + self.num_kv_heads
         # Qwen3 normalises each q and k head; one norm over all of them with a per-head weight row.
         self.qk_norm_weight = (
             nn.Parameter(torch.ones(qk_heads, self.head_dim), requires_grad=False)
-            if _is_family(config, "qwen3")
+            if variant.qk_norm
             else None
         )
         self.packed: dict[str, torch.Tensor] = {}
@@ -106,7 +95,8 @@ class LlamaAttention(nn.Module):
         """x [T, hidden] -> attention output projected back to [T, hidden] (``adapters``: the LoRA adapter of
         each row, None when no row uses one)."""
         q, k, v = self.project_qkv(x, cos, sin, adapters)
-        return self.project_out(self.backend.forward(q, k, v, kv_layer, meta, self.scale), adapters)
+        out = self.backend.forward(q, k, v, kv_layer, meta, self.scale, sliding_window=self.sliding_window)
+        return self.project_out(out, adapters)
 
     def project_qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, adapters: AdapterRows | None = None
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -136,12 +126,14 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaMLP(nn.Module):
-    """SwiGLU feed-forward with a fused gate/up projection (column-parallel under tensor parallelism, the down
-    projection row-parallel)."""
+    """Gated feed-forward, act(gate) * up, with a fused gate/up projection (column-parallel under tensor
+    parallelism, the down projection row-parallel); SiLU for most of the family, tanh-GELU for Gemma."""
 
-    def __init__(self, config: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
+    def __init__(self, config: PretrainedConfig, tp: TensorParallel = SINGLE, variant: ModelVariant | None = None
+                 ) -> None:
         super().__init__()
         self.tp = tp
+        self.act = (variant or variant_for(config)).activation()
         start, end = tp.split(config.intermediate_size, "intermediate_size")  # summed over ranks: may be uneven
         self.intermediate_size = end - start
         self.intermediate_offset = start
@@ -167,7 +159,7 @@ class LlamaMLP(nn.Module):
         gate_up = with_update(linear(x, self.gate_up_weight, packed=self.packed.get("gate_up_weight")),
                               self.gate_up_lora, x, adapters)
         gate, up = gate_up[:, : self.intermediate_size], gate_up[:, self.intermediate_size :]
-        activated = F.silu(gate) * up
+        activated = self.act(gate) * up
         # Row-parallel like o_proj: the partial update is summed over ranks with the partial output.
         out = with_update(linear(activated, self.down_weight, packed=self.packed.get("down_weight")), self.down_lora,
                           activated, adapters)
@@ -175,17 +167,25 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    """Pre-norm decoder layer: x + attn(norm(x)), then x + mlp(norm(x))."""
+    """Pre-norm decoder layer: x + s * attn(norm(x)), then x + s * mlp(norm(x)) (s: Granite's residual_multiplier,
+    else 1)."""
 
     def __init__(
-        self, config: PretrainedConfig, attention_backend: AttentionBackend, tp: TensorParallel = SINGLE
+        self,
+        config: PretrainedConfig,
+        attention_backend: AttentionBackend,
+        tp: TensorParallel = SINGLE,
+        variant: ModelVariant | None = None,
+        sliding_window: int | None = None,
     ) -> None:
         super().__init__()
+        variant = variant or variant_for(config)
         self.eps = config.rms_norm_eps
+        self.residual_scale = variant.residual_scale
         self.input_norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
         self.post_attention_norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
-        self.attn = LlamaAttention(config, attention_backend, tp)
-        self.mlp = LlamaMLP(config, tp)
+        self.attn = LlamaAttention(config, attention_backend, tp, variant, sliding_window)
+        self.mlp = LlamaMLP(config, tp, variant)
 
     def forward(
         self,
@@ -198,12 +198,19 @@ class LlamaDecoderLayer(nn.Module):
     ) -> torch.Tensor:
         """hidden [T, hidden] -> [T, hidden]."""
         normed = rms_norm(hidden, self.input_norm_weight, self.eps)
-        hidden = hidden + self.attn(normed, cos, sin, kv_layer, meta, adapters)
-        return hidden + self.mlp(rms_norm(hidden, self.post_attention_norm_weight, self.eps), adapters)
+        hidden = hidden + self.scale_residual(self.attn(normed, cos, sin, kv_layer, meta, adapters))
+        mlp_out = self.mlp(rms_norm(hidden, self.post_attention_norm_weight, self.eps), adapters)
+        return hidden + self.scale_residual(mlp_out)
+
+    def scale_residual(self, out: torch.Tensor) -> torch.Tensor:
+        """An attention or MLP output as it joins the residual stream (times Granite's residual_multiplier)."""
+        return out if self.residual_scale == 1.0 else out * self.residual_scale
 
 
 class LlamaModelForCausalLM(nn.Module):
-    """Llama-family decoder (Llama, SmolLM2, Qwen2 with qkv bias, Qwen3 with q/k norm) over a flattened token batch."""
+    """Llama-family decoder over a flattened token batch: Llama, SmolLM2, Mistral, Qwen2 (qkv bias), Qwen3 (q/k
+    norm), Phi-3 (partial RoPE), Gemma (tanh-GELU, scaled embeddings) and Granite (multipliers); what each changes
+    is its ModelVariant (variants.py)."""
 
     def __init__(
         self,
@@ -213,7 +220,7 @@ class LlamaModelForCausalLM(nn.Module):
         tp: TensorParallel = SINGLE,
     ) -> None:
         super().__init__()
-        _check_supported(config)
+        self.variant = variant_for(config)
         self.config = config
         self.tp = tp
         self.eps = config.rms_norm_eps
@@ -223,7 +230,8 @@ class LlamaModelForCausalLM(nn.Module):
         """The first vocabulary row of the embedding and LM head that this rank holds."""
         self.embed_weight = nn.Parameter(torch.empty(end - start, config.hidden_size), requires_grad=False)
         self.layers = nn.ModuleList(
-            [LlamaDecoderLayer(config, attention_backend, tp) for _ in range(config.num_hidden_layers)]
+            [LlamaDecoderLayer(config, attention_backend, tp, self.variant, window)
+             for window in self.variant.layer_windows]
         )
         self.norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
         # Tied models hold one tensor: a second attribute would be untied by to()/to_empty().
@@ -261,16 +269,18 @@ class LlamaModelForCausalLM(nn.Module):
         return self.embed_weight if self.untied_lm_head_weight is None else self.untied_lm_head_weight
 
     def reset_rope_tables(self) -> None:
-        """(Re)compute the RoPE cos/sin tables [max_positions, head_dim / 2] in fp32, then cast them to the
-        dtype and device the tables already have (call after to_empty())."""
-        config = self.config
+        """(Re)compute the RoPE cos/sin tables [max_positions, rotary_dim / 2] in fp32 (scaled by the RoPE type's
+        attention factor, as HF does), then cast them to the dtype and device the tables already have (call
+        after to_empty())."""
         with torch.device("cpu"):  # also when constructed under `with torch.device("meta")`
-            params = rope_parameters(config)
-            inv_freq = rope_inverse_frequencies(_head_dim(config), params, config.max_position_embeddings)
+            inv_freq, attention_factor = rope_frequencies(self.config, self.variant.rotary_dim)
             angles = torch.arange(self.max_positions, dtype=torch.float32).unsqueeze(1) * inv_freq.unsqueeze(0)
+            cos, sin = angles.cos(), angles.sin()
+            if attention_factor != 1.0:
+                cos, sin = cos * attention_factor, sin * attention_factor
         dtype, device = self.rope_cos.dtype, self.rope_cos.device
-        self.rope_cos = angles.cos().to(dtype=dtype, device=device)
-        self.rope_sin = angles.sin().to(dtype=dtype, device=device)
+        self.rope_cos = cos.to(dtype=dtype, device=device)
+        self.rope_sin = sin.to(dtype=dtype, device=device)
 
     def forward(
         self,
@@ -283,10 +293,21 @@ class LlamaModelForCausalLM(nn.Module):
         """input_ids, positions int64 [T] -> final-normed hidden states [T, hidden] (``adapters``: the LoRA adapter
         of each row, from adapter_rows; None when no row uses one)."""
         cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
-        hidden = vocab_parallel_embedding(input_ids, self.embed_weight, self.tp)
+        hidden = self.embed(input_ids)
         for layer, kv_layer in zip(self.layers, kv_cache.layers):
             hidden = layer(hidden, cos, sin, kv_layer, meta, adapters)
         return rms_norm(hidden, self.norm_weight, self.eps)
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """int64 [T] -> the decoder's input [T, hidden]: the embeddings, scaled where the architecture scales
+        them (Gemma, Granite)."""
+        embeds = vocab_parallel_embedding(input_ids, self.embed_weight, self.tp)
+        scale = self.variant.embedding_scale
+        if scale == 1.0:
+            return embeds
+        # Gemma multiplies by its scale rounded to the weights' dtype; so does this (a Python float: no tensor
+        # is made inside a captured step).
+        return embeds * float(torch.tensor(scale, dtype=embeds.dtype))
 
     def adapter_rows(self, token_slots: torch.Tensor) -> AdapterRows:
         """The forward argument for rows using the adapters of ``token_slots`` (int64 [T] on the model's device,
@@ -295,4 +316,6 @@ class LlamaModelForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, hidden] -> float32 logits [N, vocab] (gathered from every rank's vocabulary slice)."""
-        return self.tp.all_gather_columns(linear(hidden, self.lm_head_weight, packed=self.packed_lm_head)).float()
+        logits = self.tp.all_gather_columns(linear(hidden, self.lm_head_weight, packed=self.packed_lm_head))
+        divisor = self.variant.logits_divisor
+        return (logits if divisor == 1.0 else logits / divisor).float()

@@ -1,4 +1,4 @@
-"""Loads HF Llama-family tensors into LlamaModelForCausalLM's fused parameters.
+"""Loads HF Llama-family tensors (Phi-3's fused ones split first) into LlamaModelForCausalLM's fused parameters.
 
 Under tensor parallelism each rank copies its slice of every sharded tensor (heads, MLP rows or columns,
 vocabulary rows); the checkpoint's full shapes are still checked. This module depends on the model code,
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, cast
 import torch
 
 from executor_svc.models.llama import LlamaDecoderLayer, LlamaModelForCausalLM
+from executor_svc.models.variants import head_dim_of
 from executor_svc.parallel.tensor_parallel import TensorParallel
 
 if TYPE_CHECKING:
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 
 # Tensors some checkpoints carry that the model recomputes or does not need.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# Phi-3 checkpoints store these fused; they are split into the Llama names so tensor parallelism slices them alike.
+_FUSED_SUFFIXES = ("self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight")
 
 
 @dataclass(frozen=True)
@@ -30,12 +33,14 @@ class _Target:
     view: torch.Tensor
     shape: tuple[int, ...]
     part: tuple[int, int, int] | None = None
+    offset: float = 0.0
+    """Added to the values (in float32, before the cast): Gemma's norms scale by 1 + the stored weight."""
 
     def take(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.part is None:
-            return tensor
-        dim, start, end = self.part
-        return tensor.narrow(dim, start, end - start)
+        if self.part is not None:
+            dim, start, end = self.part
+            tensor = tensor.narrow(dim, start, end - start)
+        return tensor if self.offset == 0.0 else tensor.float() + self.offset
 
 
 def load_weights(model: LlamaModelForCausalLM, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
@@ -52,11 +57,17 @@ class WeightRouter:
     def __init__(self, model: LlamaModelForCausalLM) -> None:
         self.targets = _model_targets(model)
         self.tied = model.tie_word_embeddings
+        self.config = model.config
+        self.fused_checkpoint = model.variant.fused_checkpoint
         self.loaded: set[str] = set()
 
     def load(self, name: str, tensor: torch.Tensor) -> None:
         """Copy one tensor into its place (cast to the parameter's dtype and device)."""
         if name.endswith(_IGNORED_SUFFIXES) or (self.tied and name == "lm_head.weight"):
+            return
+        if self.fused_checkpoint and name.endswith(_FUSED_SUFFIXES):
+            for part_name, part in _split_fused(name, tensor, self.config):
+                self.load(part_name, part)
             return
         target = self.targets.get(name)
         if target is None:
@@ -75,23 +86,40 @@ class WeightRouter:
             raise ValueError(f"weights: missing tensors {shown}")
 
 
+def _split_fused(name: str, tensor: torch.Tensor, config: PretrainedConfig) -> list[tuple[str, torch.Tensor]]:
+    """A fused Phi-3 tensor as the Llama-named parts it stacks by rows (q, k, v or gate, up); ValueError naming
+    the tensor when its rows do not add up."""
+    prefix, _, suffix = name.rpartition(".")[0].rpartition(".")
+    if suffix == "qkv_proj":
+        head_dim = head_dim_of(config)
+        sizes = {"q_proj": config.num_attention_heads * head_dim, "k_proj": config.num_key_value_heads * head_dim,
+                 "v_proj": config.num_key_value_heads * head_dim}
+    else:
+        sizes = {"gate_proj": config.intermediate_size, "up_proj": config.intermediate_size}
+    if tensor.dim() != 2 or tensor.shape[0] != sum(sizes.values()):
+        raise ValueError(f"weights: {name!r} has shape {tuple(tensor.shape)}, expected {sum(sizes.values())} rows")
+    parts = tensor.split(list(sizes.values()))
+    return [(f"{prefix}.{part}.weight", rows) for part, rows in zip(sizes, parts)]
+
+
 def _model_targets(model: LlamaModelForCausalLM) -> dict[str, _Target]:
     tp = model.tp
     vocab, offset = model.config.vocab_size, model.vocab_offset
     targets = {
         "model.embed_tokens.weight": _part(tp, model.embed_weight.data, 0, offset, vocab),
-        "model.norm.weight": _whole(model.norm_weight),
+        "model.norm.weight": _whole(model.norm_weight, model.variant.norm_weight_offset),
     }
     if not model.tie_word_embeddings:
         targets["lm_head.weight"] = _part(tp, model.lm_head_weight.data, 0, offset, vocab)
     for index, layer in enumerate(model.layers):
-        targets.update(_layer_targets(f"model.layers.{index}.", cast(LlamaDecoderLayer, layer), model.config, tp))
+        targets.update(_layer_targets(f"model.layers.{index}.", cast(LlamaDecoderLayer, layer), model, tp))
     return targets
 
 
 def _layer_targets(
-    prefix: str, layer: LlamaDecoderLayer, config: PretrainedConfig, tp: TensorParallel
+    prefix: str, layer: LlamaDecoderLayer, model: LlamaModelForCausalLM, tp: TensorParallel
 ) -> dict[str, _Target]:
+    config, norm_offset = model.config, model.variant.norm_weight_offset
     attn, mlp = layer.attn, layer.mlp
     hd = attn.head_dim
     q_rows, kv_rows = attn.num_heads * hd, attn.num_kv_heads * hd
@@ -105,8 +133,8 @@ def _layer_targets(
     size, mlp_offset = mlp.intermediate_size, mlp.intermediate_offset
     gate_up = mlp.gate_up_weight.data
     targets = {
-        prefix + "input_layernorm.weight": _whole(layer.input_norm_weight),
-        prefix + "post_attention_layernorm.weight": _whole(layer.post_attention_norm_weight),
+        prefix + "input_layernorm.weight": _whole(layer.input_norm_weight, norm_offset),
+        prefix + "post_attention_layernorm.weight": _whole(layer.post_attention_norm_weight, norm_offset),
         prefix + "self_attn.o_proj.weight": _part(tp, attn.o_weight.data, 1, q_offset, all_q_rows),
         prefix + "mlp.gate_proj.weight": _part(tp, gate_up[:size], 0, mlp_offset, config.intermediate_size),
         prefix + "mlp.up_proj.weight": _part(tp, gate_up[size:], 0, mlp_offset, config.intermediate_size),
@@ -125,8 +153,8 @@ def _layer_targets(
     return targets
 
 
-def _whole(param: torch.Tensor) -> _Target:
-    return _Target(param.data, tuple(param.shape))
+def _whole(param: torch.Tensor, offset: float = 0.0) -> _Target:
+    return _Target(param.data, tuple(param.shape), offset=offset)
 
 
 def _part(tp: TensorParallel, view: torch.Tensor, dim: int, offset: int, full: int) -> _Target:

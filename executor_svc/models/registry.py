@@ -10,13 +10,15 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 MODEL_CLASSES: dict[str, type] = {
-    "LlamaForCausalLM": LlamaModelForCausalLM,
-    "Qwen2ForCausalLM": LlamaModelForCausalLM,
-    "Qwen3ForCausalLM": LlamaModelForCausalLM,
+    architecture: LlamaModelForCausalLM
+    for architecture in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                         "Phi3ForCausalLM", "GemmaForCausalLM", "GraniteForCausalLM")
 }
 
 # Configs read from a GGUF name a model_type but no architectures.
-_MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+_MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                                "mistral": "MistralForCausalLM", "phi3": "Phi3ForCausalLM",
+                                "gemma": "GemmaForCausalLM", "granite": "GraniteForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

@@ -1,8 +1,7 @@
-"""Rotary position embeddings of the Llama family: settings, frequencies and the rotation."""
+"""Rotary position embeddings of the Llama family: settings, frequencies, the servable context and the rotation."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -25,37 +24,53 @@ def rope_parameters(config: PretrainedConfig) -> dict[str, Any]:
     return params
 
 
-def rope_inverse_frequencies(head_dim: int, params: dict[str, Any], max_position_embeddings: int) -> torch.Tensor:
-    """float32 [head_dim / 2] inverse frequencies for the default, linear and llama3 RoPE types."""
-    base = float(params["rope_theta"])
-    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+def rope_frequencies(config: PretrainedConfig, rotary_dim: int) -> tuple[torch.Tensor, float]:
+    """float32 [rotary_dim / 2] inverse frequencies and the attention factor that scales cos and sin.
+
+    The default type is computed here; the scaled ones (linear, llama3, yarn, longrope, dynamic, ...) by
+    transformers' own ROPE_INIT_FUNCTIONS, so they match HF exactly. Within the positions the executor serves
+    (see rope_context_limit) HF never switches a dynamic type's frequencies, so the initial ones are the ones.
+    """
+    params = rope_parameters(config)
     rope_type = params["rope_type"]
     if rope_type == "default":
-        return inv_freq
-    if rope_type == "linear":
-        return inv_freq / float(params["factor"])
-    if rope_type == "llama3":
-        return _llama3_frequencies(inv_freq, params, max_position_embeddings)
-    raise ValueError(f"rope_parameters: rope_type {rope_type!r} is not supported (default, linear, llama3)")
+        base = float(params["rope_theta"])
+        return 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim)), 1.0
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    init = ROPE_INIT_FUNCTIONS.get(rope_type)
+    if init is None:
+        raise ValueError(f"rope_parameters: rope_type {rope_type!r} is not supported "
+                         f"(default, {', '.join(sorted(ROPE_INIT_FUNCTIONS))})")
+    inv_freq, attention_factor = init(config, "cpu")
+    if inv_freq.shape[0] * 2 != rotary_dim:
+        raise ValueError(f"rope_parameters: {rope_type} gives {inv_freq.shape[0]} frequencies for a rotary "
+                         f"dimension of {rotary_dim}")
+    return inv_freq.float(), float(attention_factor)
 
 
-def _llama3_frequencies(inv_freq: torch.Tensor, params: dict[str, Any], max_position_embeddings: int) -> torch.Tensor:
-    """Llama 3.1 scaling: long wavelengths divided by factor, short ones kept, smooth in between."""
-    factor = float(params["factor"])
-    low_freq_factor = float(params["low_freq_factor"])
-    high_freq_factor = float(params["high_freq_factor"])
-    old_context = float(params.get("original_max_position_embeddings", max_position_embeddings))
-    low_freq_wavelen = old_context / low_freq_factor
-    high_freq_wavelen = old_context / high_freq_factor
-    wavelen = 2 * math.pi / inv_freq
-    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
-    smooth = (old_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
-    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-    is_medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
-    return torch.where(is_medium, smoothed, scaled)
+def rope_context_limit(config: PretrainedConfig) -> tuple[int, str]:
+    """The longest context the model can be served with exactly, and why.
+
+    max_position_embeddings, except for longrope: HF switches every position to the long factors once a
+    sequence passes original_max_position_embeddings, which keys already cached cannot follow, so serving
+    stops at that length (and uses the short factors, as HF does up to it)."""
+    params = rope_parameters(config)
+    limit = int(config.max_position_embeddings)
+    original = params.get("original_max_position_embeddings") or getattr(config, "original_max_position_embeddings",
+                                                                         None)
+    if params["rope_type"] == "longrope" and original and int(original) < limit:
+        return int(original), ("longrope switches to its long factors past original_max_position_embeddings "
+                               f"({original}), which a KV cache cannot follow")
+    return limit, f"max_position_embeddings ({limit})"
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x [T, heads, head_dim] by the angles whose cos/sin are [T, 1, head_dim / 2]."""
-    first, second = x.chunk(2, dim=-1)
-    return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
+    """Rotate the leading 2 * R dimensions of x [T, heads, head_dim] by the angles whose cos/sin are [T, 1, R]
+    (R = head_dim / 2 unless a partial_rotary_factor leaves the last dimensions as they are)."""
+    rotary = 2 * cos.shape[-1]
+    if rotary == x.shape[-1]:
+        first, second = x.chunk(2, dim=-1)
+        return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
+    first, second = x[..., :rotary].chunk(2, dim=-1)
+    return torch.cat((first * cos - second * sin, second * cos + first * sin, x[..., rotary:]), dim=-1)

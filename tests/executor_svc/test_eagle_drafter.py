@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from tiny_models import make_tiny_llama
+from tiny_models import make_tiny_granite, make_tiny_llama
 
 from executor_svc.attention.padded_torch_backend import PaddedTorchAttentionBackend
 from executor_svc.attention.torch_backend import TorchAttentionBackend
@@ -104,6 +104,24 @@ def test_paged_drafting_equals_the_unrolled_training_forward(target):
     drafts = drafter.propose([DraftRequest(state, K)])[0]
     assert drafts == unrolled_drafts(head, model, tokens, features)
     assert len(set(drafts)) > 1 or drafts[0] in head.draft_vocab.tolist()
+
+
+def test_paged_drafting_equals_the_unrolled_training_forward_for_a_granite_target(tmp_path):
+    """Granite scales each residual branch: training and drafting must scale alike."""
+    directory = make_tiny_granite(tmp_path, seed=3, vocab_size=64, residual_multiplier=8.0)
+    config = load_hf_config(directory)
+    model = load_model(directory, torch.float32, "cpu", TorchAttentionBackend())
+    head = random_head(config, 40)
+    assert head.layer.residual_scale == 8.0
+    with torch.no_grad():  # branches strong enough against the residual for their scale to change the drafts
+        head.layer.attn.o_weight.mul_(30)
+        head.layer.mlp.down_weight.mul_(30)
+    tokens = [5, 9, 17, 3, 22, 9, 17, 41, 8, 30, 12]
+    features = target_features(model, tokens)
+    drafter = make_drafter(config, model, head)
+    feed(drafter, "a", 0, features[: len(tokens)])
+    drafts = drafter.propose([DraftRequest(request_state("a", tokens, list(range(8))), K)])[0]
+    assert drafts == unrolled_drafts(head, model, tokens, features)
 
 
 def test_catch_up_over_chunks_and_after_rejected_drafts(target):

@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from tiny_models import make_tiny_llama, make_tiny_qwen2, make_tiny_qwen3
+from tiny_models import (
+    make_tiny_gemma,
+    make_tiny_granite,
+    make_tiny_llama,
+    make_tiny_mistral,
+    make_tiny_phi3,
+    make_tiny_qwen2,
+    make_tiny_qwen3,
+)
 
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.attention.torch_backend import TorchAttentionBackend
@@ -15,18 +23,51 @@ from executor_svc.kv_cache import PagedKVCache
 from executor_svc.model_loader import load_model
 from executor_svc.models.layers import PACKED_MIN_ROWS, linear, pack_for_cpu_matmul, weight_stationary_rows
 from executor_svc.models.llama_weights import load_weights
-from executor_svc.models.rope import rope_inverse_frequencies, rope_parameters
+from executor_svc.models.rope import rope_context_limit, rope_frequencies, rope_parameters
 
 BLOCK_SIZE = 16
 NUM_BLOCKS = 40
 BLOCKS_PER_SEQ = 4
 ATOL = 1e-4
-MAKERS = {"llama": make_tiny_llama, "qwen2": make_tiny_qwen2, "qwen3": make_tiny_qwen3}
+# Scaled RoPE types on the tiny checkpoints: frequencies far enough from the default's to change every logit.
+LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
+YARN_ROPE = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 128}
+LONGROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+            "short_factor": [1.0, 1.5, 2.0, 3.0], "long_factor": [2.0, 4.0, 8.0, 16.0],
+            "original_max_position_embeddings": 128}
+MAKERS = {
+    "llama": make_tiny_llama,
+    "llama_llama3_rope": lambda path, seed: make_tiny_llama(path, seed, rope_parameters=LLAMA3_ROPE),
+    "llama_yarn_rope": lambda path, seed: make_tiny_llama(path, seed, rope_parameters=YARN_ROPE),
+    "qwen2": make_tiny_qwen2,
+    "qwen2_sliding_layers": lambda path, seed: make_tiny_qwen2(path, seed, use_sliding_window=True, sliding_window=6,
+                                                                max_window_layers=1),
+    "qwen3": make_tiny_qwen3,
+    "mistral_sliding_window": make_tiny_mistral,
+    "phi3_partial_rope": make_tiny_phi3,
+    # Phi-3 configs keep original_max_position_embeddings at the top level too (HF prefers that one).
+    "phi3_longrope": lambda path, seed: make_tiny_phi3(path, seed, rope_parameters=LONGROPE,
+                                                       original_max_position_embeddings=128),
+    "gemma": make_tiny_gemma,
+    "granite": make_tiny_granite,
+}
 
 
 @pytest.fixture(scope="module", params=sorted(MAKERS))
 def checkpoint(request, tmp_path_factory) -> Path:
     return MAKERS[request.param](tmp_path_factory.mktemp(request.param), seed=1)
+
+
+def test_every_architecture_the_registry_serves_is_checked_against_hf(tmp_path):
+    import json
+
+    from executor_svc.models.registry import MODEL_CLASSES
+
+    made = {json.loads((make(tmp_path / name, 0) / "config.json").read_text())["architectures"][0]
+            for name, make in MAKERS.items()}
+    assert made == set(MODEL_CLASSES)
+
 
 
 @pytest.fixture(scope="module")
@@ -158,23 +199,25 @@ def test_linear_layout_policy_pads_tiny_row_counts_and_leaves_large_ones_to_f_li
     assert weight_stationary_rows(512) is None
 
 
-def test_llama3_rope_frequencies_match_transformers():
-    from transformers import LlamaConfig
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+def test_default_rope_frequencies_cover_the_rotary_part_of_each_head():
+    from types import SimpleNamespace
 
-    rope = {
-        "rope_type": "llama3",
-        "rope_theta": 500000.0,
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-    }
-    config = LlamaConfig(hidden_size=2048, num_attention_heads=16, max_position_embeddings=131072, rope_parameters=rope)
-    expected, _ = ROPE_INIT_FUNCTIONS["llama3"](config)
-    ours = rope_inverse_frequencies(128, rope, config.max_position_embeddings)
-    torch.testing.assert_close(ours, expected)
-    assert not torch.equal(ours, rope_inverse_frequencies(128, {**rope, "rope_type": "default"}, 131072))
+    config = SimpleNamespace(rope_parameters={"rope_type": "default", "rope_theta": 100.0})
+    inv_freq, attention_factor = rope_frequencies(config, 8)
+    torch.testing.assert_close(inv_freq, 1.0 / 100.0 ** (torch.arange(0, 8, 2) / 8))
+    assert attention_factor == 1.0
+
+
+def test_longrope_is_served_up_to_its_original_context_and_others_to_max_positions():
+    from transformers import LlamaConfig, Phi3Config
+
+    phi3 = Phi3Config(hidden_size=64, num_attention_heads=4, max_position_embeddings=512, rope_parameters=LONGROPE,
+                      original_max_position_embeddings=128)
+    assert rope_context_limit(phi3)[0] == 128 and "longrope" in rope_context_limit(phi3)[1]
+    _, attention_factor = rope_frequencies(phi3, 8)
+    assert attention_factor > 1.0  # HF scales cos and sin by it; the tiny phi3_longrope checkpoint checks we do
+    yarn = LlamaConfig(hidden_size=64, num_attention_heads=4, max_position_embeddings=512, rope_parameters=YARN_ROPE)
+    assert rope_context_limit(yarn)[0] == 512
 
 
 def test_rope_parameters_read_both_config_generations():
@@ -189,8 +232,10 @@ def test_rope_parameters_read_both_config_generations():
 
 
 def test_unsupported_rope_type_is_rejected():
-    with pytest.raises(ValueError, match="rope_type"):
-        rope_inverse_frequencies(64, {"rope_type": "yarn", "rope_theta": 10000.0}, 512)
+    from types import SimpleNamespace
+
+    with pytest.raises(ValueError, match="rope_type 'spiral'"):
+        rope_frequencies(SimpleNamespace(rope_parameters={"rope_type": "spiral", "rope_theta": 10000.0}), 64)
 
 
 def test_load_weights_rejects_unknown_misshapen_and_missing_tensors(tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import make_tiny_llama, make_tiny_llama_gguf, make_tiny_qwen2
+from tiny_models import make_tiny_llama, make_tiny_llama_gguf, make_tiny_phi3, make_tiny_qwen2
 
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.attention.torch_backend import TorchAttentionBackend
@@ -85,6 +85,33 @@ def test_unsupported_architecture_is_named(tmp_path):
     config["architectures"] = ["FancyForCausalLM"]
     config_file.write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"architectures: \['FancyForCausalLM'\]"):
+        load_model(path, torch.float32, torch.device("cpu"), TorchAttentionBackend())
+
+
+def test_a_context_longer_than_the_model_serves_exactly_is_refused_naming_max_model_len(tmp_path):
+    from executor_svc.config import ExecutorConfig
+    from executor_svc.server import build_runner
+
+    longrope = {"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0] * 8, "long_factor": [4.0] * 8,
+                "original_max_position_embeddings": 128}
+    path = make_tiny_phi3(tmp_path / "phi3", rope_parameters=longrope, original_max_position_embeddings=128)
+    with pytest.raises(ValueError, match=r"max_model_len: 200 .*\(128: longrope"):
+        build_runner(ExecutorConfig(model_dir=str(path), num_kv_blocks=16, max_model_len=200))
+    _, description = build_runner(ExecutorConfig(model_dir=str(path), num_kv_blocks=16))
+    assert description.max_model_len == 128
+    with pytest.raises(ValueError, match="max_model_len: 513 "):
+        build_runner(ExecutorConfig(model_dir=str(make_tiny_llama(tmp_path / "llama")), max_model_len=513))
+
+
+def test_a_fused_tensor_of_the_wrong_size_is_named(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    path = make_tiny_phi3(tmp_path)
+    tensors = load_file(path / "model.safetensors")
+    name = "model.layers.1.self_attn.qkv_proj.weight"
+    tensors[name] = tensors[name][:-1]
+    save_file(tensors, path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"weights: 'model.layers.1.self_attn.qkv_proj.weight' has shape \(127, 64\)"):
         load_model(path, torch.float32, torch.device("cpu"), TorchAttentionBackend())
 
 

@@ -48,6 +48,47 @@ def make_tiny_qwen3(path: str | Path, seed: int = 0, vocab_size: int = 256, **ov
     return _save(Qwen3ForCausalLM, config, path, seed)
 
 
+def make_tiny_mistral(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random MistralForCausalLM checkpoint into `path`: a sliding window of 7 positions, shorter than a
+    KV block and than most test sequences, so a backend that ignores it gives other logits."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    config = MistralConfig(**{**TINY_LLAMA_DEFAULTS, "sliding_window": 7, "vocab_size": vocab_size, **overrides})
+    return _save(MistralForCausalLM, config, path, seed)
+
+
+def make_tiny_phi3(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Phi3ForCausalLM checkpoint (fused qkv_proj and gate_up_proj tensors, RoPE on half of each
+    head) into `path`."""
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    settings = {**TINY_LLAMA_DEFAULTS, "vocab_size": vocab_size, "pad_token_id": 0,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}}
+    config = Phi3Config(**{**settings, **overrides})
+    return _save(Phi3ForCausalLM, config, path, seed)
+
+
+def make_tiny_gemma(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random GemmaForCausalLM checkpoint (tanh-GELU, norms scaling by 1 + w, embeddings scaled by
+    sqrt(hidden), head_dim != hidden / heads, tied LM head) into `path`."""
+    from transformers import GemmaConfig, GemmaForCausalLM
+
+    settings = {**TINY_LLAMA_DEFAULTS, "head_dim": 24, "tie_word_embeddings": True, "vocab_size": vocab_size}
+    config = GemmaConfig(**{**settings, **overrides})
+    return _save(GemmaForCausalLM, config, path, seed)
+
+
+def make_tiny_granite(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random GraniteForCausalLM checkpoint (embedding, residual, attention and logit multipliers that are
+    not 1) into `path`."""
+    from transformers import GraniteConfig, GraniteForCausalLM
+
+    multipliers = {"embedding_multiplier": 3.0, "residual_multiplier": 0.5, "attention_multiplier": 0.2,
+                   "logits_scaling": 2.5}
+    config = GraniteConfig(**{**TINY_LLAMA_DEFAULTS, **multipliers, "vocab_size": vocab_size, **overrides})
+    return _save(GraniteForCausalLM, config, path, seed)
+
+
 def _save(model_class: Any, config: Any, path: str | Path, seed: int) -> Path:
     torch.manual_seed(seed)
     model = model_class(config).to(torch.float32)

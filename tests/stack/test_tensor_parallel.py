@@ -1,6 +1,6 @@
 """Tensor parallelism through the whole stack: `stepahead executor --tensor-parallel-size 2` (two gloo
-ranks, rank 0 serving) gives the outputs of one rank, running ahead, with n-gram, draft-model, EAGLE-style
-and eagle_ngram speculation (drafters replicated, drafting on both ranks) and with multi-step, with chunked
+ranks, rank 0 serving) gives the outputs of one rank, running ahead, with draft-model and eagle_ngram
+(n-gram and EAGLE-style) speculation (drafters replicated, drafting on both ranks) and with multi-step, with chunked
 prefill and preemption forced. Killing one rank takes the group down within 2 s: its requests end
 UNAVAILABLE (no executor comes back here), the other rank exits, and no KV block stays allocated. On the
 default model (9 heads, 3 KV heads: split 6 + 3 / 2 + 1), two ranks keep HF's greedy output for the 20
@@ -24,9 +24,9 @@ FORCED_EXECUTOR = ["--num-kv-blocks", "8", "--num-threads", "1"]
 FORCED_SCHEDULER = ["--max-num-batched-tokens", "32", "--max-inflight-steps", "2"]
 VARIANTS = {  # (executor flags, scheduler flags) added to the forced ones
     "async": ([], []),
-    "ngram": (["--spec-method", "ngram", "--num-spec-tokens", "3"], []),
     "draft_model": (["--spec-method", "draft_model", "--num-spec-tokens", "3"], []),
-    "eagle": (["--spec-method", "eagle", "--num-spec-tokens", "3"], []),
+    # Both replicated drafters of eagle_ngram (n-gram lookup where the context repeats, the head elsewhere) in one
+    # variant: CI time is why eagle and ngram alone are not stacks of their own here.
     "eagle_ngram": (["--spec-method", "eagle_ngram", "--num-spec-tokens", "3"], []),
     "multi_step": ([], ["--num-scheduler-steps", "4"]),
 }
@@ -51,7 +51,7 @@ def test_two_ranks_give_the_outputs_of_one(variant, tiny_model_dir, tiny_draft_m
             info = client.model_info()
         assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == 0
         assert info.stats.num_preemptions > 0, info.stats
-        if variant in ("ngram", "draft_model", "eagle", "eagle_ngram"):
+        if variant in ("draft_model", "eagle_ngram"):
             assert info.stats.spec_drafted > 0, info.stats
         if variant.startswith("eagle"):  # a head trained for this checkpoint: some drafts are right
             assert info.stats.spec_accepted > 0, info.stats

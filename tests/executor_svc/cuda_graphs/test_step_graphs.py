@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import make_tiny_llama
+from tiny_models import make_tiny_gemma, make_tiny_llama, make_tiny_mistral, make_tiny_phi3
 
 from executor_svc.attention.padded_torch_backend import PaddedTorchAttentionBackend
 from executor_svc.attention.torch_backend import TorchAttentionBackend
@@ -18,6 +18,7 @@ from executor_svc.cuda_graphs.step_graphs import EagerStandIn, StepGraphs
 from executor_svc.host_batch import HostBatch
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.model_loader import load_model
+from executor_svc.models.variants import head_dim_of
 
 BLOCK_SIZE = 4
 NUM_BLOCKS = 40
@@ -40,7 +41,7 @@ class Twin:
         self.graphed = load_model(checkpoint, torch.float32, cpu, PaddedTorchAttentionBackend(), pack_cpu_weights=pack)
         config = self.eager.config
         layout = (config.num_hidden_layers, NUM_BLOCKS, BLOCK_SIZE, config.num_key_value_heads,
-                  config.hidden_size // config.num_attention_heads, torch.float32, cpu)
+                  head_dim_of(config), torch.float32, cpu)
         self.eager_cache = PagedKVCache(*layout)
         self.graph_cache = PagedKVCache(*layout, scratch_blocks=1)
         self.stand_ins: list[EagerStandIn] = []
@@ -127,6 +128,40 @@ def test_batches_outside_the_captured_shapes_run_eagerly(checkpoint):
     assert twin.graphs.shape_for(twin.batch({"a": 1, "b": 1, "c": 1})) is None
     assert twin.graphs.shape_for(twin.batch({"a": 3})) is None
     assert twin.graphs.shape_for(twin.batch({"a": 1, "b": 2})) == GraphShape(2, 2)
+
+
+# Sliding windows (Mistral's 7 positions: shorter than the sequences here), partial RoPE (Phi-3), tanh-GELU with
+# scaled embeddings and a head size that is not hidden / heads (Gemma) in the captured, padded steps.
+OTHER_FAMILIES = {"mistral": make_tiny_mistral, "phi3": make_tiny_phi3, "gemma": make_tiny_gemma}
+
+
+@pytest.fixture(scope="module", params=sorted(OTHER_FAMILIES))
+def family_checkpoint(request, tmp_path_factory):
+    return OTHER_FAMILIES[request.param](tmp_path_factory.mktemp(request.param), seed=3, vocab_size=VOCAB)
+
+
+def test_replayed_steps_of_other_families_equal_eager(family_checkpoint):
+    twin = Twin(family_checkpoint)
+    twin.prefill({"a": 11, "b": 3, "c": 17})
+    for work in ({"a": 1, "b": 1, "c": 1}, {"a": 3, "c": 2}, {"a": 2, "b": 3, "c": 1}):
+        batch = twin.batch(work)
+        expected = twin.eager_logits(batch, twin.eager, twin.eager_cache)
+        with torch.inference_mode():
+            got = twin.graphs.run(batch, twin.graphs.shape_for(batch), resolve_unread=lambda ids: None)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma"])  # phi3's partial RoPE is plain slicing: spared CI time
+def test_captured_steps_of_other_families_compile_as_one_graph(family, tmp_path):
+    twin = Twin(OTHER_FAMILIES[family](tmp_path, seed=3, vocab_size=VOCAB), pack=False)
+    twin.prefill({"a": 12, "b": 3})
+    batch = twin.batch({"a": 3, "b": 3})
+    shape = GraphShape(2, 3)
+    twin.graphs.inputs.write(batch, shape)
+    compiled = torch.compile(lambda: twin.graphs._forward(shape), fullgraph=True, dynamic=False)
+    with torch.inference_mode():
+        got = compiled()[: batch.num_tokens]
+    torch.testing.assert_close(got, twin.eager_logits(batch, twin.eager, twin.eager_cache), atol=1e-5, rtol=1e-5)
 
 
 def test_captured_forward_has_no_host_sync(checkpoint):

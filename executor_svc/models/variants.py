@@ -1,0 +1,115 @@
+"""What each supported HF architecture changes in the shared Llama-family decoder.
+
+Llama, Mistral, Qwen2/3, Phi-3, Gemma and Granite are one pre-norm decoder (attention then a gated MLP, RoPE,
+RMSNorm) that differ in constants and a few switches; ModelVariant holds them, read once from the HF config."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from executor_svc.models.rope import rope_parameters
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PretrainedConfig
+
+_FUSED_CHECKPOINT_TYPES = ("phi3",)
+"""model_types whose checkpoints store q/k/v as one ``qkv_proj`` and gate/up as one ``gate_up_proj``."""
+
+
+@dataclass(frozen=True)
+class ModelVariant:
+    """The per-architecture constants and switches of the decoder (see variant_for)."""
+
+    hidden_act: str
+    """transformers' name of the MLP gate's activation (``silu``, ``gelu_pytorch_tanh``, ...)."""
+    qkv_bias: bool
+    o_bias: bool
+    qk_norm: bool
+    """Per-head RMSNorm of q and k before RoPE (Qwen3)."""
+    norm_weight_offset: float
+    """Added to every RMSNorm weight at load: Gemma stores w and scales by (1 + w)."""
+    embedding_scale: float
+    """Multiplies the token embeddings (Gemma: sqrt(hidden_size); Granite: embedding_multiplier)."""
+    residual_scale: float
+    """Multiplies each attention and MLP output before it joins the residual stream (Granite)."""
+    attention_scale: float
+    """The softmax scale of q.k (head_dim ** -0.5 unless the config sets its own)."""
+    logits_divisor: float
+    """The LM head's logits are divided by it (Granite's logits_scaling)."""
+    rotary_dim: int
+    """Leading dimensions of each head that RoPE rotates (head_dim unless partial_rotary_factor < 1)."""
+    layer_windows: tuple[int | None, ...]
+    """Each layer's sliding attention window (None: the whole context)."""
+    fused_checkpoint: bool
+    """The checkpoint stores ``qkv_proj`` and ``gate_up_proj`` already fused (Phi-3)."""
+
+    def activation(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """transformers' own implementation of hidden_act, so the MLP computes exactly what HF's does."""
+        from transformers.activations import ACT2FN
+
+        return ACT2FN[self.hidden_act]
+
+
+def head_dim_of(config: PretrainedConfig) -> int:
+    """The attention head size (config.head_dim where set: Gemma, Qwen3, Mistral-Nemo)."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def variant_for(config: PretrainedConfig) -> ModelVariant:
+    """The ModelVariant of an HF config; raises ValueError naming a config field this decoder cannot serve."""
+    _check_supported(config)
+    model_type = getattr(config, "model_type", None)
+    head_dim = head_dim_of(config)
+    attention_bias = bool(getattr(config, "attention_bias", False))
+    rotary_factor = float(rope_parameters(config).get("partial_rotary_factor", 1.0))
+    return ModelVariant(
+        hidden_act=getattr(config, "hidden_act", "silu"),
+        qkv_bias=attention_bias or model_type == "qwen2",  # Qwen2 always biases q/k/v; its config has no such field
+        o_bias=attention_bias,
+        qk_norm=model_type == "qwen3",
+        norm_weight_offset=1.0 if model_type == "gemma" else 0.0,
+        embedding_scale=_embedding_scale(config, model_type),
+        residual_scale=float(getattr(config, "residual_multiplier", 1.0)),
+        attention_scale=float(getattr(config, "attention_multiplier", None) or head_dim**-0.5),
+        logits_divisor=float(getattr(config, "logits_scaling", 1.0)),
+        rotary_dim=int(head_dim * rotary_factor),
+        layer_windows=layer_windows(config),
+        fused_checkpoint=model_type in _FUSED_CHECKPOINT_TYPES,
+    )
+
+
+def _embedding_scale(config: PretrainedConfig, model_type: str | None) -> float:
+    if model_type == "gemma":
+        return float(config.hidden_size**0.5)
+    return float(getattr(config, "embedding_multiplier", 1.0))
+
+
+def layer_windows(config: PretrainedConfig) -> tuple[int | None, ...]:
+    """Each layer's sliding window as HF applies it: from ``layer_types`` where the config has them (Qwen2/3:
+    only ``sliding_attention`` layers slide), else config.sliding_window for every layer (Mistral, Phi-3)."""
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types:
+        return tuple(window if kind == "sliding_attention" else None for kind in layer_types)
+    return (window,) * config.num_hidden_layers
+
+
+def _check_supported(config: PretrainedConfig) -> None:
+    """Reject config features this decoder does not implement, naming the field."""
+    from transformers.activations import ACT2FN
+
+    hidden_act = getattr(config, "hidden_act", "silu")
+    if hidden_act not in ACT2FN:
+        raise ValueError(f"hidden_act: {hidden_act!r} is not an activation transformers knows")
+    if getattr(config, "mlp_bias", False):
+        raise ValueError("mlp_bias: MLP biases are not supported")
+    layer_types = getattr(config, "layer_types", None) or []
+    unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention"})
+    if unknown:
+        raise ValueError(f"layer_types: {unknown} not supported (full_attention and sliding_attention only)")
+    window = getattr(config, "sliding_window", None)
+    if window is not None and (not isinstance(window, int) or window < 1):
+        raise ValueError(f"sliding_window: must be a positive integer or null, got {window!r}")
