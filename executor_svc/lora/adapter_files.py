@@ -20,10 +20,13 @@ from executor_svc.lora.module_spec import LoraModuleSpec
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """The projections an adapter may adapt (peft's module names in Llama-family checkpoints)."""
+FUSED_PROJECTIONS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+"""Phi-3's fused modules and the projections they stack by rows: an adapter of one is an adapter of each part
+with the same A and that part's rows of B (exactly the fused update, row by row)."""
 
 _TENSOR_NAME = re.compile(
     r"^base_model\.model\.model\.layers\.(\d+)\.(?:self_attn|mlp)\."
-    r"(" + "|".join(PROJECTIONS) + r")\.lora_([AB])\.weight$"
+    r"(" + "|".join((*PROJECTIONS, *FUSED_PROJECTIONS)) + r")\.lora_([AB])\.weight$"
 )
 _CONFIG_FILE = "adapter_config.json"
 _WEIGHTS_FILE = "adapter_model.safetensors"
@@ -129,6 +132,7 @@ def _read_config(path: Path, where: str) -> _RankRule:
 def _read_modules(path: Path, hf_config: Any, rule: _RankRule, where: str) -> dict[tuple[int, str], LoraModule]:
     from safetensors import safe_open
 
+    module_names = _module_names(hf_config)
     halves: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
     with safe_open(str(path), framework="pt", device="cpu") as handle:
         for name in handle.keys():
@@ -136,6 +140,9 @@ def _read_modules(path: Path, hf_config: Any, rule: _RankRule, where: str) -> di
             if match is None:
                 raise ValueError(f"{where}: tensor {name!r} is not a LoRA A/B weight of {', '.join(PROJECTIONS)}")
             layer, projection, half = int(match.group(1)), match.group(2), match.group(3)
+            if projection not in module_names:
+                raise ValueError(f"{where}: tensor {name!r} adapts {projection}, which this model does not have "
+                                 f"(its modules: {', '.join(module_names)})")
             if layer >= hf_config.num_hidden_layers:
                 raise ValueError(f"{where}: tensor {name!r} names layer {layer}; the model has "
                                  f"{hf_config.num_hidden_layers}")
@@ -151,16 +158,35 @@ def _read_modules(path: Path, hf_config: Any, rule: _RankRule, where: str) -> di
             if tuple(tensor.shape) != expected[half]:
                 raise ValueError(f"{where}: layer {layer} {projection}.lora_{half} has shape {tuple(tensor.shape)}, "
                                  f"expected {expected[half]}")
-        modules[(layer, projection)] = LoraModule(pair["A"], pair["B"], scaling)
+        modules.update(_split_parts(layer, projection, LoraModule(pair["A"], pair["B"], scaling), hf_config))
     if not modules:
         raise ValueError(f"{where}: {path.name} holds no LoRA weights")
     return modules
 
 
+def _module_names(hf_config: Any) -> tuple[str, ...]:
+    """The adaptable modules of the checkpoint: Phi-3's are fused, the rest of the family's separate."""
+    from executor_svc.models.variants import has_fused_checkpoint
+
+    if has_fused_checkpoint(hf_config):
+        return ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+    return PROJECTIONS
+
+
+def _split_parts(layer: int, projection: str, module: LoraModule, hf_config: Any
+                 ) -> dict[tuple[int, str], LoraModule]:
+    """The module as adapters of the projections the model keeps (a fused module's parts share its A)."""
+    parts = FUSED_PROJECTIONS.get(projection)
+    if parts is None:
+        return {(layer, projection): module}
+    rows = module.b.split([projection_shape(hf_config, part)[1] for part in parts])
+    return {(layer, part): LoraModule(module.a, b, module.scaling) for part, b in zip(parts, rows)}
+
+
 def module_name(layer: int, projection: str) -> str:
     """The projection's module name in the base model (peft's patterns match it; its tensors are
     ``base_model.model.<name>.lora_A.weight`` and ``...lora_B.weight``)."""
-    block = "self_attn" if projection in PROJECTIONS[:4] else "mlp"
+    block = "self_attn" if projection in (*PROJECTIONS[:4], "qkv_proj") else "mlp"
     return f"model.layers.{layer}.{block}.{projection}"
 
 
@@ -178,4 +204,6 @@ def projection_shape(hf_config: Any, projection: str) -> tuple[int, int]:
         "gate_proj": (hidden, intermediate),
         "up_proj": (hidden, intermediate),
         "down_proj": (intermediate, hidden),
+        "qkv_proj": (hidden, q_rows + 2 * kv_rows),
+        "gate_up_proj": (hidden, 2 * intermediate),
     }[projection]

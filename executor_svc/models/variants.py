@@ -77,8 +77,13 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         logits_divisor=float(getattr(config, "logits_scaling", 1.0)),
         rotary_dim=int(head_dim * rotary_factor),
         layer_windows=layer_windows(config),
-        fused_checkpoint=model_type in _FUSED_CHECKPOINT_TYPES,
+        fused_checkpoint=has_fused_checkpoint(config),
     )
+
+
+def has_fused_checkpoint(config: PretrainedConfig) -> bool:
+    """Whether the checkpoint stores q/k/v as one ``qkv_proj`` and gate/up as one ``gate_up_proj`` (Phi-3)."""
+    return getattr(config, "model_type", None) in _FUSED_CHECKPOINT_TYPES
 
 
 def _embedding_scale(config: PretrainedConfig, model_type: str | None) -> float:

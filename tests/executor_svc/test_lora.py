@@ -10,7 +10,7 @@ import pytest
 import torch
 from step_plans import BATCHES, GREEDY, PlannedRequest, outputs_of, plan_steps, with_blocks
 from tiny_adapters import make_peft_adapter, peft_greedy
-from tiny_models import make_tiny_llama, make_tiny_qwen3
+from tiny_models import make_tiny_llama, make_tiny_phi3, make_tiny_qwen3
 
 from executor_svc.config import ExecutorConfig
 from executor_svc.lora.adapter_files import read_adapter
@@ -131,6 +131,27 @@ def test_qwen3_adapter_matches_peft(tmp_path):
     request = with_blocks({"r": PlannedRequest([7, 8, 9, 10], GREEDY, lora_adapter="q3")})
     got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
     assert got["r"] == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
+
+
+def test_phi3_adapters_of_fused_modules_match_peft(tmp_path):
+    """peft adapts Phi-3's fused qkv_proj and gate_up_proj as one module each; served as their parts (shared A,
+    B's rows), with a rank_pattern on the fused name."""
+    model_dir = make_tiny_phi3(tmp_path / "phi3", seed=4)
+    adapter = make_peft_adapter(model_dir, tmp_path / "p3", seed=5,
+                                target_modules=["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
+                                rank_pattern={"layers.1.self_attn.qkv_proj": 6})
+    runner = build_runner(lora_config(model_dir, {"p3": adapter}))[0]
+    request = with_blocks({"r": PlannedRequest([7, 8, 9, 10], GREEDY, lora_adapter="p3")})
+    got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
+    assert got["r"] == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
+    assert got["r"] != peft_greedy(model_dir, None, [7, 8, 9, 10], 8)
+
+
+def test_an_adapter_of_modules_the_model_does_not_have_is_named(tmp_path, model_dir):
+    phi3_dir = make_tiny_phi3(tmp_path / "phi3", seed=4)
+    adapter = make_peft_adapter(phi3_dir, tmp_path / "p3", seed=5, target_modules=["qkv_proj"])
+    with pytest.raises(ValueError, match=r"adapts qkv_proj, which this model does not have"):
+        read_adapter(LoraModuleSpec("p3", str(adapter)), load_hf_config(model_dir))
 
 
 def test_a_step_naming_an_adapter_the_executor_does_not_serve_is_refused(model_dir, adapters):
