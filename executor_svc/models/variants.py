@@ -47,10 +47,11 @@ class ModelVariant:
     """The checkpoint stores ``qkv_proj`` and ``gate_up_proj`` already fused (Phi-3)."""
 
     def activation(self) -> Callable[[torch.Tensor], torch.Tensor]:
-        """transformers' own implementation of hidden_act, so the MLP computes exactly what HF's does."""
+        """transformers' own implementation of hidden_act, so the MLP computes exactly what HF's does (its
+        module's forward: no module-call overhead per layer; activations hold no weights)."""
         from transformers.activations import ACT2FN
 
-        return ACT2FN[self.hidden_act]
+        return ACT2FN[self.hidden_act].forward
 
 
 def head_dim_of(config: PretrainedConfig) -> int:

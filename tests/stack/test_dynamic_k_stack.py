@@ -100,7 +100,9 @@ def test_greedy_output_with_dynamic_k_equals_no_speculation(
     if drafter == "eagle":
         spec += ["--eagle-drafter", str(tiny_eagle_dir)]
     write_switching_profile(tiny_model_dir, spec, tmp_path)
-    modes = [(1, 1), (2, 1)] + ([(2, 4)] if drafter == "ngram" else [])  # (inflight, multi-step depth)
+    # (inflight, multi-step depth); n-gram lookup drafts any K from the context alone (no drafter state that K
+    # could desynchronise), so it runs only the multi-step mode (CI time).
+    modes = [(2, 4)] if drafter == "ngram" else [(1, 1), (2, 1)]
     for inflight, num_steps in modes:
         stack = launch_stack.with_scheduler(tiny_model_dir, spec, [
             "--max-inflight-steps", str(inflight), "--num-spec-tokens", "dynamic", "--spec-profile-dir", str(tmp_path),
