@@ -69,8 +69,8 @@ def unrolled_forward(head: EagleHead, batch: PackedBatch, embed: torch.Tensor, l
         cos, sin = cos_table[positions].unsqueeze(1), sin_table[positions].unsqueeze(1)
         x = head.combine(features, embed[tokens])
         attended = _attention_block(layer, rms_norm(x, layer.input_norm_weight, layer.eps), cos, sin, attention)
-        hidden = x + layer.scale_residual(attended)
-        hidden = hidden + layer.scale_residual(layer.mlp(rms_norm(hidden, layer.post_attention_norm_weight, layer.eps)))
+        hidden = layer.join_attention(x, attended)
+        hidden = hidden + layer.mlp_branch(hidden)
         predicted = rms_norm(hidden, head.norm_weight, head.eps)
         valid = batch.remaining >= step
         targets = torch.where(valid, index + step, index)

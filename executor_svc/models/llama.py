@@ -168,7 +168,7 @@ class LlamaMLP(nn.Module):
 
 class LlamaDecoderLayer(nn.Module):
     """Pre-norm decoder layer: x + s * attn(norm(x)), then x + s * mlp(norm(x)) (s: Granite's residual_multiplier,
-    else 1)."""
+    else 1); with sandwich norms (Gemma 3) the attention and MLP outputs are normed too before they are added."""
 
     def __init__(
         self,
@@ -182,8 +182,13 @@ class LlamaDecoderLayer(nn.Module):
         variant = variant or variant_for(config)
         self.eps = config.rms_norm_eps
         self.residual_scale = variant.residual_scale
-        self.input_norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
-        self.post_attention_norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
+        hidden = config.hidden_size
+        self.input_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False)
+        self.post_attention_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False)
+        """The norm of the MLP's input (HF Llama's post_attention_layernorm; Gemma 3's pre_feedforward_layernorm)."""
+        sandwich = variant.sandwich_norms
+        self.attention_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
+        self.mlp_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
         self.attn = LlamaAttention(config, attention_backend, tp, variant, sliding_window)
         self.mlp = LlamaMLP(config, tp, variant)
 
@@ -198,9 +203,21 @@ class LlamaDecoderLayer(nn.Module):
     ) -> torch.Tensor:
         """hidden [T, hidden] -> [T, hidden]."""
         normed = rms_norm(hidden, self.input_norm_weight, self.eps)
-        hidden = hidden + self.scale_residual(self.attn(normed, cos, sin, kv_layer, meta, adapters))
-        mlp_out = self.mlp(rms_norm(hidden, self.post_attention_norm_weight, self.eps), adapters)
-        return hidden + self.scale_residual(mlp_out)
+        hidden = self.join_attention(hidden, self.attn(normed, cos, sin, kv_layer, meta, adapters))
+        return hidden + self.mlp_branch(hidden, adapters)
+
+    def join_attention(self, hidden: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """The residual stream after the attention output ``attended`` joins it."""
+        if self.attention_out_norm_weight is not None:
+            attended = rms_norm(attended, self.attention_out_norm_weight, self.eps)
+        return hidden + self.scale_residual(attended)
+
+    def mlp_branch(self, hidden: torch.Tensor, adapters: AdapterRows | None = None) -> torch.Tensor:
+        """What the MLP adds to the residual stream ``hidden``."""
+        out = self.mlp(rms_norm(hidden, self.post_attention_norm_weight, self.eps), adapters)
+        if self.mlp_out_norm_weight is not None:
+            out = rms_norm(out, self.mlp_out_norm_weight, self.eps)
+        return self.scale_residual(out)
 
     def scale_residual(self, out: torch.Tensor) -> torch.Tensor:
         """An attention or MLP output as it joins the residual stream (times Granite's residual_multiplier)."""
@@ -209,8 +226,8 @@ class LlamaDecoderLayer(nn.Module):
 
 class LlamaModelForCausalLM(nn.Module):
     """Llama-family decoder over a flattened token batch: Llama, SmolLM2, Mistral, Qwen2 (qkv bias), Qwen3 (q/k
-    norm), Phi-3 (partial RoPE), Gemma (tanh-GELU, scaled embeddings) and Granite (multipliers); what each changes
-    is its ModelVariant (variants.py)."""
+    norm), Phi-3 (partial RoPE), Gemma (tanh-GELU, scaled embeddings), Gemma 3 (sandwich norms, local and global
+    layers) and Granite (multipliers); what each changes is its ModelVariant (variants.py)."""
 
     def __init__(
         self,
@@ -246,6 +263,12 @@ class LlamaModelForCausalLM(nn.Module):
         self.rope_sin: torch.Tensor
         self.register_buffer("rope_cos", torch.empty(0), persistent=False)
         self.register_buffer("rope_sin", torch.empty(0), persistent=False)
+        # The tables of layers with their own (sliding_attention) RoPE settings (Gemma 3); None: no such layer.
+        self.local_rope_cos: torch.Tensor | None
+        self.local_rope_sin: torch.Tensor | None
+        local = torch.empty(0) if any(self.variant.local_rope_layers) else None
+        self.register_buffer("local_rope_cos", local, persistent=False)
+        self.register_buffer("local_rope_sin", local, persistent=False)
         self.reset_rope_tables()
         self.packed_lm_head: torch.Tensor | None = None
         """pack_cpu_weights' copy of the LM head (a plain attribute, like the layers' ``packed``)."""
@@ -272,15 +295,20 @@ class LlamaModelForCausalLM(nn.Module):
         """(Re)compute the RoPE cos/sin tables [max_positions, rotary_dim / 2] in fp32 (scaled by the RoPE type's
         attention factor, as HF does), then cast them to the dtype and device the tables already have (call
         after to_empty())."""
+        dtype, device = self.rope_cos.dtype, self.rope_cos.device
+        self.rope_cos, self.rope_sin = self._rope_table(None, dtype, device)
+        if self.local_rope_cos is not None:
+            self.local_rope_cos, self.local_rope_sin = self._rope_table("sliding_attention", dtype, device)
+
+    def _rope_table(self, layer_type: str | None, dtype: torch.dtype, device: torch.device
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.device("cpu"):  # also when constructed under `with torch.device("meta")`
-            inv_freq, attention_factor = rope_frequencies(self.config, self.variant.rotary_dim)
+            inv_freq, attention_factor = rope_frequencies(self.config, self.variant.rotary_dim, layer_type)
             angles = torch.arange(self.max_positions, dtype=torch.float32).unsqueeze(1) * inv_freq.unsqueeze(0)
             cos, sin = angles.cos(), angles.sin()
             if attention_factor != 1.0:
                 cos, sin = cos * attention_factor, sin * attention_factor
-        dtype, device = self.rope_cos.dtype, self.rope_cos.device
-        self.rope_cos = cos.to(dtype=dtype, device=device)
-        self.rope_sin = sin.to(dtype=dtype, device=device)
+        return cos.to(dtype=dtype, device=device), sin.to(dtype=dtype, device=device)
 
     def forward(
         self,
@@ -292,9 +320,12 @@ class LlamaModelForCausalLM(nn.Module):
     ) -> torch.Tensor:
         """input_ids, positions int64 [T] -> final-normed hidden states [T, hidden] (``adapters``: the LoRA adapter
         of each row, from adapter_rows; None when no row uses one)."""
-        cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
+        rotations = [(self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1))]
+        if self.local_rope_cos is not None and self.local_rope_sin is not None:
+            rotations.append((self.local_rope_cos[positions].unsqueeze(1), self.local_rope_sin[positions].unsqueeze(1)))
         hidden = self.embed(input_ids)
-        for layer, kv_layer in zip(self.layers, kv_cache.layers):
+        for layer, kv_layer, local in zip(self.layers, kv_cache.layers, self.variant.local_rope_layers):
+            cos, sin = rotations[1 if local else 0]
             hidden = layer(hidden, cos, sin, kv_layer, meta, adapters)
         return rms_norm(hidden, self.norm_weight, self.eps)
 
@@ -317,5 +348,9 @@ class LlamaModelForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, hidden] -> float32 logits [N, vocab] (gathered from every rank's vocabulary slice)."""
         logits = self.tp.all_gather_columns(linear(hidden, self.lm_head_weight, packed=self.packed_lm_head))
-        divisor = self.variant.logits_divisor
-        return (logits if divisor == 1.0 else logits / divisor).float()
+        divisor, softcap = self.variant.logits_divisor, self.variant.logits_softcap
+        if divisor != 1.0:
+            logits = logits / divisor
+        if softcap is not None:
+            logits = torch.tanh(logits / softcap) * softcap
+        return logits.float()

@@ -134,12 +134,12 @@ def _layer_targets(
     gate_up = mlp.gate_up_weight.data
     targets = {
         prefix + "input_layernorm.weight": _whole(layer.input_norm_weight, norm_offset),
-        prefix + "post_attention_layernorm.weight": _whole(layer.post_attention_norm_weight, norm_offset),
         prefix + "self_attn.o_proj.weight": _part(tp, attn.o_weight.data, 1, q_offset, all_q_rows),
         prefix + "mlp.gate_proj.weight": _part(tp, gate_up[:size], 0, mlp_offset, config.intermediate_size),
         prefix + "mlp.up_proj.weight": _part(tp, gate_up[size:], 0, mlp_offset, config.intermediate_size),
         prefix + "mlp.down_proj.weight": _part(tp, mlp.down_weight.data, 1, mlp_offset, config.intermediate_size),
     }
+    targets.update(_norm_targets(prefix, layer, norm_offset))
     for part, (start, end, offset, full) in qkv_parts.items():
         targets[f"{prefix}self_attn.{part}.weight"] = _part(tp, attn.qkv_weight.data[start:end], 0, offset, full)
         if attn.qkv_bias is not None:
@@ -148,9 +148,22 @@ def _layer_targets(
         targets[prefix + "self_attn.o_proj.bias"] = _whole(attn.o_bias)
     if attn.qk_norm_weight is not None:
         head_dim = (attn.head_dim,)
-        targets[prefix + "self_attn.q_norm.weight"] = _Target(attn.qk_norm_weight.data[: attn.num_heads], head_dim)
-        targets[prefix + "self_attn.k_norm.weight"] = _Target(attn.qk_norm_weight.data[attn.num_heads :], head_dim)
+        q_rows, k_rows = attn.qk_norm_weight.data[: attn.num_heads], attn.qk_norm_weight.data[attn.num_heads :]
+        targets[prefix + "self_attn.q_norm.weight"] = _Target(q_rows, head_dim, offset=norm_offset)
+        targets[prefix + "self_attn.k_norm.weight"] = _Target(k_rows, head_dim, offset=norm_offset)
     return targets
+
+
+def _norm_targets(prefix: str, layer: LlamaDecoderLayer, offset: float) -> dict[str, _Target]:
+    """The layer's norms after the input one: Llama's post_attention_layernorm is the MLP's input norm; with
+    sandwich norms (Gemma 3) that name is the attention output's and pre_feedforward_layernorm the MLP's."""
+    if layer.attention_out_norm_weight is None or layer.mlp_out_norm_weight is None:
+        return {prefix + "post_attention_layernorm.weight": _whole(layer.post_attention_norm_weight, offset)}
+    return {
+        prefix + "post_attention_layernorm.weight": _whole(layer.attention_out_norm_weight, offset),
+        prefix + "pre_feedforward_layernorm.weight": _whole(layer.post_attention_norm_weight, offset),
+        prefix + "post_feedforward_layernorm.weight": _whole(layer.mlp_out_norm_weight, offset),
+    }
 
 
 def _whole(param: torch.Tensor, offset: float = 0.0) -> _Target:

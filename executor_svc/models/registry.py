@@ -12,13 +12,14 @@ if TYPE_CHECKING:
 MODEL_CLASSES: dict[str, type] = {
     architecture: LlamaModelForCausalLM
     for architecture in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                         "Phi3ForCausalLM", "GemmaForCausalLM", "GraniteForCausalLM")
+                         "Phi3ForCausalLM", "GemmaForCausalLM", "Gemma3ForCausalLM", "GraniteForCausalLM")
 }
 
 # Configs read from a GGUF name a model_type but no architectures.
 _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
                                 "mistral": "MistralForCausalLM", "phi3": "Phi3ForCausalLM",
-                                "gemma": "GemmaForCausalLM", "granite": "GraniteForCausalLM"}
+                                "gemma": "GemmaForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+                                "granite": "GraniteForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

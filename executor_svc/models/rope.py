@@ -10,12 +10,19 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 
-def rope_parameters(config: PretrainedConfig) -> dict[str, Any]:
+LAYER_TYPES = ("full_attention", "sliding_attention")
+"""Keys of rope_parameters set per layer type (Gemma 3)."""
+
+
+def rope_parameters(config: PretrainedConfig, layer_type: str | None = None) -> dict[str, Any]:
     """The RoPE settings of an HF config as one dict with at least rope_type and rope_theta.
 
-    transformers >= 5 stores them in config.rope_parameters; older versions in rope_scaling + rope_theta.
+    transformers >= 5 stores them in config.rope_parameters (per layer type for Gemma 3: those of
+    ``layer_type``, full_attention's by default); older versions in rope_scaling + rope_theta.
     """
     params = getattr(config, "rope_parameters", None)
+    if params is not None and is_per_layer_type(config):
+        params = params[layer_type or "full_attention"]
     if params is None:
         params = dict(getattr(config, "rope_scaling", None) or {})
         params.setdefault("rope_theta", getattr(config, "rope_theta", 10000.0))
@@ -24,14 +31,21 @@ def rope_parameters(config: PretrainedConfig) -> dict[str, Any]:
     return params
 
 
-def rope_frequencies(config: PretrainedConfig, rotary_dim: int) -> tuple[torch.Tensor, float]:
+def is_per_layer_type(config: PretrainedConfig) -> bool:
+    """Whether config.rope_parameters holds one set of settings per layer type (Gemma 3)."""
+    params = getattr(config, "rope_parameters", None) or {}
+    return any(kind in params for kind in LAYER_TYPES)
+
+
+def rope_frequencies(config: PretrainedConfig, rotary_dim: int, layer_type: str | None = None
+                     ) -> tuple[torch.Tensor, float]:
     """float32 [rotary_dim / 2] inverse frequencies and the attention factor that scales cos and sin.
 
     The default type is computed here; the scaled ones (linear, llama3, yarn, longrope, dynamic, ...) by
     transformers' own ROPE_INIT_FUNCTIONS, so they match HF exactly. Within the positions the executor serves
     (see rope_context_limit) HF never switches a dynamic type's frequencies, so the initial ones are the ones.
     """
-    params = rope_parameters(config)
+    params = rope_parameters(config, layer_type)
     rope_type = params["rope_type"]
     if rope_type == "default":
         base = float(params["rope_theta"])
@@ -42,7 +56,10 @@ def rope_frequencies(config: PretrainedConfig, rotary_dim: int) -> tuple[torch.T
     if init is None:
         raise ValueError(f"rope_parameters: rope_type {rope_type!r} is not supported "
                          f"(default, {', '.join(sorted(ROPE_INIT_FUNCTIONS))})")
-    inv_freq, attention_factor = init(config, "cpu")
+    if is_per_layer_type(config):
+        inv_freq, attention_factor = init(config, "cpu", layer_type=layer_type or "full_attention")
+    else:
+        inv_freq, attention_factor = init(config, "cpu")
     if inv_freq.shape[0] * 2 != rotary_dim:
         raise ValueError(f"rope_parameters: {rope_type} gives {inv_freq.shape[0]} frequencies for a rotary "
                          f"dimension of {rotary_dim}")
@@ -55,7 +72,7 @@ def rope_context_limit(config: PretrainedConfig) -> tuple[int, str]:
     max_position_embeddings, except for longrope: HF switches every position to the long factors once a
     sequence passes original_max_position_embeddings, which keys already cached cannot follow, so serving
     stops at that length (and uses the short factors, as HF does up to it)."""
-    params = rope_parameters(config)
+    params = rope_parameters(config)  # longrope models (Phi-3) set one for every layer
     limit = int(config.max_position_embeddings)
     original = params.get("original_max_position_embeddings") or getattr(config, "original_max_position_embeddings",
                                                                          None)

@@ -1,7 +1,8 @@
 """What each supported HF architecture changes in the shared Llama-family decoder.
 
-Llama, Mistral, Qwen2/3, Phi-3, Gemma and Granite are one pre-norm decoder (attention then a gated MLP, RoPE,
-RMSNorm) that differ in constants and a few switches; ModelVariant holds them, read once from the HF config."""
+Llama, Mistral, Qwen2/3, Phi-3, Gemma, Gemma 3 (text) and Granite are one pre-norm decoder (attention then a gated
+MLP, RoPE, RMSNorm) that differ in constants and a few switches; ModelVariant holds them, read once from the HF
+config."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from executor_svc.models.rope import rope_parameters
+from executor_svc.models.rope import is_per_layer_type, rope_parameters
 
 if TYPE_CHECKING:
     import torch
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 
 _FUSED_CHECKPOINT_TYPES = ("phi3",)
 """model_types whose checkpoints store q/k/v as one ``qkv_proj`` and gate/up as one ``gate_up_proj``."""
+_GEMMA_TYPES = ("gemma", "gemma3_text")
+"""model_types whose RMSNorms scale by 1 + w and whose embeddings are scaled by sqrt(hidden_size)."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,9 @@ class ModelVariant:
     qkv_bias: bool
     o_bias: bool
     qk_norm: bool
-    """Per-head RMSNorm of q and k before RoPE (Qwen3)."""
+    """Per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3)."""
+    sandwich_norms: bool
+    """RMSNorm of the attention and MLP outputs too, before they join the residual stream (Gemma 3)."""
     norm_weight_offset: float
     """Added to every RMSNorm weight at load: Gemma stores w and scales by (1 + w)."""
     embedding_scale: float
@@ -39,10 +44,14 @@ class ModelVariant:
     """The softmax scale of q.k (head_dim ** -0.5 unless the config sets its own)."""
     logits_divisor: float
     """The LM head's logits are divided by it (Granite's logits_scaling)."""
+    logits_softcap: float | None
+    """Logits become tanh(logits / c) * c (final_logit_softcapping; None: as they are)."""
     rotary_dim: int
     """Leading dimensions of each head that RoPE rotates (head_dim unless partial_rotary_factor < 1)."""
     layer_windows: tuple[int | None, ...]
     """Each layer's sliding attention window (None: the whole context)."""
+    local_rope_layers: tuple[bool, ...]
+    """Layers that rotate by the ``sliding_attention`` RoPE settings (Gemma 3's local layers: another theta)."""
     fused_checkpoint: bool
     """The checkpoint stores ``qkv_proj`` and ``gate_up_proj`` already fused (Phi-3)."""
 
@@ -66,18 +75,22 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
     head_dim = head_dim_of(config)
     attention_bias = bool(getattr(config, "attention_bias", False))
     rotary_factor = float(rope_parameters(config).get("partial_rotary_factor", 1.0))
+    softcap = getattr(config, "final_logit_softcapping", None)
     return ModelVariant(
-        hidden_act=getattr(config, "hidden_act", "silu"),
+        hidden_act=hidden_act_of(config),
         qkv_bias=attention_bias or model_type == "qwen2",  # Qwen2 always biases q/k/v; its config has no such field
         o_bias=attention_bias,
-        qk_norm=model_type == "qwen3",
-        norm_weight_offset=1.0 if model_type == "gemma" else 0.0,
+        qk_norm=model_type in ("qwen3", "gemma3_text"),
+        sandwich_norms=model_type == "gemma3_text",
+        norm_weight_offset=1.0 if model_type in _GEMMA_TYPES else 0.0,
         embedding_scale=_embedding_scale(config, model_type),
         residual_scale=float(getattr(config, "residual_multiplier", 1.0)),
-        attention_scale=float(getattr(config, "attention_multiplier", None) or head_dim**-0.5),
+        attention_scale=_attention_scale(config, head_dim),
         logits_divisor=float(getattr(config, "logits_scaling", 1.0)),
+        logits_softcap=None if softcap is None else float(softcap),
         rotary_dim=int(head_dim * rotary_factor),
         layer_windows=layer_windows(config),
+        local_rope_layers=_local_rope_layers(config),
         fused_checkpoint=has_fused_checkpoint(config),
     )
 
@@ -87,8 +100,29 @@ def has_fused_checkpoint(config: PretrainedConfig) -> bool:
     return getattr(config, "model_type", None) in _FUSED_CHECKPOINT_TYPES
 
 
+def hidden_act_of(config: PretrainedConfig) -> str:
+    """The MLP activation's name (Gemma 3 calls the field hidden_activation)."""
+    return getattr(config, "hidden_activation", None) or getattr(config, "hidden_act", None) or "silu"
+
+
+def _attention_scale(config: PretrainedConfig, head_dim: int) -> float:
+    if getattr(config, "attention_multiplier", None):  # Granite
+        return float(config.attention_multiplier)
+    if getattr(config, "query_pre_attn_scalar", None):  # Gemma 3
+        return float(config.query_pre_attn_scalar) ** -0.5
+    return float(head_dim**-0.5)
+
+
+def _local_rope_layers(config: PretrainedConfig) -> tuple[bool, ...]:
+    """Per layer, whether it uses separate ``sliding_attention`` RoPE settings (rope_parameters keyed by layer
+    type, as Gemma 3's are)."""
+    if not is_per_layer_type(config):
+        return (False,) * config.num_hidden_layers
+    return tuple(kind == "sliding_attention" for kind in config.layer_types)
+
+
 def _embedding_scale(config: PretrainedConfig, model_type: str | None) -> float:
-    if model_type == "gemma":
+    if model_type in _GEMMA_TYPES:
         return float(config.hidden_size**0.5)
     return float(getattr(config, "embedding_multiplier", 1.0))
 
@@ -107,9 +141,13 @@ def _check_supported(config: PretrainedConfig) -> None:
     """Reject config features this decoder does not implement, naming the field."""
     from transformers.activations import ACT2FN
 
-    hidden_act = getattr(config, "hidden_act", "silu")
+    hidden_act = hidden_act_of(config)
     if hidden_act not in ACT2FN:
         raise ValueError(f"hidden_act: {hidden_act!r} is not an activation transformers knows")
+    if getattr(config, "attn_logit_softcapping", None) is not None:
+        raise ValueError("attn_logit_softcapping: soft-capped attention scores are not supported")
+    if getattr(config, "use_bidirectional_attention", False):
+        raise ValueError("use_bidirectional_attention: only causal attention is served")
     if getattr(config, "mlp_bias", False):
         raise ValueError("mlp_bias: MLP biases are not supported")
     layer_types = getattr(config, "layer_types", None) or []

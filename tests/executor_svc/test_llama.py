@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from tiny_models import (
     make_tiny_gemma,
+    make_tiny_gemma3,
     make_tiny_granite,
     make_tiny_llama,
     make_tiny_mistral,
@@ -50,6 +51,7 @@ MAKERS = {
     "phi3_longrope": lambda path, seed: make_tiny_phi3(path, seed, rope_parameters=LONGROPE,
                                                        original_max_position_embeddings=128),
     "gemma": make_tiny_gemma,
+    "gemma3": make_tiny_gemma3,
     "granite": make_tiny_granite,
 }
 

@@ -78,6 +78,22 @@ def make_tiny_gemma(path: str | Path, seed: int = 0, vocab_size: int = 256, **ov
     return _save(GemmaForCausalLM, config, path, seed)
 
 
+def make_tiny_gemma3(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Gemma3ForCausalLM checkpoint (text only) into `path`: sandwich norms, q/k norms, local layers
+    with a 7-position window and their own RoPE theta beside a global layer, query_pre_attn_scalar, and a final
+    logit soft cap, every one of them set so that getting it wrong changes the logits."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    settings = {**TINY_LLAMA_DEFAULTS, "num_hidden_layers": 3, "head_dim": 24, "tie_word_embeddings": True,
+                "vocab_size": vocab_size, "sliding_window": 7, "query_pre_attn_scalar": 20,
+                "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+                "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10.0},
+                                    "full_attention": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}},
+                "final_logit_softcapping": 3.0}
+    config = Gemma3TextConfig(**{**settings, **overrides})
+    return _save(Gemma3ForCausalLM, config, path, seed)
+
+
 def make_tiny_granite(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random GraniteForCausalLM checkpoint (embedding, residual, attention and logit multipliers that are
     not 1) into `path`."""
