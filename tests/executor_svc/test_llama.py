@@ -254,3 +254,17 @@ def test_load_weights_rejects_unknown_misshapen_and_missing_tensors(tmp_path):
     missing = {k: v for k, v in state.items() if k != "model.layers.1.self_attn.k_proj.weight"}
     with pytest.raises(ValueError, match="missing tensors model.layers.1.self_attn.k_proj.weight"):
         load_weights(model, missing.items())
+
+
+@pytest.mark.parametrize(("field", "value"), [("attn_logit_softcapping", 50.0), ("use_bidirectional_attention", True),
+                                              ("hidden_activation", "no_such_activation")])
+def test_config_features_the_decoder_does_not_implement_are_refused_by_name(field, value):
+    from transformers import Gemma3TextConfig
+
+    from executor_svc.models.variants import variant_for
+
+    config = Gemma3TextConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
+                              head_dim=16, vocab_size=64)
+    setattr(config, field, value)
+    with pytest.raises(ValueError, match=field if field != "hidden_activation" else "hidden_act"):
+        variant_for(config)
