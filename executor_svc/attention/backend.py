@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import torch
@@ -23,11 +24,14 @@ class AttentionBackend(Protocol):
         meta: AttentionMetadata,
         scale: float,
         sliding_window: int | None = None,
+        logit_softcap: float | None = None,
     ) -> torch.Tensor:
         """q [T, H, D], k/v [T, KVH, D], kv_layer [num_blocks, 2, block_size, KVH, D] -> [T, H, D].
 
         ``sliding_window`` w limits a query at position p to the keys at positions p - w < j <= p (the
         last w, itself included: HF transformers' sliding window); None attends to every earlier key.
+        ``logit_softcap`` c caps every score s = scale * q.k to c * tanh(s / c) before the mask and the
+        softmax (Gemma 2's attn_logit_softcapping); None leaves the scores as they are.
         Every new token's K/V is written to the cache either way.
         """
         ...
@@ -39,3 +43,16 @@ def check_sliding_window(sliding_window: int | None) -> None:
         return
     if isinstance(sliding_window, bool) or not isinstance(sliding_window, int) or sliding_window < 1:
         raise ValueError(f"sliding_window: must be an int >= 1 or None, got {sliding_window!r}")
+
+
+def check_logit_softcap(logit_softcap: float | None) -> None:
+    """Raise ValueError unless ``logit_softcap`` is None or a positive finite number."""
+    if logit_softcap is None:
+        return
+    if (
+        isinstance(logit_softcap, bool)
+        or not isinstance(logit_softcap, (int, float))
+        or not math.isfinite(logit_softcap)
+        or logit_softcap <= 0
+    ):
+        raise ValueError(f"logit_softcap: must be a positive finite float or None, got {logit_softcap!r}")

@@ -23,7 +23,9 @@ def warm_up_attention_kernels(model: torch.nn.Module, kv_cache: PagedKVCache, ba
     """One eager forward of one sequence per kernel variant the Triton backend can choose for an eager step
     (``eager_variants``); returns how many forwards ran (0 for a backend that compiles nothing).
 
-    The forwards write only the KV blocks they use, before any request owns one."""
+    The forwards run the model's own layers, so a model whose layers cap their scores (``logit_softcap``, a
+    compile-time switch of the kernel) warms the capped kernels, and one mixing capped and uncapped layers
+    both. The forwards write only the KV blocks they use, before any request owns one."""
     if not isinstance(backend, TritonAttentionBackend):
         return 0
     from executor_svc.attention.triton_kernels import eager_variants

@@ -5,6 +5,8 @@ whole block table (all of ``block_tables``' columns), masked by position. That c
 kernel does not pay, so it is a fallback and a reference: it is what a captured graph or
 ``torch.compile(fullgraph=True)`` can run on any device, including the CPU tests of the graph machinery.
 
+Layers with soft-capped scores attend explicitly (``softcapped_attention``) over the same padded batch and mask.
+
 Padded tokens (slot -1) write their K/V into the cache's last slot, which must belong to a scratch block
 no sequence uses (``PagedKVCache(..., scratch_blocks=1)``).
 """
@@ -14,8 +16,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from executor_svc.attention.backend import check_sliding_window
+from executor_svc.attention.backend import check_logit_softcap, check_sliding_window
 from executor_svc.attention.metadata import AttentionMetadata
+from executor_svc.attention.softcap import softcapped_attention
 
 
 class PaddedTorchAttentionBackend:
@@ -36,12 +39,14 @@ class PaddedTorchAttentionBackend:
         meta: AttentionMetadata,
         scale: float,
         sliding_window: int | None = None,
+        logit_softcap: float | None = None,
     ) -> torch.Tensor:
         """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache
-        (over its last ``sliding_window`` positions, if set)."""
+        (over its last ``sliding_window`` positions, if set; scores capped by ``logit_softcap``, if set)."""
         check_sliding_window(sliding_window)
+        check_logit_softcap(logit_softcap)
         _write_kv(kv_layer, k, v, meta.slot_mapping)
-        return _attend(q, kv_layer, meta, scale, sliding_window)
+        return _attend(q, kv_layer, meta, scale, sliding_window, logit_softcap)
 
 
 def _write_kv(kv_layer: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor) -> None:
@@ -55,7 +60,12 @@ def _write_kv(kv_layer: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: t
 
 
 def _attend(
-    q: torch.Tensor, kv_layer: torch.Tensor, meta: AttentionMetadata, scale: float, sliding_window: int | None
+    q: torch.Tensor,
+    kv_layer: torch.Tensor,
+    meta: AttentionMetadata,
+    scale: float,
+    sliding_window: int | None,
+    logit_softcap: float | None,
 ) -> torch.Tensor:
     num_tokens, num_heads, head_dim = q.shape
     num_kv_heads, block_size = kv_layer.shape[3], kv_layer.shape[2]
@@ -75,9 +85,11 @@ def _attend(
     query_positions = meta.seq_lens.unsqueeze(1) - query_lens.unsqueeze(1) + offsets  # [B, max_q]
     mask = _visible(query_positions, width * block_size, sliding_window)
     mask = mask.unsqueeze(1).expand(num_seqs, group, max_q, -1).reshape(num_seqs, 1, group * max_q, -1)
-    out = F.scaled_dot_product_attention(
-        queries, keys.transpose(1, 2), values.transpose(1, 2), attn_mask=mask, scale=scale
-    )
+    keys, values = keys.transpose(1, 2), values.transpose(1, 2)
+    if logit_softcap is None:
+        out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)
+    else:
+        out = softcapped_attention(queries, keys, values, mask, scale, logit_softcap)
     out = out.view(num_seqs, num_kv_heads, group, max_q, head_dim).permute(0, 3, 1, 2, 4)
     out = out.reshape(num_seqs * max_q, num_heads, head_dim)
     # Flat token t belongs to sequence s (the last whose start is <= t) at query offset t - starts[s].

@@ -15,7 +15,7 @@ import os
 
 import torch
 
-from executor_svc.attention.backend import check_sliding_window
+from executor_svc.attention.backend import check_logit_softcap, check_sliding_window
 from executor_svc.attention.metadata import AttentionMetadata
 
 _INTERPRETER_SMS = 1
@@ -60,12 +60,14 @@ class TritonAttentionBackend:
         meta: AttentionMetadata,
         scale: float,
         sliding_window: int | None = None,
+        logit_softcap: float | None = None,
     ) -> torch.Tensor:
         """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache
-        (over its last ``sliding_window`` positions, if set)."""
+        (over its last ``sliding_window`` positions, if set; scores capped by ``logit_softcap``, if set)."""
         from executor_svc.attention import triton_kernels
 
         check_sliding_window(sliding_window)
+        check_logit_softcap(logit_softcap)
         _check_shapes(q, k, v, kv_layer, meta)
         triton_kernels.write_kv(k, v, kv_layer, meta.slot_mapping)
         # Tokens of no sequence (a captured batch's padding) are never written by the kernel: zero them.
@@ -81,6 +83,7 @@ class TritonAttentionBackend:
             scale,
             num_splits=self._num_splits(q, kv_layer, meta, sliding_window),
             sliding_window=sliding_window,
+            logit_softcap=logit_softcap,
         )
         return out
 

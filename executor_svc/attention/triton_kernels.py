@@ -33,6 +33,7 @@ _NO_SCORE = tl.constexpr(-1.0e30)
 """Running max of a row that has seen no key: finite, so exp2(m_old - m_new) never computes inf - inf.
 (A global a kernel reads must be a tl.constexpr.)"""
 _LOG2E = 1.4426950408889634
+_MINUS_TWO_LOG2E = tl.constexpr(-2.0 * _LOG2E)
 
 
 def _next_power_of_2(n: int) -> int:
@@ -156,9 +157,20 @@ def _window_start(qsl_ptr, seq_lens_ptr, seq, tile, kv_end, window, BLOCK_Q: tl.
     return tl.minimum((tl.maximum(first_key, 0) // BLOCK_SIZE) * BLOCK_SIZE, kv_end)
 
 
+@triton.jit
+def _tanh(x):
+    """tanh from exp2 (tl has no tanh, and libdevice's fails under the Triton 3.9 interpreter): sign(x) (1 - e) /
+    (1 + e) with e = exp(-2|x|) in (0, 1], which never overflows."""
+    e = tl.exp2(tl.abs(x) * _MINUS_TWO_LOG2E)
+    t = (1.0 - e) / (1.0 + e)
+    return tl.where(x < 0, -t, t)
+
+
 # ``window`` is a runtime int, not a constexpr: one compiled kernel serves every window (and none), so models
 # whose layers alternate windows compile nothing more and the eager warm-up needs no variant per window; it is
-# not specialised either (Triton would otherwise compile window 1 and multiples of 16 apart).
+# not specialised either (Triton would otherwise compile window 1 and multiples of 16 apart). SOFTCAP is a
+# constexpr so that an uncapped layer runs exactly the kernel it ran before caps existed (no tanh, no branch);
+# the cap's value is a runtime float, so every cap shares the one capped kernel.
 @triton.jit(do_not_specialize=["num_tokens", "block_tables_stride", "window"])
 def _attention_kernel(
     q_ptr,
@@ -186,6 +198,7 @@ def _attention_kernel(
     kv_stride_d,
     block_tables_stride,
     window,
+    softcap,
     NUM_KV_HEADS: tl.constexpr,
     GROUP: tl.constexpr,
     GROUP_PAD: tl.constexpr,
@@ -198,11 +211,16 @@ def _attention_kernel(
     NUM_SPLITS: tl.constexpr,
     DOT_FP32: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    SOFTCAP: tl.constexpr,
 ):
     """Program (sequence * KVH + kv head, query tile, split): online softmax over the split's share of
     the keys the tile may see. With one split it writes the normalised output, otherwise the partial
     (max, sum, accumulator) of every row, in log2 units, for ``_combine_kernel``. ``window`` > 0 is a sliding
     window (a query at p sees keys p - window < key <= p), 0 none.
+
+    Scores are q.k * qk_scale in log2 units; with SOFTCAP they are instead softcap * tanh(q.k * qk_scale),
+    the launcher passing qk_scale = scale / cap and softcap = cap * log2(e) (the cap applies to the
+    natural-scale score, then converts).
 
     DOT_FP32 upcasts the operands of both dots (which are then exact fp32 dots if DOT_PRECISION is "ieee")."""
     seq = tl.program_id(0) // NUM_KV_HEADS
@@ -246,6 +264,8 @@ def _attention_kernel(
             k = k.to(tl.float32)
             v = v.to(tl.float32)
         scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        if SOFTCAP:
+            scores = _tanh(scores) * softcap
         visible = key_ok[None, :] & (keys[None, :] <= positions[:, None]) & (keys[None, :] > floor[:, None])
         scores = tl.where(visible, scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
@@ -386,13 +406,15 @@ def paged_attention(
     scale: float,
     num_splits: int = 1,
     sliding_window: int | None = None,
+    logit_softcap: float | None = None,
 ) -> None:
     """Causal attention of q [T, H, D] over each sequence's paged cache, written into out [T, H, D].
 
     Sequence i's queries are flat rows query_start_loc[i] .. query_start_loc[i+1]-1 at the last positions
     of its seq_lens[i] tokens. Rows of no sequence (padding) are not written. ``max_query_len`` must bound
     every query length: it sets the number of query tiles. ``sliding_window`` w (>= 1) limits a query at p
-    to the keys p - w < key <= p; None sees every earlier key.
+    to the keys p - w < key <= p; None sees every earlier key. ``logit_softcap`` c caps each score s = scale *
+    q.k to c * tanh(s / c) before the mask; None leaves it as it is.
     """
     num_tokens, num_heads, head_dim = q.shape
     num_kv_heads, block_size = kv_layer.shape[3], kv_layer.shape[2]
@@ -420,12 +442,13 @@ def paged_attention(
     part_m = torch.empty(partial_rows, dtype=torch.float32, device=q.device)
     part_l = torch.empty_like(part_m)
     part_acc = torch.empty((*partial_rows, head_dim) if num_splits > 1 else (1,), dtype=torch.float32, device=q.device)
+    qk_scale, softcap = _score_scales(scale, logit_softcap)
     _attention_kernel[grid](
         q, kv_layer, out, part_m, part_l, part_acc, query_start_loc, seq_lens, block_tables,
-        scale * _LOG2E, num_tokens, num_heads, *q.stride(), *out.stride(), *kv_layer.stride(),
-        block_tables.stride(0), sliding_window or 0,
+        qk_scale, num_tokens, num_heads, *q.stride(), *out.stride(), *kv_layer.stride(),
+        block_tables.stride(0), sliding_window or 0, softcap,
         BLOCK_SIZE=block_size, BLOCK_N=block_n, NUM_SPLITS=num_splits, DOT_FP32=dot_fp32,
-        DOT_PRECISION="ieee" if dot_fp32 else None,
+        DOT_PRECISION="ieee" if dot_fp32 else None, SOFTCAP=logit_softcap is not None,
         **constants,
     )  # fmt: skip
     if num_splits > 1:
@@ -433,3 +456,11 @@ def paged_attention(
             out, part_m, part_l, part_acc, query_start_loc, seq_lens, num_tokens, num_heads, *out.stride(),
             NUM_SPLITS=num_splits, **constants,
         )  # fmt: skip
+
+
+def _score_scales(scale: float, logit_softcap: float | None) -> tuple[float, float]:
+    """The kernel's (qk_scale, softcap): its log2-unit score is q.k * qk_scale, or softcap * tanh(q.k * qk_scale)
+    with a cap c (= c * tanh(scale * q.k / c) * log2(e)); softcap is 0.0 without a cap (unread)."""
+    if logit_softcap is None:
+        return scale * _LOG2E, 0.0
+    return scale / logit_softcap, logit_softcap * _LOG2E

@@ -15,6 +15,7 @@ from triton.compiler import ASTSource
 from executor_svc.attention import triton_kernels
 
 TARGET = GPUTarget("cuda", 90, 32)
+FLOAT_ARGS = {"qk_scale", "softcap"}
 
 
 def compile_kernel(fn: object, pointers: dict[str, str], constants: dict[str, object]) -> None:
@@ -27,7 +28,7 @@ def compile_kernel(fn: object, pointers: dict[str, str], constants: dict[str, ob
         elif name in pointers:
             signature[name] = "*" + pointers[name]
         else:
-            signature[name] = "fp32" if name == "qk_scale" else "i32"
+            signature[name] = "fp32" if name in FLOAT_ARGS else "i32"
     compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constants), target=TARGET)
     assert "cubin" in compiled.asm, f"{fn}: no cubin"
 
@@ -45,8 +46,11 @@ def compile_write(dtype: str, num_kv_heads: int, head_dim: int) -> None:
     compile_kernel(triton_kernels._write_kv_kernel, pointers, constants)
 
 
-def compile_attention(dtype: str, head_dim: int, group: int, max_query_len: int, num_splits: int) -> None:
-    """The attention kernel as ``paged_attention`` specialises it, and the combine kernel when it splits."""
+def compile_attention(
+    dtype: str, head_dim: int, group: int, max_query_len: int, num_splits: int, softcap: bool = False
+) -> None:
+    """The attention kernel as ``paged_attention`` specialises it, and the combine kernel when it splits;
+    ``softcap``: the variant of layers that cap their scores."""
     group_pad, block_q, block_m = triton_kernels._tile_shape(group, max_query_len)
     dim_pad = max(16, triton.next_power_of_2(head_dim))
     shared = dict(
@@ -55,7 +59,8 @@ def compile_attention(dtype: str, head_dim: int, group: int, max_query_len: int,
     )  # fmt: skip
     fp32 = dtype == "fp32"
     extra = dict(
-        BLOCK_SIZE=16, BLOCK_N=64 if dim_pad <= 64 else 32, DOT_FP32=fp32, DOT_PRECISION="ieee" if fp32 else None
+        BLOCK_SIZE=16, BLOCK_N=64 if dim_pad <= 64 else 32, DOT_FP32=fp32, DOT_PRECISION="ieee" if fp32 else None,
+        SOFTCAP=softcap,
     )
     partials = {"part_m_ptr": "fp32", "part_l_ptr": "fp32", "part_acc_ptr": "fp32"}
     metadata = {"qsl_ptr": "i64", "seq_lens_ptr": "i64"}
@@ -75,12 +80,13 @@ def check_step_ints_are_not_specialised() -> None:
 
 
 def main() -> None:
-    """A bf16 decode with splits (and its combine), a bf16 prefill with a padded head_dim (fp32's ieee dots
-    compile too, but several times slower: left out to keep the test short)."""
+    """A bf16 decode with splits (and its combine), a bf16 prefill with a padded head_dim, a soft-capped bf16
+    decode (fp32's ieee dots compile too, but several times slower: left out to keep the test short)."""
     check_step_ints_are_not_specialised()
     compile_write("bf16", 3, 64)
     compile_attention("bf16", head_dim=64, group=3, max_query_len=1, num_splits=4)
     compile_attention("bf16", head_dim=80, group=8, max_query_len=512, num_splits=1)
+    compile_attention("bf16", head_dim=64, group=2, max_query_len=1, num_splits=1, softcap=True)
     print("compiled for sm_90")
 
 
