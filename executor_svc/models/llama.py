@@ -56,6 +56,7 @@ class LlamaAttention(nn.Module):
         self.scale = variant.attention_scale
         self.sliding_window = sliding_window
         """Keys older than this many positions are not attended (None: the whole context)."""
+        self.logit_softcap = variant.attention_softcap
         self.eps = config.rms_norm_eps
         self.backend = attention_backend
         qkv_rows = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
@@ -95,7 +96,8 @@ class LlamaAttention(nn.Module):
         """x [T, hidden] -> attention output projected back to [T, hidden] (``adapters``: the LoRA adapter of
         each row, None when no row uses one)."""
         q, k, v = self.project_qkv(x, cos, sin, adapters)
-        out = self.backend.forward(q, k, v, kv_layer, meta, self.scale, sliding_window=self.sliding_window)
+        out = self.backend.forward(q, k, v, kv_layer, meta, self.scale, sliding_window=self.sliding_window,
+                                   logit_softcap=self.logit_softcap)
         return self.project_out(out, adapters)
 
     def project_qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, adapters: AdapterRows | None = None
@@ -226,8 +228,8 @@ class LlamaDecoderLayer(nn.Module):
 
 class LlamaModelForCausalLM(nn.Module):
     """Llama-family decoder over a flattened token batch: Llama, SmolLM2, Mistral, Qwen2 (qkv bias), Qwen3 (q/k
-    norm), Phi-3 (partial RoPE), Gemma (tanh-GELU, scaled embeddings), Gemma 3 (sandwich norms, local and global
-    layers) and Granite (multipliers); what each changes is its ModelVariant (variants.py)."""
+    norm), Phi-3 (partial RoPE), Gemma (tanh-GELU, scaled embeddings), Gemma 2 (sandwich norms, soft caps), Gemma 3
+    (local and global layers) and Granite (multipliers); what each changes is its ModelVariant (variants.py)."""
 
     def __init__(
         self,

@@ -12,13 +12,15 @@ if TYPE_CHECKING:
 MODEL_CLASSES: dict[str, type] = {
     architecture: LlamaModelForCausalLM
     for architecture in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                         "Phi3ForCausalLM", "GemmaForCausalLM", "Gemma3ForCausalLM", "GraniteForCausalLM")
+                         "Phi3ForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM",
+                         "Gemma3ForCausalLM", "GraniteForCausalLM")
 }
 
 # Configs read from a GGUF name a model_type but no architectures.
 _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
                                 "mistral": "MistralForCausalLM", "phi3": "Phi3ForCausalLM",
-                                "gemma": "GemmaForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+                                "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
+                                "gemma3_text": "Gemma3ForCausalLM",
                                 "granite": "GraniteForCausalLM"}
 
 

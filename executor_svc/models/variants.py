@@ -1,8 +1,8 @@
 """What each supported HF architecture changes in the shared Llama-family decoder.
 
-Llama, Mistral, Qwen2/3, Phi-3, Gemma, Gemma 3 (text) and Granite are one pre-norm decoder (attention then a gated
-MLP, RoPE, RMSNorm) that differ in constants and a few switches; ModelVariant holds them, read once from the HF
-config."""
+Llama, Mistral, Qwen2/3, Phi-3, Gemma, Gemma 2, Gemma 3 (text) and Granite are one pre-norm decoder (attention
+then a gated MLP, RoPE, RMSNorm) that differ in constants and a few switches; ModelVariant holds them, read once
+from the HF config."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 _FUSED_CHECKPOINT_TYPES = ("phi3",)
 """model_types whose checkpoints store q/k/v as one ``qkv_proj`` and gate/up as one ``gate_up_proj``."""
-_GEMMA_TYPES = ("gemma", "gemma3_text")
+_GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 """model_types whose RMSNorms scale by 1 + w and whose embeddings are scaled by sqrt(hidden_size)."""
 
 
@@ -33,7 +33,7 @@ class ModelVariant:
     qk_norm: bool
     """Per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3)."""
     sandwich_norms: bool
-    """RMSNorm of the attention and MLP outputs too, before they join the residual stream (Gemma 3)."""
+    """RMSNorm of the attention and MLP outputs too, before they join the residual stream (Gemma 2 and 3)."""
     norm_weight_offset: float
     """Added to every RMSNorm weight at load: Gemma stores w and scales by (1 + w)."""
     embedding_scale: float
@@ -42,6 +42,8 @@ class ModelVariant:
     """Multiplies each attention and MLP output before it joins the residual stream (Granite)."""
     attention_scale: float
     """The softmax scale of q.k (head_dim ** -0.5 unless the config sets its own)."""
+    attention_softcap: float | None
+    """Attention scores become tanh(s / c) * c before the softmax (Gemma 2's attn_logit_softcapping)."""
     logits_divisor: float
     """The LM head's logits are divided by it (Granite's logits_scaling)."""
     logits_softcap: float | None
@@ -81,13 +83,14 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         qkv_bias=attention_bias or model_type == "qwen2",  # Qwen2 always biases q/k/v; its config has no such field
         o_bias=attention_bias,
         qk_norm=model_type in ("qwen3", "gemma3_text"),
-        sandwich_norms=model_type == "gemma3_text",
+        sandwich_norms=model_type in ("gemma2", "gemma3_text"),
         norm_weight_offset=1.0 if model_type in _GEMMA_TYPES else 0.0,
         embedding_scale=_embedding_scale(config, model_type),
         residual_scale=float(getattr(config, "residual_multiplier", 1.0)),
         attention_scale=_attention_scale(config, head_dim),
+        attention_softcap=_optional_float(getattr(config, "attn_logit_softcapping", None)),
         logits_divisor=float(getattr(config, "logits_scaling", 1.0)),
-        logits_softcap=None if softcap is None else float(softcap),
+        logits_softcap=_optional_float(softcap),
         rotary_dim=int(head_dim * rotary_factor),
         layer_windows=layer_windows(config),
         local_rope_layers=_local_rope_layers(config),
@@ -100,6 +103,10 @@ def has_fused_checkpoint(config: PretrainedConfig) -> bool:
     return getattr(config, "model_type", None) in _FUSED_CHECKPOINT_TYPES
 
 
+def _optional_float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
 def hidden_act_of(config: PretrainedConfig) -> str:
     """The MLP activation's name (Gemma 3 calls the field hidden_activation)."""
     return getattr(config, "hidden_activation", None) or getattr(config, "hidden_act", None) or "silu"
@@ -108,7 +115,7 @@ def hidden_act_of(config: PretrainedConfig) -> str:
 def _attention_scale(config: PretrainedConfig, head_dim: int) -> float:
     if getattr(config, "attention_multiplier", None):  # Granite
         return float(config.attention_multiplier)
-    if getattr(config, "query_pre_attn_scalar", None):  # Gemma 3
+    if getattr(config, "query_pre_attn_scalar", None):  # Gemma 2 and 3
         return float(config.query_pre_attn_scalar) ** -0.5
     return float(head_dim**-0.5)
 
@@ -144,8 +151,6 @@ def _check_supported(config: PretrainedConfig) -> None:
     hidden_act = hidden_act_of(config)
     if hidden_act not in ACT2FN:
         raise ValueError(f"hidden_act: {hidden_act!r} is not an activation transformers knows")
-    if getattr(config, "attn_logit_softcapping", None) is not None:
-        raise ValueError("attn_logit_softcapping: soft-capped attention scores are not supported")
     if getattr(config, "use_bidirectional_attention", False):
         raise ValueError("use_bidirectional_attention: only causal attention is served")
     if getattr(config, "mlp_bias", False):

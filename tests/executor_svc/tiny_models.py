@@ -78,6 +78,18 @@ def make_tiny_gemma(path: str | Path, seed: int = 0, vocab_size: int = 256, **ov
     return _save(GemmaForCausalLM, config, path, seed)
 
 
+def make_tiny_gemma2(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Gemma2ForCausalLM checkpoint into `path`: sandwich norms, sliding (7 positions) and global
+    layers, query_pre_attn_scalar, and soft caps on attention scores and logits small enough to change them."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    settings = {**TINY_LLAMA_DEFAULTS, "num_hidden_layers": 3, "head_dim": 24, "tie_word_embeddings": True,
+                "vocab_size": vocab_size, "sliding_window": 7, "query_pre_attn_scalar": 20,
+                "attn_logit_softcapping": 2.0, "final_logit_softcapping": 3.0}
+    config = Gemma2Config(**{**settings, **overrides})
+    return _save(Gemma2ForCausalLM, config, path, seed)
+
+
 def make_tiny_gemma3(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random Gemma3ForCausalLM checkpoint (text only) into `path`: sandwich norms, q/k norms, local layers
     with a 7-position window and their own RoPE theta beside a global layer, query_pre_attn_scalar, and a final

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import make_tiny_gemma, make_tiny_gemma3, make_tiny_llama, make_tiny_mistral, make_tiny_phi3
+from tiny_models import (
+    make_tiny_gemma,
+    make_tiny_gemma2,
+    make_tiny_gemma3,
+    make_tiny_llama,
+    make_tiny_mistral,
+    make_tiny_phi3,
+)
 
 from executor_svc.attention.padded_torch_backend import PaddedTorchAttentionBackend
 from executor_svc.attention.torch_backend import TorchAttentionBackend
@@ -132,9 +139,9 @@ def test_batches_outside_the_captured_shapes_run_eagerly(checkpoint):
 
 # Sliding windows (Mistral's 7 positions: shorter than the sequences here), partial RoPE (Phi-3), tanh-GELU with
 # scaled embeddings and a head size that is not hidden / heads (Gemma), and Gemma 3's sandwich norms, local layers
-# with their own RoPE and soft-capped logits in the captured, padded steps.
+# with their own RoPE and soft-capped logits, Gemma 2's soft-capped attention scores, in the captured, padded steps.
 OTHER_FAMILIES = {"mistral": make_tiny_mistral, "phi3": make_tiny_phi3, "gemma": make_tiny_gemma,
-                  "gemma3": make_tiny_gemma3}
+                  "gemma2": make_tiny_gemma2, "gemma3": make_tiny_gemma3}
 
 
 @pytest.fixture(scope="module", params=sorted(OTHER_FAMILIES))
@@ -153,7 +160,8 @@ def test_replayed_steps_of_other_families_equal_eager(family_checkpoint):
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("family", ["mistral", "gemma3"])  # phi3's partial RoPE is plain slicing: spared CI time
+# gemma2 has Mistral's windows too; phi3's partial RoPE is plain slicing: spared CI time.
+@pytest.mark.parametrize("family", ["gemma2", "gemma3"])
 def test_captured_steps_of_other_families_compile_as_one_graph(family, tmp_path):
     twin = Twin(OTHER_FAMILIES[family](tmp_path, seed=3, vocab_size=VOCAB), pack=False)
     twin.prefill({"a": 12, "b": 3})
