@@ -61,7 +61,7 @@ def unrolled_forward(head: EagleHead, batch: PackedBatch, embed: torch.Tensor, l
         features = features + (noise * 2 - 1) * input_noise
     causal = (batch.seq_ids.unsqueeze(1) == batch.seq_ids.unsqueeze(0)) & (index.unsqueeze(1) >= index.unsqueeze(0))
     layer = head.layer
-    attention = _ChainAttention(causal, layer.attn.scale)
+    attention = _ChainAttention(causal, layer.attn.scale, layer.attn.logit_softcap)
     outputs: list[StepOutput] = []
     tokens = batch.next_tokens
     for step in range(1, num_steps + 1):
@@ -83,9 +83,11 @@ def unrolled_forward(head: EagleHead, batch: PackedBatch, embed: torch.Tensor, l
 class _ChainAttention:
     """Attention of step s: teacher-forced keys 0..j (a causal mask) plus the chain's own keys of steps 2..s."""
 
-    def __init__(self, causal: torch.Tensor, scale: float) -> None:
+    def __init__(self, causal: torch.Tensor, scale: float, softcap: float | None = None) -> None:
         self.causal = causal
         self.scale = scale
+        self.softcap = softcap
+        """Scores become tanh(s / c) * c before the mask, as the served layer's backend caps them (Gemma 2)."""
         self.teacher: tuple[torch.Tensor, torch.Tensor] | None = None
         self.chain: list[tuple[torch.Tensor, torch.Tensor]] = []
 
@@ -98,15 +100,19 @@ class _ChainAttention:
         else:
             self.chain.append((k, v))
         teacher_k, teacher_v = self.teacher
-        scores = torch.einsum("qhd,khd->hqk", q, teacher_k) * self.scale
+        scores = self._capped(torch.einsum("qhd,khd->hqk", q, teacher_k) * self.scale)
         scores = scores.masked_fill(~self.causal, float("-inf"))
-        own = [(q * chain_k).sum(-1).transpose(0, 1).unsqueeze(-1) * self.scale for chain_k, _ in self.chain]
+        own = [self._capped((q * chain_k).sum(-1).transpose(0, 1).unsqueeze(-1) * self.scale)
+               for chain_k, _ in self.chain]
         probs = torch.softmax(torch.cat([scores, *own], dim=-1), dim=-1)
         n = teacher_k.shape[0]
         out = torch.einsum("hqk,khd->qhd", probs[..., :n], teacher_v)
         for i, (_, chain_v) in enumerate(self.chain):
             out = out + probs[..., n + i].transpose(0, 1).unsqueeze(-1) * chain_v
         return out
+
+    def _capped(self, scores: torch.Tensor) -> torch.Tensor:
+        return scores if self.softcap is None else torch.tanh(scores / self.softcap) * self.softcap
 
 
 def _attention_block(layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: _ChainAttention
