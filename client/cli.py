@@ -164,10 +164,11 @@ def _run_serve(args: argparse.Namespace) -> None:
     from client.env_defaults import without_flag_variables
     from client.model_resolver import resolve_model
     from client.stack import LocalStack
+    from client.startup_progress import print_to_stderr
     from executor_svc.cli_args import executor_flags
     from scheduler_svc.cli_args import scheduler_flags, scheduler_secret_env
 
-    model_dir = str(resolve_model(args.model))
+    model_dir = str(resolve_model(args.model, progress=print_to_stderr))
     name_flags = ["--served-model-name", args.served_model_name] if args.served_model_name else []
     stack = LocalStack(
         model_dir,
@@ -177,12 +178,15 @@ def _run_serve(args: argparse.Namespace) -> None:
         host=args.host,
         env={**without_flag_variables(os.environ, args), **scheduler_secret_env(args)},
         executor_groups=args.executor_groups,
+        progress=print_to_stderr,  # one line per start-up phase; the serving line below stays alone on stdout
     )
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    for sig in (signal.SIGINT, signal.SIGTERM):  # while starting: interrupt the start (the stack stops its services)
+        signal.signal(sig, signal.default_int_handler)
     try:
         address = stack.start()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # once serving: drain, then stop
+            signal.signal(sig, lambda *_: stop.set())
         assert stack.scheduler is not None  # started by stack.start()
         http = f" and {stack.http_url}" if stack.http_url else ""
         metrics = f"metrics on {stack.metrics_address}; " if stack.metrics_address else ""

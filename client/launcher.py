@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -28,12 +29,17 @@ class ServiceStartError(RuntimeError):
 
 
 class ServiceProcess:
-    """One `stepahead <service>` child process in its own process group, with its output kept."""
+    """One `stepahead <service>` child process in its own process group, with its output kept.
+
+    ``line_listener``, when set before launch(), sees every line of the output as it comes (on the thread that
+    reads it; one that raises is dropped, the output is still read).
+    """
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str] | None = None, log_lines: int = 400) -> None:
         self.name = name
         self.argv = argv
         self.env = env
+        self.line_listener: Callable[[str], None] | None = None
         self.process: subprocess.Popen | None = None
         self._lines: deque[str] = deque(maxlen=log_lines)
         self._match: re.Match | None = None
@@ -83,13 +89,24 @@ class ServiceProcess:
     def _pump(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         for line in self.process.stdout:
-            self._lines.append(line.rstrip("\n"))
+            text = line.rstrip("\n")
+            self._tell_listener(text)  # first: whoever waits for this line then sees what the listener reported
+            self._lines.append(text)
             pattern = self._pattern
             if not self._matched.is_set() and pattern is not None:
                 match = pattern.search(line)
                 if match:
                     self._match = match
                     self._matched.set()
+
+    def _tell_listener(self, line: str) -> None:
+        listener = self.line_listener
+        if listener is None:
+            return
+        try:
+            listener(line)
+        except Exception:  # a broken listener must not stop the output being read (the child would block on it)
+            self.line_listener = None
 
     def log(self) -> str:
         """The last lines the process printed."""

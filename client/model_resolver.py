@@ -10,6 +10,8 @@ import os
 import shutil
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from client.cache import stepahead_cache_dir
@@ -30,7 +32,8 @@ def default_model_name() -> str:
     return _DEFAULT_MODEL_NAME
 
 
-def resolve_model(spec: str | None, cache_dir: Path | None = None) -> Path:
+def resolve_model(spec: str | None, cache_dir: Path | None = None,
+                  progress: Callable[[str], None] | None = None) -> Path:
     """Return a local HF model directory (config.json, safetensors, tokenizer) for `spec`.
 
     - None or "default": the default model, converted once into `<cache>/models/<name>`;
@@ -38,7 +41,8 @@ def resolve_model(spec: str | None, cache_dir: Path | None = None) -> Path:
     - a .gguf file: converted once into `<cache>/models/gguf/<file stem>`;
     - anything else: a Hugging Face Hub id, downloaded with huggingface_hub.
 
-    `cache_dir` defaults to $STEPAHEAD_CACHE or ~/.cache/stepahead (read at call time).
+    `cache_dir` defaults to $STEPAHEAD_CACHE or ~/.cache/stepahead (read at call time). `progress`, if given,
+    is told when a conversion starts and ends (`stepahead serve` reports it on stderr).
 
     Raises:
         ValueError: a path that does not exist, a directory without config.json, or a file
@@ -46,32 +50,33 @@ def resolve_model(spec: str | None, cache_dir: Path | None = None) -> Path:
         ModelResolutionError: conversion or download failed.
     """
     if spec in _DEFAULT_SPECS:
-        return ensure_default_model(cache_dir)
+        return ensure_default_model(cache_dir, progress)
     path = Path(spec).expanduser()
     if path.is_dir():
         return _checked_local_dir(path)
     if path.is_file():
         if path.suffix.lower() != ".gguf":
             raise ValueError(f"model file {path} is not a .gguf file; pass a model directory")
-        return ensure_converted_gguf(path, cache_dir)
+        return ensure_converted_gguf(path, cache_dir, progress)
     if _looks_like_path(spec):
         raise ValueError(f"model path {path} does not exist")
     return _download_from_hub(spec)
 
 
-def ensure_default_model(cache_dir: Path | None = None) -> Path:
+def ensure_default_model(cache_dir: Path | None = None, progress: Callable[[str], None] | None = None) -> Path:
     """The default model's converted directory, converting it first if it is missing."""
     target = stepahead_cache_dir(cache_dir) / "models" / _DEFAULT_MODEL_NAME
     if not is_complete_model_dir(target):
-        _convert_once(target, gguf_file=None)
+        _convert_once(target, gguf_file=None, progress=progress)
     return target
 
 
-def ensure_converted_gguf(gguf_file: Path, cache_dir: Path | None = None) -> Path:
+def ensure_converted_gguf(gguf_file: Path, cache_dir: Path | None = None,
+                          progress: Callable[[str], None] | None = None) -> Path:
     """The converted directory of a .gguf file (keyed by its file name), converting if needed."""
     target = stepahead_cache_dir(cache_dir) / "models" / "gguf" / gguf_file.stem
     if not is_complete_model_dir(target):
-        _convert_once(target, gguf_file=gguf_file.resolve())
+        _convert_once(target, gguf_file=gguf_file.resolve(), progress=progress)
     return target
 
 
@@ -99,12 +104,22 @@ def _looks_like_path(spec: str) -> bool:
     )
 
 
-def _convert_once(target: Path, gguf_file: Path | None) -> None:
+def _convert_once(target: Path, gguf_file: Path | None, progress: Callable[[str], None] | None = None) -> None:
     """Convert unless another process did while this one waited: processes resolving the same target at once
     (two servers, parallel test workers) run one conversion, and none deletes a directory another published."""
     with cache_entry_lock(target):
         if not is_complete_model_dir(target):
+            started = time.monotonic()
+            if progress is not None:
+                progress(f"converting {_source(gguf_file)} into {target} (first use) ...")
             _convert_atomically(target, gguf_file)
+            if progress is not None:
+                progress(f"model converted ({time.monotonic() - started:.1f} s)")
+
+
+def _source(gguf_file: Path | None) -> str:
+    """What a conversion converts, in words."""
+    return str(gguf_file) if gguf_file is not None else f"the default model {_DEFAULT_MODEL_NAME}"
 
 
 def _convert_atomically(target: Path, gguf_file: Path | None) -> None:
@@ -117,10 +132,9 @@ def _convert_atomically(target: Path, gguf_file: Path | None) -> None:
     command = [sys.executable, "-m", "executor_svc.default_model", "--out", str(scratch)]
     if gguf_file is not None:
         command += ["--gguf", str(gguf_file)]
-    source = gguf_file or f"the default model {_DEFAULT_MODEL_NAME}"
     try:
         try:
-            run_checked(command, f"converting {source} to {target}")
+            run_checked(command, f"converting {_source(gguf_file)} to {target}")
         except RuntimeError as err:
             raise ModelResolutionError(str(err)) from err
         _publish(scratch, target)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from client.launcher import ServiceProcess, wait_until_serving
+from client.startup_progress import Report, StartupProgress
 from stepahead_common.tls import channel_credentials
 
 EXECUTOR_BOUND = r"executor bound to (\S+),"
@@ -21,7 +22,8 @@ class LocalStack:
     ``executor_cpus[i]`` (a taskset list such as "0" or "2-3"). With --tls-cert among the scheduler's flags its
     health is checked over TLS trusting ``tls_ca``; without a CA to trust, the line the scheduler prints once
     it is serving is the readiness signal. ``http_url`` is the HTTP front's base URL when --http-port is among
-    the flags, ``metrics_address`` the scheduler's /metrics host:port when --metrics-port is.
+    the flags, ``metrics_address`` the scheduler's /metrics host:port when --metrics-port is. With ``progress``,
+    start() reports its phases through it (client/startup_progress.py); without, it is silent.
     """
 
     def __init__(
@@ -35,6 +37,7 @@ class LocalStack:
         tls_ca: str | None = None,
         executor_groups: int = 1,
         executor_cpus: Sequence[str] | None = None,
+        progress: Report | None = None,
     ) -> None:
         if executor_groups < 1:
             raise ValueError(f"executor_groups: must be >= 1, got {executor_groups}")
@@ -59,6 +62,8 @@ class LocalStack:
         self.executor_addresses: list[str] = []
         self.http_url: str | None = None
         self.metrics_address: str | None = None
+        self._model_dir = model_dir
+        self._progress = StartupProgress(progress) if progress is not None else None
 
     @property
     def executor(self) -> ServiceProcess:
@@ -73,12 +78,17 @@ class LocalStack:
         """Start the services and wait until the scheduler is SERVING; returns its address."""
         try:
             for executor in self.executors:
+                if self._progress is not None:
+                    executor.line_listener = self._progress.executor_starting(executor.name, self._model_dir)
                 executor.launch()  # every executor loads its model at the same time
             self.executor_addresses = [executor.start(EXECUTOR_BOUND, timeout_s) for executor in self.executors]
             self._start_scheduler(timeout_s)
         except BaseException:
             self.stop()
             raise
+        finally:
+            if self._progress is not None:
+                self._progress.close()  # later restarts are reported by their caller, if at all
         return self.address
 
     def restart_scheduler(self, scheduler_flags: Sequence[str], timeout_s: float = 600.0) -> str:
@@ -98,6 +108,8 @@ class LocalStack:
         executor_flags = [flag for address in self.executor_addresses for flag in ("--executor", address)]
         argv = ServiceProcess.cli_argv(*self._scheduler_base, *self._scheduler_flags, *executor_flags)
         self.scheduler = ServiceProcess("scheduler", argv, self._env)
+        if self._progress is not None:
+            self.scheduler.line_listener = self._progress.scheduler_starting()
         self.address = self.scheduler.start(SCHEDULER_LISTENING, timeout_s)
         self.http_url = self.scheduler.find(SCHEDULER_HTTP)
         self.metrics_address = self.scheduler.find(SCHEDULER_METRICS)

@@ -162,8 +162,8 @@ async def cached_or_measured(
         if cached is not None:
             logger.info("step profile from %s", path)
             return cached
-        logger.info("profiling the executor (batch sizes %s, K 0..%d)", list(batch_sizes),
-                    description.max_num_spec_tokens)
+        logger.info("profiling the executor (batch sizes %s, K 0..%d) for %s", list(batch_sizes),
+                    description.max_num_spec_tokens, path)  # `serve` relays this line (client/startup_progress.py)
         document = await measure(stub, tokenizer, description, batch_sizes)
         write_document(path, document)
     finally:

@@ -95,6 +95,16 @@ def test_default_model_is_converted_once(
     assert len(converter.commands) == 1
 
 
+def test_a_conversion_is_reported_to_progress(converter: FakeConverter, tmp_path: Path) -> None:
+    reported: list[str] = []
+    target = tmp_path / "models" / default_model_name()
+    resolve_model(None, cache_dir=tmp_path, progress=reported.append)
+    assert reported[0] == f"converting the default model {default_model_name()} into {target} (first use) ..."
+    assert reported[1].startswith("model converted (") and reported[1].endswith(" s)")
+    resolve_model(None, cache_dir=tmp_path, progress=reported.append)  # converted already: nothing to report
+    assert len(reported) == 2
+
+
 def test_cache_comes_from_the_environment_at_call_time(
     converter: FakeConverter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
