@@ -51,9 +51,11 @@ class ServiceProcess:
         """argv that runs the stepahead CLI with this interpreter (no reliance on PATH)."""
         return [sys.executable, "-m", "client.cli", *args]
 
-    def start(self, address_pattern: str, timeout_s: float = 300.0) -> str:
+    def start(self, address_pattern: str, timeout_s: float = 300.0,
+              still_needed: Callable[[], None] | None = None) -> str:
         """Start the process (unless launch() did) and return the address captured by the first group of
-        ``address_pattern`` in its output."""
+        ``address_pattern`` in its output. ``still_needed``: called while waiting; raises (after this process is
+        stopped) when what this one waits for cannot come any more (an executor it needs exited)."""
         self._pattern = re.compile(address_pattern)
         if self.process is None:
             self.launch()
@@ -63,6 +65,12 @@ class ServiceProcess:
             return printed
         deadline = time.monotonic() + timeout_s
         while not self._matched.wait(0.1):
+            if still_needed is not None:
+                try:
+                    still_needed()
+                except BaseException:
+                    self.stop()
+                    raise
             exit_code = self.process.poll()
             if exit_code is not None or time.monotonic() > deadline:
                 self.stop()
@@ -141,9 +149,11 @@ class ServiceProcess:
 
 
 def wait_until_serving(
-    address: str, timeout_s: float = 300.0, service: str = "", credentials: grpc.ChannelCredentials | None = None
+    address: str, timeout_s: float = 300.0, service: str = "", credentials: grpc.ChannelCredentials | None = None,
+    still_needed: Callable[[], None] | None = None,
 ) -> None:
-    """Poll grpc.health.v1 until ``service`` reports SERVING (never a fixed sleep); TLS with ``credentials``."""
+    """Poll grpc.health.v1 until ``service`` reports SERVING (never a fixed sleep); TLS with ``credentials``;
+    ``still_needed`` as in ServiceProcess.start."""
     deadline = time.monotonic() + timeout_s
     channel = grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
     with channel:
@@ -155,6 +165,8 @@ def wait_until_serving(
                     return
             except grpc.RpcError:
                 pass
+            if still_needed is not None:
+                still_needed()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{address} not SERVING after {timeout_s} s")
             time.sleep(0.1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from client.launcher import ServiceProcess, wait_until_serving
+from client.launcher import ServiceProcess, ServiceStartError, wait_until_serving
 from client.startup_progress import Report, StartupProgress
 from stepahead_common.tls import channel_credentials
 
@@ -110,13 +110,23 @@ class LocalStack:
         self.scheduler = ServiceProcess("scheduler", argv, self._env)
         if self._progress is not None:
             self.scheduler.line_listener = self._progress.scheduler_starting()
-        self.address = self.scheduler.start(SCHEDULER_LISTENING, timeout_s)
+        self.address = self.scheduler.start(SCHEDULER_LISTENING, timeout_s, self._executors_alive)
         self.http_url = self.scheduler.find(SCHEDULER_HTTP)
         self.metrics_address = self.scheduler.find(SCHEDULER_METRICS)
         if "--tls-cert" not in self._scheduler_flags:
-            wait_until_serving(self.address, timeout_s)
+            wait_until_serving(self.address, timeout_s, still_needed=self._executors_alive)
         elif self._tls_ca is not None:
-            wait_until_serving(self.address, timeout_s, credentials=channel_credentials(self._tls_ca))
+            wait_until_serving(self.address, timeout_s, credentials=channel_credentials(self._tls_ca),
+                               still_needed=self._executors_alive)
+
+    def _executors_alive(self) -> None:
+        """ServiceStartError with its log when an executor exited while the scheduler waited for it (it crashed
+        loading its model, say): starting fails at once instead of at the timeout."""
+        for executor in self.executors:
+            code = executor.process.poll() if executor.process is not None else None
+            if code is not None:
+                raise ServiceStartError(f"{executor.name} exited (code {code}) before the scheduler was serving:\n"
+                                        f"{executor.log()}", code)
 
     def restart_executor(self, timeout_s: float = 600.0, index: int = 0) -> None:
         """Start a new executor at the address of executor ``index`` (which exited or is stopped now); the
