@@ -94,11 +94,12 @@ def test_reference_fixture_is_still_what_hf_computes(default_model_dir):
 
 
 def test_ngram_speculation_keeps_hf_output(launch_stack, default_model_dir):
-    """n-gram speculation on the default model, running one step ahead: still HF's greedy output on the 20 MT-Bench
-    prompts (the same drafts verified sync and async: tests/stack/test_speculative_decoding.py, on 20 prompts)."""
+    """n-gram speculation on the default model, running one step ahead: still HF's greedy output on the first 10
+    MT-Bench prompts (CI time; the same drafts verified sync and async: tests/stack/test_speculative_decoding.py, on 20
+    prompts; all 20 with the shipped drafter in test_all_at_once_matches_hf_with_the_same_drafts_sync_and_async)."""
     stack = launch_stack(default_model_dir, ["--spec-method", "ngram", "--num-spec-tokens", "3"],
                          ["--max-inflight-steps", "2"])
-    cases = load_cases()
+    cases = load_cases()[:10]
     with Client(stack.address) as client, ThreadPoolExecutor(len(cases)) as pool:
         results = list(pool.map(
             lambda case: client.generate(messages=[{"role": "user", "content": case["prompt"]}], max_tokens=64,
@@ -112,9 +113,10 @@ def test_ngram_speculation_keeps_hf_output(launch_stack, default_model_dir):
 
 def test_multi_step_keeps_hf_output(launch_stack, default_model_dir):
     """Eight decode sub-steps per StepRequest on the default model, running one step ahead: still HF's greedy output,
-    every block free (n in {1, 4, 8} x {sync, async} give identical outputs: test_multi_step_equivalence.py)."""
+    every block free, on the last 10 MT-Bench prompts (CI time; n in {1, 4, 8} x {sync, async} give identical outputs:
+    test_multi_step_equivalence.py)."""
     stack = launch_stack(default_model_dir, [], ["--num-scheduler-steps", "8", "--max-inflight-steps", "2"])
-    cases = load_cases()
+    cases = load_cases()[10:20]
     with Client(stack.address) as client, ThreadPoolExecutor(len(cases)) as pool:
         outputs = list(pool.map(lambda case: generate(client, case), cases))
         info = client.model_info()

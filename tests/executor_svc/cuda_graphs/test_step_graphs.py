@@ -160,8 +160,9 @@ def test_replayed_steps_of_other_families_equal_eager(family_checkpoint):
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
-# gemma2 has Mistral's windows too; phi3's partial RoPE is plain slicing: spared CI time.
-@pytest.mark.parametrize("family", ["gemma2", "gemma3"])
+# gemma2 has Mistral's windows and Gemma 3's sandwich norms and logit cap too; phi3's partial RoPE and gemma3's
+# second RoPE table are plain indexing: spared CI time.
+@pytest.mark.parametrize("family", ["gemma2"])
 def test_captured_steps_of_other_families_compile_as_one_graph(family, tmp_path):
     twin = Twin(OTHER_FAMILIES[family](tmp_path, seed=3, vocab_size=VOCAB), pack=False)
     twin.prefill({"a": 12, "b": 3})

@@ -10,7 +10,6 @@ import torch
 from gloo_ranks import results_on_ranks
 from step_plans import BATCHES, outputs_of, plan_steps, requests_plain
 from tiny_models import (
-    make_tiny_gemma3,
     make_tiny_llama,
     make_tiny_phi3,
     make_tiny_qwen2,
@@ -26,8 +25,6 @@ MAKERS = {
     "qwen2": make_tiny_qwen2,
     "qwen3": make_tiny_qwen3,
     "phi3": make_tiny_phi3,  # fused checkpoint tensors split, then sliced per rank
-    # scaled embeddings over the vocabulary-parallel lookup, per-head q/k norms and sandwich norms on each rank
-    "gemma3": make_tiny_gemma3,
     # 3 KV heads over 2 ranks: groups split unevenly (2 + 1), as for the default model's 9 heads / 3 KV heads
     "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
                                                            num_key_value_heads=3),
