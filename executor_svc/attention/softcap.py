@@ -9,6 +9,11 @@ from __future__ import annotations
 import torch
 
 
+def soft_cap(scores: torch.Tensor, cap: float) -> torch.Tensor:
+    """cap * tanh(scores / cap): HF's soft cap of attention scores and of Gemma's final logits."""
+    return torch.tanh(scores / cap) * cap
+
+
 def softcapped_attention(
     queries: torch.Tensor,
     keys: torch.Tensor,
@@ -24,8 +29,7 @@ def softcapped_attention(
     -inf; the softmax runs in float32 and its weights are cast back to the queries' dtype. Every row must see
     at least one key (a row that sees none would be NaN).
     """
-    scores = torch.matmul(queries, keys.transpose(-1, -2)) * scale
-    scores = torch.tanh(scores / logit_softcap) * logit_softcap
+    scores = soft_cap(torch.matmul(queries, keys.transpose(-1, -2)) * scale, logit_softcap)
     scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(queries.dtype)
     return torch.matmul(weights, values)

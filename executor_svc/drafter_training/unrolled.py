@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from executor_svc.attention.softcap import soft_cap
 from executor_svc.drafters.eagle_head import EagleHead
 from executor_svc.models.layers import linear, rms_norm
 
@@ -112,7 +113,7 @@ class _ChainAttention:
         return out
 
     def _capped(self, scores: torch.Tensor) -> torch.Tensor:
-        return scores if self.softcap is None else torch.tanh(scores / self.softcap) * self.softcap
+        return scores if self.softcap is None else soft_cap(scores, self.softcap)
 
 
 def _attention_block(layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: _ChainAttention

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from executor_svc.lora.module_spec import LoraModuleSpec
+from executor_svc.models.variants import has_fused_checkpoint
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """The projections an adapter may adapt (peft's module names in Llama-family checkpoints)."""
@@ -166,8 +167,6 @@ def _read_modules(path: Path, hf_config: Any, rule: _RankRule, where: str) -> di
 
 def _module_names(hf_config: Any) -> tuple[str, ...]:
     """The adaptable modules of the checkpoint: Phi-3's are fused, the rest of the family's separate."""
-    from executor_svc.models.variants import has_fused_checkpoint
-
     if has_fused_checkpoint(hf_config):
         return ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
     return PROJECTIONS

@@ -10,6 +10,7 @@ from torch import nn
 
 from executor_svc.attention.backend import AttentionBackend
 from executor_svc.attention.metadata import AttentionMetadata
+from executor_svc.attention.softcap import soft_cap
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.lora.projection import AdapterRows, LoraProjection, with_update
 from executor_svc.models.layers import linear, pack_for_cpu_matmul, rms_norm
@@ -354,5 +355,5 @@ class LlamaModelForCausalLM(nn.Module):
         if divisor != 1.0:
             logits = logits / divisor
         if softcap is not None:
-            logits = torch.tanh(logits / softcap) * softcap
+            logits = soft_cap(logits, softcap)
         return logits.float()

@@ -4,34 +4,27 @@ at position p sees the keys p - window < j <= p). Triton runs on the CPU through
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import os
 from collections.abc import Callable
 
 import pytest
 import torch
+from paged_attention_cases import (
+    HEADS,
+    KV_HEADS,
+    NUM_BLOCKS,
+    TRITON_HEADS,
+    Batch,
+    dense_reference,
+    make_batch,
+    needs_triton,
+    static_batch,
+)
 
 from executor_svc.attention.backend import AttentionBackend
-from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.attention.padded_torch_backend import PaddedTorchAttentionBackend
 from executor_svc.attention.torch_backend import TorchAttentionBackend
-from executor_svc.cuda_graphs.buckets import GraphShape
-from executor_svc.cuda_graphs.static_inputs import StaticStepInputs
-from executor_svc.host_batch import HostBatch
+from executor_svc.attention.triton_backend import TritonAttentionBackend
 
-# The interpreter must be chosen before the kernels are defined (triton reads it at @triton.jit time).
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
-from executor_svc.attention.triton_backend import TritonAttentionBackend, triton_available  # noqa: E402
-
-DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-BLOCK_SIZE = 4
-NUM_BLOCKS = 64  # plus one scratch block (the padded backend's padding writes there)
-HEADS, KV_HEADS, HEAD_DIM = 6, 2, 8
-TRITON_HEADS = (4, 1)
-"""Query and KV heads of the Triton tests: a GQA group of 4 (tiles of 16 queries, so a chunk of 20 has two)
-in few programs (the interpreter's cost)."""
 SCALE = 0.3
 # A chunk of 20 from mid-block position 9 (two query tiles), a decode, a verify of 3, a whole prompt of 10,
 # a decode at position 1, a long decode (several KV tiles, so two non-empty Triton splits under a window).
@@ -39,86 +32,6 @@ QUERY_LENS = [20, 1, 3, 10, 1, 1]
 SEQ_LENS = [29, 23, 13, 10, 2, 150]
 # Only itself, smaller than a block, a block, several blocks, several KV tiles, longer than every sequence.
 WINDOWS = [1, 3, 4, 9, 100, 1000]
-
-needs_triton = pytest.mark.skipif(
-    importlib.util.find_spec("triton") is None or not triton_available(), reason="needs triton"
-)
-
-
-@dataclasses.dataclass
-class Batch:
-    """One forward's inputs over shuffled, non-contiguous block tables, and the cache after its K/V write."""
-
-    query_lens: list[int]
-    seq_lens: list[int]
-    tables: list[list[int]]
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
-    cache: torch.Tensor
-    """Before the write: random stale K/V everywhere."""
-    written: torch.Tensor
-    """The cache with every new token's K/V at its slot (what every backend must leave)."""
-
-    def metadata(self) -> AttentionMetadata:
-        return AttentionMetadata.build(self.query_lens, self.seq_lens, self.tables, BLOCK_SIZE, DEVICE)
-
-
-def make_batch(
-    query_lens: list[int],
-    seq_lens: list[int],
-    seed: int,
-    tables: list[list[int]] | None = None,
-    padding: int = 0,
-    heads: tuple[int, int] = (HEADS, KV_HEADS),
-) -> Batch:
-    """Random q/k/v (``padding`` rows more, of no sequence) and cache; tables default to shuffled blocks.
-    ``heads``: query and KV heads."""
-    num_heads, num_kv_heads = heads
-    generator = torch.Generator().manual_seed(seed)
-    if tables is None:
-        blocks = torch.randperm(NUM_BLOCKS, generator=generator).tolist()
-        tables, used = [], 0
-        for seq_len in seq_lens:
-            width = -(-seq_len // BLOCK_SIZE)
-            tables.append(blocks[used : used + width])
-            used += width
-    tokens = sum(query_lens) + padding
-    q = torch.randn(tokens, num_heads, HEAD_DIM, generator=generator)
-    k = torch.randn(tokens, num_kv_heads, HEAD_DIM, generator=generator)
-    v = torch.randn(tokens, num_kv_heads, HEAD_DIM, generator=generator)
-    cache = torch.randn(NUM_BLOCKS + 1, 2, BLOCK_SIZE, num_kv_heads, HEAD_DIM, generator=generator)
-    written = cache.clone()
-    token = 0
-    for query_len, seq_len, table in zip(query_lens, seq_lens, tables):
-        for position in range(seq_len - query_len, seq_len):
-            written[table[position // BLOCK_SIZE], 0, position % BLOCK_SIZE] = k[token]
-            written[table[position // BLOCK_SIZE], 1, position % BLOCK_SIZE] = v[token]
-            token += 1
-    return Batch(query_lens, seq_lens, tables, q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), cache.to(DEVICE), written)
-
-
-def dense_reference(batch: Batch, window: int | None) -> torch.Tensor:
-    """Per sequence, masked softmax attention of its queries over its keys gathered from the written cache."""
-    outputs = []
-    group = batch.q.shape[1] // batch.k.shape[1]
-    for query, query_len, seq_len, table in zip(
-        batch.q.cpu().split(batch.query_lens), batch.query_lens, batch.seq_lens, batch.tables
-    ):
-        blocks = torch.tensor([table[p // BLOCK_SIZE] for p in range(seq_len)])
-        offsets = torch.arange(seq_len) % BLOCK_SIZE
-        keys = batch.written[blocks, 0, offsets].repeat_interleave(group, dim=1)  # [S, H, D]
-        values = batch.written[blocks, 1, offsets].repeat_interleave(group, dim=1)
-        query_positions = torch.arange(seq_len - query_len, seq_len).unsqueeze(1)
-        key_positions = torch.arange(seq_len).unsqueeze(0)
-        visible = key_positions <= query_positions
-        if window is not None:
-            visible &= key_positions > query_positions - window
-        scores = torch.einsum("qhd,khd->hqk", query, keys) * SCALE
-        scores = scores.masked_fill(~visible, float("-inf"))
-        outputs.append(torch.einsum("hqk,khd->qhd", scores.softmax(-1), values))
-    return torch.cat(outputs)
-
 
 def check_backend(backend: AttentionBackend, batch: Batch, windows: list[int]) -> None:
     """Each window's output equals the dense reference; windows longer than every sequence equal no window;
@@ -136,18 +49,18 @@ def check_backend(backend: AttentionBackend, batch: Batch, windows: list[int]) -
 
 @pytest.mark.parametrize("max_batched_query_len", [1, 8, 100], ids=["all-single", "mixed", "all-batched"])
 def test_torch_backend_matches_dense_reference(max_batched_query_len):
-    batch = make_batch(QUERY_LENS, SEQ_LENS, seed=0)
+    batch = make_batch(QUERY_LENS, SEQ_LENS, seed=0, scale=SCALE)
     check_backend(TorchAttentionBackend(max_batched_query_len), batch, WINDOWS)
 
 
 def test_torch_backend_groups_the_windowed_lengths():
     # With no padding worth a group, every distinct windowed width is its own batched group.
-    batch = make_batch(QUERY_LENS, SEQ_LENS, seed=1)
+    batch = make_batch(QUERY_LENS, SEQ_LENS, seed=1, scale=SCALE)
     check_backend(TorchAttentionBackend(group_overhead_blocks=0), batch, [3, 9])
 
 
 def test_padded_backend_matches_dense_reference():
-    check_backend(PaddedTorchAttentionBackend(), make_batch(QUERY_LENS, SEQ_LENS, seed=2), WINDOWS)
+    check_backend(PaddedTorchAttentionBackend(), make_batch(QUERY_LENS, SEQ_LENS, seed=2, scale=SCALE), WINDOWS)
 
 
 @needs_triton
@@ -157,18 +70,19 @@ def test_padded_backend_matches_dense_reference():
     [(1, [1, 3, 4, 9, 1000]), (2, [3, 100])],
 )
 def test_triton_backend_matches_dense_reference(num_splits, windows):
-    check_backend(TritonAttentionBackend(num_splits), make_batch(QUERY_LENS, SEQ_LENS, 3, heads=TRITON_HEADS), windows)
+    batch = make_batch(QUERY_LENS, SEQ_LENS, 3, SCALE, heads=TRITON_HEADS)
+    check_backend(TritonAttentionBackend(num_splits), batch, windows)
 
 
 @needs_triton
 def test_triton_automatic_splits_are_bounded_by_the_window():
-    batch = make_batch([1, 1], [150, 40], seed=4, heads=TRITON_HEADS)
+    batch = make_batch([1, 1], [150, 40], seed=4, scale=SCALE, heads=TRITON_HEADS)
     check_backend(TritonAttentionBackend(None), batch, [5, 100])
 
 
 def test_torch_backend_layers_with_different_windows_in_one_forward():
     # One metadata, several layers: each window (or none) needs its own cached plan.
-    batch = make_batch(QUERY_LENS, SEQ_LENS, seed=5)
+    batch = make_batch(QUERY_LENS, SEQ_LENS, seed=5, scale=SCALE)
     meta = batch.metadata()
     backend = TorchAttentionBackend()
     outputs = {}
@@ -178,19 +92,6 @@ def test_torch_backend_layers_with_different_windows_in_one_forward():
         outputs[window] = got
     assert not torch.allclose(outputs[3], outputs[None])
     assert not torch.allclose(outputs[3], outputs[9])
-
-
-def static_batch(num_seqs: int = 4) -> tuple[HostBatch, GraphShape, StaticStepInputs]:
-    """Two real sequences in a captured shape of ``num_seqs`` sequences of 3 queries: a verify of 3 at
-    positions 5..7, a decode at position 15, the last key the 4-block tables hold. With 2 sequences the
-    padded tokens read the decode's padded query rows, which lie past every key."""
-    batch = HostBatch(BLOCK_SIZE)
-    batch.add_sequence([0, 0, 0], start=5, block_table=[3, 8])
-    batch.add_sequence([0], start=15, block_table=[1, 2, 4, 6])
-    shape = GraphShape(num_seqs, 3)
-    inputs = StaticStepInputs(4, 3, 4, BLOCK_SIZE, DEVICE)
-    inputs.write(batch, shape)
-    return batch, shape, inputs
 
 
 @pytest.mark.parametrize(
@@ -207,7 +108,7 @@ def test_static_padded_metadata_matches_dense_reference(
 ):
     host, shape, inputs = static_batch(num_seqs)
     real = host.num_tokens
-    batch = make_batch(host.query_lens, host.seq_lens, seed=6, tables=host.block_tables,
+    batch = make_batch(host.query_lens, host.seq_lens, seed=6, scale=SCALE, tables=host.block_tables,
                        padding=shape.num_tokens - real, heads=heads)
     backend = make_backend()
     for window in (1, 2, 5, 100):
@@ -224,7 +125,7 @@ def test_padded_backend_reads_no_tensor_on_the_host():
     from host_syncs import recorded_host_syncs
 
     host, shape, inputs = static_batch()
-    batch = make_batch(host.query_lens, host.seq_lens, seed=7, tables=host.block_tables,
+    batch = make_batch(host.query_lens, host.seq_lens, seed=7, scale=SCALE, tables=host.block_tables,
                        padding=shape.num_tokens - host.num_tokens)
     with recorded_host_syncs() as syncs:
         PaddedTorchAttentionBackend().forward(
@@ -240,7 +141,7 @@ def test_padded_backend_reads_no_tensor_on_the_host():
 )
 @pytest.mark.parametrize("window", [0, -4, True, 2.5, "8"])
 def test_invalid_window_is_rejected(make_backend: Callable[[], AttentionBackend], window):
-    batch = make_batch([1], [5], seed=8)
+    batch = make_batch([1], [5], seed=8, scale=SCALE)
     with pytest.raises(ValueError, match="sliding_window"):
         make_backend().forward(batch.q, batch.k, batch.v, batch.cache, batch.metadata(), SCALE, sliding_window=window)
 
