@@ -24,6 +24,7 @@ GPU_TESTS = (
     "tests/executor_svc/cuda_graphs/test_cuda_replay.py",
     "tests/executor_svc/test_step_forward.py::test_cuda_graphs_replay_to_the_tokens_of_eager_cuda_steps",
     "tests/executor_svc/test_lora.py::test_cuda_graph_replays_of_adapter_steps_give_pefts_tokens",
+    "tests/executor_svc/test_moe.py::test_a_cuda_graph_of_the_block_replays_to_the_eager_sums",
     "tests/executor_svc/test_triton_attention.py",
     "tests/executor_svc/test_host_transfer.py",
     "tests/executor_svc/test_kernel_warmup.py",

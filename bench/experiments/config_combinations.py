@@ -9,9 +9,11 @@ adapters, which every stack serves, two of them sharing a prefix with base-model
 afterwards, no error.
 
     PYTHONPATH=.:tests:tests/executor_svc:tests/scheduler_svc:tests/fixtures \
-        python3 bench/experiments/config_combinations.py N SEED [default]
+        python3 bench/experiments/config_combinations.py N SEED [default|moe]
 
 ``default``: the real default model with its shipped head instead of the tiny checkpoint (no draft model).
+``moe``: a tiny Qwen2-MoE checkpoint (routed experts, a shared expert) as the target; its adapters adapt the
+attention only (what LoRA serves on MoE models).
 """
 import random
 import sys
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from tiny_drafter_training import train_tiny_drafter
 from tiny_adapters import make_peft_adapter
-from tiny_models import make_tiny_llama
+from tiny_models import make_tiny_llama, make_tiny_qwen2_moe
 from tiny_tokenizers import build_byte_level
 
 from client import Client
@@ -36,11 +38,11 @@ per request in any batch, so equal to the reference without speculation; with a 
 distribution is kept (rejection sampling draws differently), so there they are not compared."""
 
 
-def tiny_model(root: Path, name: str, seed: int) -> Path:
+def tiny_model(root: Path, name: str, seed: int, moe: bool = False) -> Path:
     directory = root / name
     directory.mkdir()
     build_byte_level(directory)
-    make_tiny_llama(directory, seed=seed, vocab_size=400)
+    (make_tiny_qwen2_moe if moe else make_tiny_llama)(directory, seed=seed, vocab_size=400)
     return directory
 
 
@@ -122,7 +124,7 @@ def main() -> None:
         drafts = {"none": ["--spec-method", "none"], "ngram": ["--spec-method", "ngram"],
                   "eagle": ["--spec-method", "eagle"], "eagle_ngram": ["--spec-method", "eagle_ngram"]}
     else:
-        model, other = tiny_model(root, "target", 0), tiny_model(root, "draft", 1)
+        model, other = tiny_model(root, "target", 0, moe="moe" in sys.argv[3:]), tiny_model(root, "draft", 1)
         eagle = root / "eagle"
         train_tiny_drafter(model, eagle)
         drafts = {"none": ["--spec-method", "none"], "ngram": ["--spec-method", "ngram"],
@@ -130,7 +132,9 @@ def main() -> None:
                   "eagle": ["--spec-method", "eagle", "--eagle-drafter", str(eagle)],
                   "eagle_ngram": ["--spec-method", "eagle_ngram", "--eagle-drafter", str(eagle)]}
     pool = ["--num-kv-blocks", "256"] if "default" in sys.argv[3:] else ["--kv-cache-memory-gb", "0.02"]
-    lora = ["--lora-modules", f"one={make_peft_adapter(model, root / 'one', seed=1, scale=0.1)}",
+    one_targets = ["q_proj", "k_proj", "v_proj", "o_proj"] if "moe" in sys.argv[3:] else None
+    lora = ["--lora-modules",
+            f"one={make_peft_adapter(model, root / 'one', seed=1, scale=0.1, target_modules=one_targets)}",
             f"two={make_peft_adapter(model, root / 'two', seed=2, rank=8, target_modules=['q_proj', 'v_proj'])}"]
     pool += lora
     base = LocalStack(str(model), ["--num-threads", "1", "--spec-method", "none", *pool],

@@ -20,6 +20,11 @@ SHAPES: dict[str, dict[str, Any]] = {
     # Llama-3-8B's layers with the default tokenizer's (smaller) vocabulary.
     "8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
                num_key_value_heads=8, head_dim=128, tie_word_embeddings=False),
+    # The default model's layers with Mixtral's MLP: 8 experts of half its MLP width, 2 per token (the default
+    # model's MLP compute per token, 4x its MLP weights).
+    "moe": dict(architectures=["MixtralForCausalLM"], model_type="mixtral", hidden_size=576, intermediate_size=768,
+                num_local_experts=8, num_experts_per_tok=2, num_hidden_layers=30, num_attention_heads=9,
+                num_key_value_heads=3, head_dim=64, tie_word_embeddings=True),
 }
 
 
@@ -55,11 +60,14 @@ def write_shape_dir(name: str, tokenizer_dir: Path, out_dir: Path) -> Path:
 
 
 def num_parameters(config: dict[str, Any]) -> int:
-    """Weights of a Llama-family config (embeddings, layers, final norm, untied LM head)."""
+    """Weights of a Llama-family config (embeddings, layers, final norm, untied LM head; every expert and the
+    router of a Mixtral-style one)."""
     hidden, inter, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
     head_dim = config.get("head_dim") or hidden // config["num_attention_heads"]
     q = config["num_attention_heads"] * head_dim
     kv = config["num_key_value_heads"] * head_dim
-    per_layer = hidden * (q + 2 * kv) + q * hidden + 3 * hidden * inter + 2 * hidden
+    experts = config.get("num_local_experts")
+    mlp = 3 * hidden * inter * experts + hidden * experts if experts else 3 * hidden * inter
+    per_layer = hidden * (q + 2 * kv) + q * hidden + mlp + 2 * hidden
     embeddings = config["vocab_size"] * hidden * (1 if config.get("tie_word_embeddings") else 2)
     return embeddings + layers * per_layer + hidden

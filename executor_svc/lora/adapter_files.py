@@ -1,9 +1,9 @@
 """Reading one LoRA adapter saved by peft (adapter_config.json + adapter_model.safetensors) for a Llama-family model.
 
 Only LoRA on the attention and MLP projections is served (any ranks and alphas, per-module ones from rank_pattern and
-alpha_pattern matched as peft matches them, rsLoRA, a subset of layers): the options that change the math in other
-ways (DoRA, LoRA biases, extra trained modules or tokens, ...) are refused by name, as are tensors this model code has
-no place for, so an adapter is either served exactly or not at all."""
+alpha_pattern matched as peft matches them, rsLoRA, a subset of layers; on MoE models the attention only): the options
+that change the math in other ways (DoRA, LoRA biases, extra trained modules or tokens, ...) are refused by name, as
+are tensors this model code has no place for, so an adapter is either served exactly or not at all."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from executor_svc.lora.module_spec import LoraModuleSpec
+from executor_svc.models.moe_settings import is_moe
 from executor_svc.models.variants import has_fused_checkpoint
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -166,9 +167,12 @@ def _read_modules(path: Path, hf_config: Any, rule: _RankRule, where: str) -> di
 
 
 def _module_names(hf_config: Any) -> tuple[str, ...]:
-    """The adaptable modules of the checkpoint: Phi-3's are fused, the rest of the family's separate."""
+    """The adaptable modules of the checkpoint: Phi-3's are fused, the rest of the family's separate; a MoE model's
+    attention only (its experts are not adapted)."""
     if has_fused_checkpoint(hf_config):
         return ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+    if is_moe(hf_config):
+        return PROJECTIONS[:4]
     return PROJECTIONS
 
 

@@ -17,6 +17,7 @@ import torch
 from executor_svc.lora.adapter_files import PROJECTIONS, LoraAdapter
 from executor_svc.lora.projection import LoraProjection
 from executor_svc.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaMLP, LlamaModelForCausalLM
+from executor_svc.models.moe import SparseMoeBlock
 
 
 @dataclass(frozen=True)
@@ -135,12 +136,12 @@ def stack_adapters(model: LlamaModelForCausalLM, adapters: list[LoraAdapter], nu
     return stack
 
 
-def _layer_parts(attn: LlamaAttention, mlp: LlamaMLP):
-    """(attribute, module, parts, base weight) of each adaptable projection of one layer."""
+def _layer_parts(attn: LlamaAttention, mlp: LlamaMLP | SparseMoeBlock):
+    """(attribute, module, parts, base weight) of each adaptable projection of one layer (a MoE layer's attention
+    only)."""
     hd = attn.head_dim
     q_rows, kv_rows = attn.num_heads * hd, attn.num_kv_heads * hd
     q_off, kv_off = attn.head_offset * hd, attn.kv_head_offset * hd
-    size, mlp_off = mlp.intermediate_size, mlp.intermediate_offset
     qkv = [
         _Part("q_proj", (0, q_rows), (q_off, q_off + q_rows)),
         _Part("k_proj", (q_rows, q_rows + kv_rows), (kv_off, kv_off + kv_rows)),
@@ -148,14 +149,14 @@ def _layer_parts(attn: LlamaAttention, mlp: LlamaMLP):
     ]
     hidden = attn.o_weight.shape[0]
     o = [_Part("o_proj", (0, hidden), None, (q_off, q_off + q_rows))]
+    attention = [("qkv_lora", attn, qkv, attn.qkv_weight), ("o_lora", attn, o, attn.o_weight)]
+    if not isinstance(mlp, LlamaMLP):
+        return attention
+    size, mlp_off = mlp.intermediate_size, mlp.intermediate_offset
     gate_up = [
         _Part("gate_proj", (0, size), (mlp_off, mlp_off + size)),
         _Part("up_proj", (size, 2 * size), (mlp_off, mlp_off + size)),
     ]
     down = [_Part("down_proj", (0, hidden), None, (mlp_off, mlp_off + size))]
-    return [
-        ("qkv_lora", attn, qkv, attn.qkv_weight),
-        ("o_lora", attn, o, attn.o_weight),
-        ("gate_up_lora", mlp, gate_up, mlp.gate_up_weight),
-        ("down_lora", mlp, down, mlp.down_weight),
-    ]
+    return [*attention, ("gate_up_lora", mlp, gate_up, mlp.gate_up_weight),
+            ("down_lora", mlp, down, mlp.down_weight)]

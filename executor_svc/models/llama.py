@@ -14,6 +14,7 @@ from executor_svc.attention.softcap import soft_cap
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.lora.projection import AdapterRows, LoraProjection, with_update
 from executor_svc.models.layers import linear, pack_for_cpu_matmul, rms_norm
+from executor_svc.models.moe import SparseMoeBlock
 from executor_svc.models.rope import apply_rotary, rope_frequencies
 from executor_svc.models.variants import ModelVariant, head_dim_of, variant_for
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel, vocab_parallel_embedding
@@ -132,12 +133,15 @@ class LlamaMLP(nn.Module):
     """Gated feed-forward, act(gate) * up, with a fused gate/up projection (column-parallel under tensor
     parallelism, the down projection row-parallel); SiLU for most of the family, tanh-GELU for Gemma."""
 
-    def __init__(self, config: PretrainedConfig, tp: TensorParallel = SINGLE, variant: ModelVariant | None = None
-                 ) -> None:
+    def __init__(self, config: PretrainedConfig, tp: TensorParallel = SINGLE, variant: ModelVariant | None = None,
+                 intermediate_size: int | None = None) -> None:
+        """``intermediate_size``: the gate/up rows (None: config.intermediate_size; a MoE's shared expert has its
+        own)."""
         super().__init__()
         self.tp = tp
         self.act = (variant or variant_for(config)).activation()
-        start, end = tp.split(config.intermediate_size, "intermediate_size")  # summed over ranks: may be uneven
+        full_size = config.intermediate_size if intermediate_size is None else intermediate_size
+        start, end = tp.split(full_size, "intermediate_size")  # summed over ranks: may be uneven
         self.intermediate_size = end - start
         self.intermediate_offset = start
         """The first row of the checkpoint's gate/up (column of its down) projection that this rank holds."""
@@ -157,16 +161,22 @@ class LlamaMLP(nn.Module):
         """Keep oneDNN-packed copies of the projections for CPU float32 matmuls of 3+ rows (see layers.py)."""
         self.packed = _packed(self, ("gate_up_weight", "down_weight"))
 
-    def forward(self, x: torch.Tensor, adapters: AdapterRows | None = None) -> torch.Tensor:
-        """x [T, hidden] -> [T, hidden] (``adapters``: as LlamaAttention.forward's)."""
+    def forward(self, x: torch.Tensor, adapters: AdapterRows | None = None, graph_safe: bool = False
+                ) -> torch.Tensor:
+        """x [T, hidden] -> [T, hidden] (``adapters``: as LlamaAttention.forward's; ``graph_safe``: ignored, this
+        MLP never reads the host)."""
+        out = self.partial_output(x, adapters)
+        return self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out
+
+    def partial_output(self, x: torch.Tensor, adapters: AdapterRows | None = None) -> torch.Tensor:
+        """forward's output before the sum over tensor-parallel ranks (this rank's rows' share of it)."""
         gate_up = with_update(linear(x, self.gate_up_weight, packed=self.packed.get("gate_up_weight")),
                               self.gate_up_lora, x, adapters)
         gate, up = gate_up[:, : self.intermediate_size], gate_up[:, self.intermediate_size :]
         activated = self.act(gate) * up
         # Row-parallel like o_proj: the partial update is summed over ranks with the partial output.
-        out = with_update(linear(activated, self.down_weight, packed=self.packed.get("down_weight")), self.down_lora,
-                          activated, adapters)
-        return self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out
+        return with_update(linear(activated, self.down_weight, packed=self.packed.get("down_weight")),
+                           self.down_lora, activated, adapters)
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -180,7 +190,9 @@ class LlamaDecoderLayer(nn.Module):
         tp: TensorParallel = SINGLE,
         variant: ModelVariant | None = None,
         sliding_window: int | None = None,
+        sparse: bool = False,
     ) -> None:
+        """``sparse``: the MLP is the variant's routed experts (a MoE layer), else a dense gated MLP."""
         super().__init__()
         variant = variant or variant_for(config)
         self.eps = config.rms_norm_eps
@@ -193,7 +205,8 @@ class LlamaDecoderLayer(nn.Module):
         self.attention_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
         self.mlp_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
         self.attn = LlamaAttention(config, attention_backend, tp, variant, sliding_window)
-        self.mlp = LlamaMLP(config, tp, variant)
+        self.mlp: LlamaMLP | SparseMoeBlock = _sparse_mlp(config, tp, variant) if sparse else LlamaMLP(config, tp,
+                                                                                                     variant)
 
     def forward(
         self,
@@ -207,7 +220,7 @@ class LlamaDecoderLayer(nn.Module):
         """hidden [T, hidden] -> [T, hidden]."""
         normed = rms_norm(hidden, self.input_norm_weight, self.eps)
         hidden = self.join_attention(hidden, self.attn(normed, cos, sin, kv_layer, meta, adapters))
-        return hidden + self.mlp_branch(hidden, adapters)
+        return hidden + self.mlp_branch(hidden, adapters, graph_safe=meta.is_static)
 
     def join_attention(self, hidden: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
         """The residual stream after the attention output ``attended`` joins it."""
@@ -215,9 +228,11 @@ class LlamaDecoderLayer(nn.Module):
             attended = rms_norm(attended, self.attention_out_norm_weight, self.eps)
         return hidden + self.scale_residual(attended)
 
-    def mlp_branch(self, hidden: torch.Tensor, adapters: AdapterRows | None = None) -> torch.Tensor:
-        """What the MLP adds to the residual stream ``hidden``."""
-        out = self.mlp(rms_norm(hidden, self.post_attention_norm_weight, self.eps), adapters)
+    def mlp_branch(self, hidden: torch.Tensor, adapters: AdapterRows | None = None, graph_safe: bool = False
+                   ) -> torch.Tensor:
+        """What the MLP adds to the residual stream ``hidden`` (``graph_safe``: a captured step's forward, in which
+        routed experts must not read the host)."""
+        out = self.mlp(rms_norm(hidden, self.post_attention_norm_weight, self.eps), adapters, graph_safe)
         if self.mlp_out_norm_weight is not None:
             out = rms_norm(out, self.mlp_out_norm_weight, self.eps)
         return self.scale_residual(out)
@@ -227,10 +242,20 @@ class LlamaDecoderLayer(nn.Module):
         return out if self.residual_scale == 1.0 else out * self.residual_scale
 
 
+def _sparse_mlp(config: PretrainedConfig, tp: TensorParallel, variant: ModelVariant) -> SparseMoeBlock:
+    """The routed experts of a MoE layer (with its shared expert where the variant has one)."""
+    if variant.moe is None:
+        raise ValueError("sparse layer requested for a model without experts")
+    size = variant.moe.shared_expert_intermediate_size
+    shared = LlamaMLP(config, tp, variant, intermediate_size=size) if size else None
+    return SparseMoeBlock(config.hidden_size, variant.moe, variant.activation(), shared, tp)
+
+
 class LlamaModelForCausalLM(nn.Module):
     """Llama-family decoder over a flattened token batch: Llama, SmolLM2, Mistral, Qwen2 (qkv bias), Qwen3 (q/k
     norm), Phi-3 (partial RoPE), Gemma (tanh-GELU, scaled embeddings), Gemma 2 (sandwich norms, soft caps), Gemma 3
-    (local and global layers) and Granite (multipliers); what each changes is its ModelVariant (variants.py)."""
+    (local and global layers), Granite (multipliers) and the MoE models Mixtral, Qwen2-MoE and Qwen3-MoE (routed
+    experts in place of the dense MLP, moe.py); what each changes is its ModelVariant (variants.py)."""
 
     def __init__(
         self,
@@ -249,9 +274,11 @@ class LlamaModelForCausalLM(nn.Module):
         self.vocab_offset = start
         """The first vocabulary row of the embedding and LM head that this rank holds."""
         self.embed_weight = nn.Parameter(torch.empty(end - start, config.hidden_size), requires_grad=False)
+        windows = self.variant.layer_windows
+        sparse_layers = self.variant.moe.sparse_layers if self.variant.moe else (False,) * len(windows)
         self.layers = nn.ModuleList(
-            [LlamaDecoderLayer(config, attention_backend, tp, self.variant, window)
-             for window in self.variant.layer_windows]
+            [LlamaDecoderLayer(config, attention_backend, tp, self.variant, window, sparse)
+             for window, sparse in zip(windows, sparse_layers)]
         )
         self.norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
         # Tied models hold one tensor: a second attribute would be untied by to()/to_empty().
@@ -284,7 +311,7 @@ class LlamaModelForCausalLM(nn.Module):
         """Pack every projection and the LM head for CPU float32 matmuls of 3+ rows (layers.py); once the
         weights are loaded, as the packs are copies. A no-op on other devices and dtypes."""
         for module in self.modules():
-            if isinstance(module, (LlamaAttention, LlamaMLP)):
+            if isinstance(module, (LlamaAttention, LlamaMLP, SparseMoeBlock)):
                 module.pack_weights()
         self.packed_lm_head = pack_for_cpu_matmul(self.lm_head_weight)
 

@@ -1,4 +1,5 @@
-"""Loads HF Llama-family tensors (Phi-3's fused ones split first) into LlamaModelForCausalLM's fused parameters.
+"""Loads HF Llama-family tensors (Phi-3's fused ones split first; MoE experts stacked) into LlamaModelForCausalLM's
+fused parameters.
 
 Under tensor parallelism each rank copies its slice of every sharded tensor (heads, MLP rows or columns,
 vocabulary rows); the checkpoint's full shapes are still checked. This module depends on the model code,
@@ -12,7 +13,9 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
-from executor_svc.models.llama import LlamaDecoderLayer, LlamaModelForCausalLM
+from executor_svc.models.llama import LlamaDecoderLayer, LlamaMLP, LlamaModelForCausalLM
+from executor_svc.models.moe import SparseMoeBlock
+from executor_svc.models.moe_settings import MoeSettings
 from executor_svc.models.variants import head_dim_of
 from executor_svc.parallel.tensor_parallel import TensorParallel
 
@@ -23,6 +26,10 @@ if TYPE_CHECKING:
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 # Phi-3 checkpoints store these fused; they are split into the Llama names so tensor parallelism slices them alike.
 _FUSED_SUFFIXES = ("self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight")
+# transformers (v5) holds a MoE layer's experts stacked, [experts, 2 * intermediate, hidden] and [experts, hidden,
+# intermediate], and Mixtral's under ``mlp.``: GGUF checkpoints arrive so (read through transformers).
+_STACKED_EXPERT_SUFFIXES = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+_MIXTRAL_ROUTER_SUFFIX = "mlp.gate.weight"
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,7 @@ class WeightRouter:
         self.tied = model.tie_word_embeddings
         self.config = model.config
         self.fused_checkpoint = model.variant.fused_checkpoint
+        self.moe = model.variant.moe
         self.loaded: set[str] = set()
 
     def load(self, name: str, tensor: torch.Tensor) -> None:
@@ -67,6 +75,10 @@ class WeightRouter:
             return
         if self.fused_checkpoint and name.endswith(_FUSED_SUFFIXES):
             for part_name, part in _split_fused(name, tensor, self.config):
+                self.load(part_name, part)
+            return
+        if self.moe is not None and _in_transformers_moe_layout(name, self.config):
+            for part_name, part in _split_stacked_experts(name, tensor, self.config, self.moe):
                 self.load(part_name, part)
             return
         target = self.targets.get(name)
@@ -102,6 +114,36 @@ def _split_fused(name: str, tensor: torch.Tensor, config: PretrainedConfig) -> l
     return [(f"{prefix}.{part}.weight", rows) for part, rows in zip(sizes, parts)]
 
 
+def _in_transformers_moe_layout(name: str, config: PretrainedConfig) -> bool:
+    """Whether ``name`` is one of the stacked expert tensors, or Mixtral's router under ``mlp.``."""
+    mixtral = getattr(config, "model_type", None) == "mixtral"
+    return name.endswith(_STACKED_EXPERT_SUFFIXES) or (mixtral and name.endswith(_MIXTRAL_ROUTER_SUFFIX))
+
+
+def _split_stacked_experts(name: str, tensor: torch.Tensor, config: PretrainedConfig, moe: MoeSettings
+                           ) -> list[tuple[str, torch.Tensor]]:
+    """transformers' stacked expert tensors (and Mixtral's router under ``mlp.``) as the per-expert checkpoint
+    names; ValueError naming the tensor when its experts or rows do not add up."""
+    block_name, (gate, up, down) = _moe_names(config)
+    block = name[: name.rindex("mlp.")] + block_name
+    if name.endswith(_MIXTRAL_ROUTER_SUFFIX):
+        return [(block + "gate.weight", tensor)]
+    size = moe.expert_intermediate_size
+    gate_up = name.endswith("gate_up_proj")
+    rows = 2 * size if gate_up else config.hidden_size
+    if tensor.dim() != 3 or tensor.shape[0] != moe.num_experts or tensor.shape[1] != rows:
+        raise ValueError(f"weights: {name!r} has shape {tuple(tensor.shape)}, expected ({moe.num_experts}, {rows}, "
+                         f"{config.hidden_size if gate_up else size})")
+    parts = []
+    for expert, weight in enumerate(tensor):
+        prefix = f"{block}experts.{expert}."
+        if gate_up:
+            parts += [(f"{prefix}{gate}.weight", weight[:size]), (f"{prefix}{up}.weight", weight[size:])]
+        else:
+            parts.append((f"{prefix}{down}.weight", weight))
+    return parts
+
+
 def _model_targets(model: LlamaModelForCausalLM) -> dict[str, _Target]:
     tp = model.tp
     vocab, offset = model.config.vocab_size, model.vocab_offset
@@ -130,15 +172,14 @@ def _layer_targets(
         "k_proj": (q_rows, q_rows + kv_rows, kv_offset, all_kv_rows),
         "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows, kv_offset, all_kv_rows),
     }
-    size, mlp_offset = mlp.intermediate_size, mlp.intermediate_offset
-    gate_up = mlp.gate_up_weight.data
     targets = {
         prefix + "input_layernorm.weight": _whole(layer.input_norm_weight, norm_offset),
         prefix + "self_attn.o_proj.weight": _part(tp, attn.o_weight.data, 1, q_offset, all_q_rows),
-        prefix + "mlp.gate_proj.weight": _part(tp, gate_up[:size], 0, mlp_offset, config.intermediate_size),
-        prefix + "mlp.up_proj.weight": _part(tp, gate_up[size:], 0, mlp_offset, config.intermediate_size),
-        prefix + "mlp.down_proj.weight": _part(tp, mlp.down_weight.data, 1, mlp_offset, config.intermediate_size),
     }
+    if isinstance(mlp, SparseMoeBlock):
+        targets.update(_moe_targets(prefix, mlp, model))
+    else:
+        targets.update(_mlp_targets(prefix + "mlp.", mlp, tp, config.intermediate_size))
     targets.update(_norm_targets(prefix, layer, norm_offset))
     for part, (start, end, offset, full) in qkv_parts.items():
         targets[f"{prefix}self_attn.{part}.weight"] = _part(tp, attn.qkv_weight.data[start:end], 0, offset, full)
@@ -151,6 +192,52 @@ def _layer_targets(
         q_rows, k_rows = attn.qk_norm_weight.data[: attn.num_heads], attn.qk_norm_weight.data[attn.num_heads :]
         targets[prefix + "self_attn.q_norm.weight"] = _Target(q_rows, head_dim, offset=norm_offset)
         targets[prefix + "self_attn.k_norm.weight"] = _Target(k_rows, head_dim, offset=norm_offset)
+    return targets
+
+
+def _mlp_targets(prefix: str, mlp: LlamaMLP, tp: TensorParallel, full_size: int) -> dict[str, _Target]:
+    """A gated MLP's gate, up and down projections into its fused gate/up and its down projection; ``full_size``:
+    the checkpoint's intermediate rows."""
+    return _gated_targets((f"{prefix}gate_proj", f"{prefix}up_proj", f"{prefix}down_proj"), mlp.gate_up_weight.data,
+                          mlp.down_weight.data, tp, mlp.intermediate_offset, full_size)
+
+
+def _gated_targets(names: tuple[str, str, str], gate_up: torch.Tensor, down: torch.Tensor, tp: TensorParallel,
+                   offset: int, full_size: int) -> dict[str, _Target]:
+    """The checkpoint's gate, up and down tensors (``names``, without ``.weight``) into a fused gate/up [2 * size,
+    hidden] and a down [hidden, size] holding rows ``offset`` on of ``full_size``."""
+    size = down.shape[1]
+    gate, up, down_name = names
+    return {
+        f"{gate}.weight": _part(tp, gate_up[:size], 0, offset, full_size),
+        f"{up}.weight": _part(tp, gate_up[size:], 0, offset, full_size),
+        f"{down_name}.weight": _part(tp, down, 1, offset, full_size),
+    }
+
+
+def _moe_names(config: PretrainedConfig) -> tuple[str, tuple[str, str, str]]:
+    """The checkpoint's name of a MoE layer's block, and of each expert's gate, up and down projections."""
+    if getattr(config, "model_type", None) == "mixtral":
+        return "block_sparse_moe.", ("w1", "w3", "w2")
+    return "mlp.", ("gate_proj", "up_proj", "down_proj")
+
+
+def _moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) -> dict[str, _Target]:
+    """The router and every expert (Mixtral's ``block_sparse_moe.experts.E.w1/w3/w2``, Qwen's
+    ``mlp.experts.E.gate_proj/up_proj/down_proj``), and Qwen2-MoE's shared expert and its gate."""
+    settings, tp = moe.settings, model.tp
+    block_name, projections = _moe_names(model.config)
+    block = prefix + block_name
+    targets = {block + "gate.weight": _whole(moe.router_weight)}
+    for expert, (gate_up, down) in enumerate(zip(moe.experts_gate_up_weight.data, moe.experts_down_weight.data)):
+        names = tuple(f"{block}experts.{expert}.{projection}" for projection in projections)
+        targets.update(_gated_targets(cast(tuple[str, str, str], names), gate_up, down, tp, moe.intermediate_offset,
+                                      settings.expert_intermediate_size))
+    shared = moe.shared_expert
+    if isinstance(shared, LlamaMLP) and moe.shared_expert_gate_weight is not None:
+        full_shared = settings.shared_expert_intermediate_size or 0
+        targets.update(_mlp_targets(block + "shared_expert.", shared, tp, full_shared))
+        targets[block + "shared_expert_gate.weight"] = _whole(moe.shared_expert_gate_weight)
     return targets
 
 

@@ -13,7 +13,8 @@ MODEL_CLASSES: dict[str, type] = {
     architecture: LlamaModelForCausalLM
     for architecture in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
                          "Phi3ForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM",
-                         "Gemma3ForCausalLM", "GraniteForCausalLM")
+                         "Gemma3ForCausalLM", "GraniteForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
+                         "Qwen3MoeForCausalLM")
 }
 
 # Configs read from a GGUF name a model_type but no architectures.
@@ -21,7 +22,8 @@ _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForC
                                 "mistral": "MistralForCausalLM", "phi3": "Phi3ForCausalLM",
                                 "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
                                 "gemma3_text": "Gemma3ForCausalLM",
-                                "granite": "GraniteForCausalLM"}
+                                "granite": "GraniteForCausalLM", "mixtral": "MixtralForCausalLM",
+                                "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

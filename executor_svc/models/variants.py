@@ -1,8 +1,8 @@
 """What each supported HF architecture changes in the shared Llama-family decoder.
 
-Llama, Mistral, Qwen2/3, Phi-3, Gemma, Gemma 2, Gemma 3 (text) and Granite are one pre-norm decoder (attention
-then a gated MLP, RoPE, RMSNorm) that differ in constants and a few switches; ModelVariant holds them, read once
-from the HF config."""
+Llama, Mistral, Qwen2/3, Phi-3, Gemma, Gemma 2, Gemma 3 (text), Granite and the MoE models Mixtral, Qwen2-MoE and
+Qwen3-MoE are one pre-norm decoder (attention then a gated MLP or routed experts, RoPE, RMSNorm) that differ in
+constants and a few switches; ModelVariant holds them, read once from the HF config."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from executor_svc.models.moe_settings import MoeSettings, moe_settings_for
 from executor_svc.models.rope import is_per_layer_type, rope_parameters
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class ModelVariant:
     """Layers that rotate by the ``sliding_attention`` RoPE settings (Gemma 3's local layers: another theta)."""
     fused_checkpoint: bool
     """The checkpoint stores ``qkv_proj`` and ``gate_up_proj`` already fused (Phi-3)."""
+    moe: MoeSettings | None = None
+    """The routed experts of a mixture-of-experts model (None: every MLP dense)."""
 
     def activation(self) -> Callable[[torch.Tensor], torch.Tensor]:
         """transformers' own implementation of hidden_act, so the MLP computes exactly what HF's does (its
@@ -80,9 +83,9 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
     softcap = getattr(config, "final_logit_softcapping", None)
     return ModelVariant(
         hidden_act=hidden_act_of(config),
-        qkv_bias=attention_bias or model_type == "qwen2",  # Qwen2 always biases q/k/v; its config has no such field
+        qkv_bias=attention_bias or _qwen2_qkv_bias(config, model_type),
         o_bias=attention_bias,
-        qk_norm=model_type in ("qwen3", "gemma3_text"),
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text"),
         sandwich_norms=model_type in ("gemma2", "gemma3_text"),
         norm_weight_offset=1.0 if model_type in _GEMMA_TYPES else 0.0,
         embedding_scale=_embedding_scale(config, model_type),
@@ -95,7 +98,15 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         layer_windows=layer_windows(config),
         local_rope_layers=_local_rope_layers(config),
         fused_checkpoint=has_fused_checkpoint(config),
+        moe=moe_settings_for(config),
     )
+
+
+def _qwen2_qkv_bias(config: PretrainedConfig, model_type: str | None) -> bool:
+    """Qwen2 always biases q/k/v (its config has no such field); Qwen2-MoE unless its qkv_bias says otherwise."""
+    if model_type == "qwen2":
+        return True
+    return model_type == "qwen2_moe" and bool(getattr(config, "qkv_bias", True))
 
 
 def has_fused_checkpoint(config: PretrainedConfig) -> bool:
@@ -160,5 +171,6 @@ def _check_supported(config: PretrainedConfig) -> None:
     if unknown:
         raise ValueError(f"layer_types: {unknown} not supported (full_attention and sliding_attention only)")
     window = getattr(config, "sliding_window", None)
-    if window is not None and (not isinstance(window, int) or window < 1):
+    # Qwen2-MoE keeps sliding_window 0 when no layer slides.
+    if any(w is not None for w in layer_windows(config)) and (not isinstance(window, int) or window < 1):
         raise ValueError(f"sliding_window: must be a positive integer or null, got {window!r}")

@@ -33,6 +33,7 @@ def test_parameter_counts_match_the_models_they_name(tokenizer_dir):
     assert counts["default"] == pytest.approx(134.5e6, rel=0.01)  # SmolLM2-135M
     assert counts["1.7b"] == pytest.approx(1.71e9, rel=0.01)  # SmolLM2-1.7B
     assert 7.0e9 < counts["8b"] < 8.1e9  # Llama-3-8B layers, a smaller vocabulary
+    assert counts["moe"] - counts["default"] == 30 * (3 * 576 * 768 * 8 + 576 * 8 - 3 * 576 * 1536)
 
 
 def test_a_shape_directory_loads_with_dummy_weights(tokenizer_dir, tmp_path, monkeypatch):
@@ -47,3 +48,13 @@ def test_a_shape_directory_loads_with_dummy_weights(tokenizer_dir, tmp_path, mon
     assert float(model.embed_weight.std()) == pytest.approx(0.02, rel=0.1)
     with pytest.raises(ValueError, match="model_shape"):
         shape_config("70b", tokenizer_dir)
+
+
+def test_the_moe_shape_loads_as_mixtral_with_every_expert_counted(tokenizer_dir, tmp_path, monkeypatch):
+    tiny_moe = {**SHAPES["moe"], "hidden_size": 32, "intermediate_size": 16, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}
+    monkeypatch.setitem(SHAPES, "tiny_moe", tiny_moe)
+    out = write_shape_dir("tiny_moe", tokenizer_dir, tmp_path / "tiny_moe")
+    model = load_model(out, torch.float32, "cpu", TorchAttentionBackend(), load_format="dummy")
+    assert model.variant.moe is not None and model.variant.moe.num_experts == 8
+    assert sum(p.numel() for p in model.parameters()) == num_parameters(shape_config("tiny_moe", tokenizer_dir))

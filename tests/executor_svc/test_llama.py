@@ -14,9 +14,12 @@ from tiny_models import (
     make_tiny_granite,
     make_tiny_llama,
     make_tiny_mistral,
+    make_tiny_mixtral,
     make_tiny_phi3,
     make_tiny_qwen2,
+    make_tiny_qwen2_moe,
     make_tiny_qwen3,
+    make_tiny_qwen3_moe,
 )
 
 from executor_svc.attention.metadata import AttentionMetadata
@@ -55,6 +58,9 @@ MAKERS = {
     "gemma2": make_tiny_gemma2,
     "gemma3": make_tiny_gemma3,
     "granite": make_tiny_granite,
+    "mixtral": make_tiny_mixtral,
+    "qwen2_moe_shared_expert": make_tiny_qwen2_moe,
+    "qwen3_moe_dense_layer": make_tiny_qwen3_moe,
 }
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from step_plans import BATCHES, GREEDY, PlannedRequest, outputs_of, plan_steps, with_blocks
 from tiny_adapters import make_peft_adapter, peft_greedy
-from tiny_models import make_tiny_llama, make_tiny_phi3, make_tiny_qwen3
+from tiny_models import make_tiny_llama, make_tiny_phi3, make_tiny_qwen3, make_tiny_qwen3_moe
 
 from executor_svc.config import ExecutorConfig
 from executor_svc.lora.adapter_files import read_adapter
@@ -131,6 +131,30 @@ def test_qwen3_adapter_matches_peft(tmp_path):
     request = with_blocks({"r": PlannedRequest([7, 8, 9, 10], GREEDY, lora_adapter="q3")})
     got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
     assert got["r"] == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
+
+
+def test_moe_attention_adapters_match_peft_and_mlp_adapters_are_refused(tmp_path):
+    """On a MoE model only the attention is adapted; an adapter of the experts (peft adapts their stacked weights
+    through target_parameters) is refused by name rather than served without them."""
+    model_dir = make_tiny_qwen3_moe(tmp_path / "qwen3_moe", seed=4)
+    adapter = make_peft_adapter(model_dir, tmp_path / "attn", seed=5, target_modules=["q_proj", "v_proj", "o_proj"])
+    runner = build_runner(lora_config(model_dir, {"attn": adapter}))[0]
+    request = with_blocks({"r": PlannedRequest([7, 8, 9, 10], GREEDY, lora_adapter="attn")})
+    got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
+    assert got["r"] == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
+    assert got["r"] != peft_greedy(model_dir, None, [7, 8, 9, 10], 8)
+    mlp_adapter = make_peft_adapter(model_dir, tmp_path / "mlp", seed=6, target_modules=["down_proj"])
+    with pytest.raises(ValueError, match=r"target_parameters=\['down_proj'\] is not supported \(plain LoRA only\)"):
+        read_adapter(LoraModuleSpec("mlp", str(mlp_adapter)), load_hf_config(model_dir))
+    # Layer 1's MLP is dense (mlp_only_layers): a plain adapter of its gate_proj is refused too.
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(adapter / "adapter_model.safetensors")
+    dense = "base_model.model.model.layers.1.mlp.gate_proj.lora_"
+    tensors.update({dense + "A.weight": torch.zeros(4, 64), dense + "B.weight": torch.zeros(128, 4)})
+    save_file(tensors, adapter / "adapter_model.safetensors")
+    with pytest.raises(ValueError, match=r"adapts gate_proj, which this model does not have"):
+        read_adapter(LoraModuleSpec("dense", str(adapter)), load_hf_config(model_dir))
 
 
 def test_phi3_adapters_of_fused_modules_match_peft(tmp_path):

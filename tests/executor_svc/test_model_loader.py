@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import make_tiny_llama, make_tiny_llama_gguf, make_tiny_phi3, make_tiny_qwen2
+from tiny_models import (
+    make_tiny_llama,
+    make_tiny_llama_gguf,
+    make_tiny_mixtral,
+    make_tiny_phi3,
+    make_tiny_qwen2,
+    make_tiny_qwen2_moe,
+)
 
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.attention.torch_backend import TorchAttentionBackend
@@ -113,6 +120,30 @@ def test_a_fused_tensor_of_the_wrong_size_is_named(tmp_path):
     save_file(tensors, path / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(ValueError, match=r"weights: 'model.layers.1.self_attn.qkv_proj.weight' has shape \(127, 64\)"):
         load_model(path, torch.float32, torch.device("cpu"), TorchAttentionBackend())
+
+
+@pytest.mark.parametrize("maker", [make_tiny_mixtral, make_tiny_qwen2_moe])
+def test_moe_experts_load_from_transformers_stacked_layout_as_from_the_checkpoint(tmp_path, maker):
+    """Checkpoints store each expert's projections; transformers (and so a GGUF read through it) holds them stacked
+    per layer, Mixtral's router under ``mlp.``: both load into the same weights."""
+    from transformers import AutoModelForCausalLM
+
+    from executor_svc.models.llama_weights import load_weights
+
+    path = maker(tmp_path, seed=3)
+    from_files = load_model(path, torch.float32, torch.device("cpu"), TorchAttentionBackend())
+    state = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).state_dict()
+    assert any(name.endswith("mlp.experts.gate_up_proj") for name in state)
+    from_stacked = load_model(path, torch.float32, torch.device("cpu"), TorchAttentionBackend())
+    with torch.no_grad():
+        for param in from_stacked.parameters():
+            param.zero_()
+    load_weights(from_stacked, state.items())
+    for (name, expected), got in zip(from_files.state_dict().items(), from_stacked.state_dict().values()):
+        assert torch.equal(got, expected), name
+    wrong = {**state, "model.layers.0.mlp.experts.down_proj": state["model.layers.0.mlp.experts.down_proj"][:-1]}
+    with pytest.raises(ValueError, match=r"weights: 'model.layers.0.mlp.experts.down_proj' has shape \(5, 64, 48\)"):
+        load_weights(from_stacked, wrong.items())
 
 
 def test_model_class_falls_back_on_model_type_without_architectures():

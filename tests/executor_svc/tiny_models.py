@@ -117,6 +117,38 @@ def make_tiny_granite(path: str | Path, seed: int = 0, vocab_size: int = 256, **
     return _save(GraniteForCausalLM, config, path, seed)
 
 
+def make_tiny_mixtral(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random MixtralForCausalLM checkpoint (6 experts, 2 per token, per-expert w1/w2/w3 tensors) into
+    `path`."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    experts = {"num_local_experts": 6, "num_experts_per_tok": 2, "intermediate_size": 48}
+    config = MixtralConfig(**{**TINY_LLAMA_DEFAULTS, **experts, "vocab_size": vocab_size, **overrides})
+    return _save(MixtralForCausalLM, config, path, seed)
+
+
+def make_tiny_qwen2_moe(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Qwen2MoeForCausalLM checkpoint (q/k/v biases, 6 experts of which 2 per token, un-normalised
+    top-k weights, a gated shared expert) into `path`."""
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    experts = {"num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 48,
+               "shared_expert_intermediate_size": 80, "norm_topk_prob": False}
+    config = Qwen2MoeConfig(**{**TINY_LLAMA_DEFAULTS, **experts, "vocab_size": vocab_size, **overrides})
+    return _save(Qwen2MoeForCausalLM, config, path, seed)
+
+
+def make_tiny_qwen3_moe(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Qwen3MoeForCausalLM checkpoint (q/k norms, 6 experts of which 3 per token, normalised top-k
+    weights; layer 1 a dense MLP through mlp_only_layers) into `path`."""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    experts = {"num_experts": 6, "num_experts_per_tok": 3, "moe_intermediate_size": 48, "norm_topk_prob": True,
+               "mlp_only_layers": [1], "head_dim": 16}
+    config = Qwen3MoeConfig(**{**TINY_LLAMA_DEFAULTS, **experts, "vocab_size": vocab_size, **overrides})
+    return _save(Qwen3MoeForCausalLM, config, path, seed)
+
+
 def _save(model_class: Any, config: Any, path: str | Path, seed: int) -> Path:
     torch.manual_seed(seed)
     model = model_class(config).to(torch.float32)

@@ -15,7 +15,10 @@ from tiny_models import (
     make_tiny_gemma3,
     make_tiny_llama,
     make_tiny_mistral,
+    make_tiny_mixtral,
     make_tiny_phi3,
+    make_tiny_qwen2_moe,
+    make_tiny_qwen3_moe,
 )
 
 from executor_svc.attention.padded_torch_backend import PaddedTorchAttentionBackend
@@ -140,8 +143,11 @@ def test_batches_outside_the_captured_shapes_run_eagerly(checkpoint):
 # Sliding windows (Mistral's 7 positions: shorter than the sequences here), partial RoPE (Phi-3), tanh-GELU with
 # scaled embeddings and a head size that is not hidden / heads (Gemma), and Gemma 3's sandwich norms, local layers
 # with their own RoPE and soft-capped logits, Gemma 2's soft-capped attention scores, in the captured, padded steps.
+# MoE models: captured steps run the graph-safe experts, gathered for one sequence (fewer picks than experts), dense
+# for more; Qwen2-MoE's shared expert, Qwen3-MoE's dense layer.
 OTHER_FAMILIES = {"mistral": make_tiny_mistral, "phi3": make_tiny_phi3, "gemma": make_tiny_gemma,
-                  "gemma2": make_tiny_gemma2, "gemma3": make_tiny_gemma3}
+                  "gemma2": make_tiny_gemma2, "gemma3": make_tiny_gemma3, "mixtral": make_tiny_mixtral,
+                  "qwen2_moe": make_tiny_qwen2_moe, "qwen3_moe": make_tiny_qwen3_moe}
 
 
 @pytest.fixture(scope="module", params=sorted(OTHER_FAMILIES))
@@ -152,7 +158,7 @@ def family_checkpoint(request, tmp_path_factory):
 def test_replayed_steps_of_other_families_equal_eager(family_checkpoint):
     twin = Twin(family_checkpoint)
     twin.prefill({"a": 11, "b": 3, "c": 17})
-    for work in ({"a": 1, "b": 1, "c": 1}, {"a": 3, "c": 2}, {"a": 2, "b": 3, "c": 1}):
+    for work in ({"a": 1, "b": 1, "c": 1}, {"b": 1}, {"a": 3, "c": 2}, {"a": 2, "b": 3, "c": 1}):
         batch = twin.batch(work)
         expected = twin.eager_logits(batch, twin.eager, twin.eager_cache)
         with torch.inference_mode():

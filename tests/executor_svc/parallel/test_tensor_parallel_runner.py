@@ -13,6 +13,7 @@ from tiny_models import (
     make_tiny_llama,
     make_tiny_phi3,
     make_tiny_qwen2,
+    make_tiny_qwen2_moe,
     make_tiny_qwen3,
 )
 
@@ -25,6 +26,8 @@ MAKERS = {
     "qwen2": make_tiny_qwen2,
     "qwen3": make_tiny_qwen3,
     "phi3": make_tiny_phi3,  # fused checkpoint tensors split, then sliced per rank
+    # every expert's and the shared expert's intermediate rows split (48 and 80 over 2), the router replicated
+    "qwen2_moe": make_tiny_qwen2_moe,
     # 3 KV heads over 2 ranks: groups split unevenly (2 + 1), as for the default model's 9 heads / 3 KV heads
     "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
                                                            num_key_value_heads=3),

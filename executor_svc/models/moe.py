@@ -1,0 +1,83 @@
+"""The routed-experts MLP of Mixtral, Qwen2-MoE and Qwen3-MoE (with Qwen2-MoE's gated shared expert)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, cast
+
+import torch
+from torch import nn
+
+from executor_svc.lora.projection import AdapterRows
+from executor_svc.models.layers import linear, pack_for_cpu_matmul
+from executor_svc.models.moe_experts import graph_safe_experts, grouped_experts, route
+from executor_svc.models.moe_settings import MoeSettings
+from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+class SharedExpert(Protocol):
+    """A dense gated MLP (LlamaMLP) whose output before the tensor-parallel sum this block adds to the experts'."""
+
+    def partial_output(self, x: torch.Tensor, adapters: AdapterRows | None = None) -> torch.Tensor: ...
+
+
+class SparseMoeBlock(nn.Module):
+    """Each token's top-k experts (gated MLPs) weighted by the router, plus an optional shared expert.
+
+    Under tensor parallelism every rank holds every expert's share of the intermediate rows (like the dense MLP:
+    gate/up column-parallel, down row-parallel) and routes alike (the router is replicated), so one all-reduce sums
+    the experts' and the shared expert's partial outputs."""
+
+    def __init__(self, hidden_size: int, moe: MoeSettings, act: Callable[[torch.Tensor], torch.Tensor],
+                 shared_expert: nn.Module | None, tp: TensorParallel = SINGLE) -> None:
+        """``shared_expert``: a LlamaMLP of the shared expert's size (its ``partial_output`` is used), or None."""
+        super().__init__()
+        self.tp = tp
+        self.settings = moe
+        self.act = act
+        self.top_k = moe.top_k
+        self.normalize_top_k = moe.normalize_top_k
+        self.float32_routing_weights = moe.float32_routing_weights
+        start, end = tp.split(moe.expert_intermediate_size, moe.intermediate_size_field)
+        self.intermediate_size = end - start
+        self.intermediate_offset = start
+        """The first row of each expert's gate/up (column of its down) projection that this rank holds."""
+        self.router_weight = nn.Parameter(torch.empty(moe.num_experts, hidden_size), requires_grad=False)
+        self.experts_gate_up_weight = nn.Parameter(
+            torch.empty(moe.num_experts, 2 * self.intermediate_size, hidden_size), requires_grad=False
+        )
+        self.experts_down_weight = nn.Parameter(
+            torch.empty(moe.num_experts, hidden_size, self.intermediate_size), requires_grad=False
+        )
+        self.shared_expert = shared_expert
+        self.shared_expert_gate_weight = (
+            nn.Parameter(torch.empty(1, hidden_size), requires_grad=False) if shared_expert is not None else None
+        )
+        self.packed_experts: list[tuple[torch.Tensor | None, torch.Tensor | None]] = []
+        """pack_weights' per-expert (gate_up, down) copies (plain attributes, like LlamaMLP's ``packed``)."""
+
+    def pack_weights(self) -> None:
+        """Keep oneDNN-packed copies of each expert's projections for CPU float32 matmuls of 3+ rows (layers.py;
+        the shared expert, a LlamaMLP, packs its own)."""
+        packs = [(pack_for_cpu_matmul(gate_up), pack_for_cpu_matmul(down))
+                 for gate_up, down in zip(self.experts_gate_up_weight, self.experts_down_weight)]
+        self.packed_experts = packs if all(a is not None and b is not None for a, b in packs) else []
+
+    def forward(self, x: torch.Tensor, adapters: AdapterRows | None = None, graph_safe: bool = False
+                ) -> torch.Tensor:
+        """x [T, hidden] -> [T, hidden]. ``graph_safe``: nothing read on the host (a captured or compiled step),
+        else the experts that have tokens run one by one. ``adapters``: handed to the shared expert, which holds no
+        adapter either (LoRA adapts a MoE model's attention only)."""
+        weights, ids = route(x, self.router_weight, self.top_k, self.normalize_top_k)
+        gate_up, down = self.experts_gate_up_weight, self.experts_down_weight
+        if graph_safe or torch.compiler.is_compiling():
+            out = graph_safe_experts(x, ids, weights, gate_up, down, self.act, self.float32_routing_weights)
+        else:
+            out = grouped_experts(x, ids, weights, gate_up, down, self.act, self.float32_routing_weights,
+                                  self.packed_experts)
+        if self.shared_expert is not None and self.shared_expert_gate_weight is not None:
+            gate = torch.sigmoid(linear(x, self.shared_expert_gate_weight))
+            out = out + gate * cast(SharedExpert, self.shared_expert).partial_output(x, adapters)
+        return self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out

@@ -1,0 +1,140 @@
+"""Routing tokens to experts and four ways to run the chosen experts, all computing the same sums.
+
+- ``grouped_experts``: the picks sorted by expert, one pair of matmuls per expert that has any (what HF does);
+  the least work, but the expert sizes are read on the host: for eager steps (the CPU, GPU prefill chunks).
+- ``grouped_mm_experts``: the same sorted picks through torch's grouped GEMM (``F.grouped_mm``), whose group ends
+  stay on the device: for captured steps where its kernel runs without the host (bf16 on Hopper GPUs; elsewhere
+  torch falls back to a loop that copies the group ends to the host).
+- ``gathered_experts``: each pick's expert weights gathered and applied as a batched matrix-vector product; no
+  host read, work proportional to the picks: for other captured steps with fewer picks than experts.
+- ``dense_experts``: every expert on every token, weighted by a routing matrix that is zero off the picks; no host
+  read, each expert's weights read once: for other captured steps with more picks than experts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from executor_svc.models.layers import linear
+
+Activation = Callable[[torch.Tensor], torch.Tensor]
+
+
+def route(x: torch.Tensor, router_weight: torch.Tensor, top_k: int, normalize: bool
+          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [T, hidden] -> (float32 weights [T, top_k], expert ids int64 [T, top_k]): the top_k of the router's
+    softmax (taken in float32), divided by their sum when ``normalize``."""
+    probs = torch.softmax(linear(x, router_weight).float(), dim=-1)
+    weights, ids = torch.topk(probs, top_k, dim=-1)
+    if normalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights, ids
+
+
+def weigh(outputs: torch.Tensor, weights: torch.Tensor, float32_weights: bool) -> torch.Tensor:
+    """Expert outputs [..., hidden] times their routing weights [..., 1] in the activations' dtype: computed in
+    float32 then cast (``float32_weights``, as Mixtral does) or with the weights cast first (as Qwen does)."""
+    if float32_weights:
+        return (outputs * weights).to(outputs.dtype)
+    return outputs * weights.to(outputs.dtype)
+
+
+def grouped_experts(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, gate_up: torch.Tensor,
+                    down: torch.Tensor, act: Activation, float32_weights: bool,
+                    packed: Sequence[tuple[torch.Tensor | None, torch.Tensor | None]] = ()) -> torch.Tensor:
+    """The weighted sum of each token's experts, one expert at a time over the tokens that picked it.
+
+    x [T, hidden]; ids, weights [T, top_k]; gate_up [E, 2I, hidden]; down [E, hidden, I]; ``packed``: per expert,
+    the oneDNN-packed (gate_up, down) of pack_for_cpu_matmul (empty: none). Reads the expert sizes on the host."""
+    top_k = ids.shape[1]
+    order = ids.flatten().argsort(stable=True)
+    token_of_pick = order // top_k
+    counts = torch.bincount(ids.flatten(), minlength=gate_up.shape[0]).tolist()
+    rows = x[token_of_pick]
+    outputs = torch.empty_like(rows)
+    start = 0
+    for expert, count in enumerate(counts):
+        if count == 0:
+            continue
+        packed_gate_up, packed_down = packed[expert] if packed else (None, None)
+        hidden = _gated(linear(rows[start : start + count], gate_up[expert], packed=packed_gate_up), act)
+        outputs[start : start + count] = linear(hidden, down[expert], packed=packed_down)
+        start += count
+    weighted = weigh(outputs, weights.flatten()[order].unsqueeze(1), float32_weights)
+    return _sum_per_token(weighted, order, top_k)
+
+
+def grouped_mm_experts(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, gate_up: torch.Tensor,
+                       down: torch.Tensor, act: Activation, float32_weights: bool) -> torch.Tensor:
+    """grouped_experts' sums through two grouped GEMMs over the picks sorted by expert; nothing is read on the
+    host here (whether torch's kernel for the device and dtype does: see grouped_mm_runs_on_device)."""
+    tokens, top_k = ids.shape
+    picks = ids.flatten()
+    order = picks.argsort(stable=True)
+    experts = torch.arange(gate_up.shape[0], device=ids.device, dtype=ids.dtype)
+    group_ends = torch.searchsorted(picks[order], experts, right=True).to(torch.int32)
+    rows = x[order // top_k]
+    hidden = _gated(F.grouped_mm(rows, gate_up.transpose(1, 2), offs=group_ends), act)
+    outputs = F.grouped_mm(hidden, down.transpose(1, 2), offs=group_ends)
+    weighted = weigh(outputs, weights.flatten()[order].unsqueeze(1), float32_weights)
+    return _sum_per_token(weighted, order, top_k)
+
+
+def grouped_mm_runs_on_device(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> bool:
+    """Whether torch's grouped GEMM has a kernel for these tensors that reads nothing on the host: bfloat16 on a
+    CUDA device of compute capability 9.0 or above, every matrix dimension a multiple of 8 (16-byte strides)."""
+    if not x.is_cuda or x.dtype != torch.bfloat16 or gate_up.dtype != torch.bfloat16:
+        return False
+    if any(size % 8 for size in (x.shape[1], gate_up.shape[1], down.shape[2])):
+        return False
+    return torch.cuda.get_device_capability(x.device) >= (9, 0)
+
+
+def gathered_experts(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, gate_up: torch.Tensor,
+                     down: torch.Tensor, act: Activation, float32_weights: bool) -> torch.Tensor:
+    """grouped_experts' sums with each pick's expert weights gathered (T * top_k copies of an expert's weights)."""
+    tokens, top_k = ids.shape
+    picks = ids.flatten()
+    rows = x.unsqueeze(1).expand(tokens, top_k, x.shape[1]).reshape(tokens * top_k, x.shape[1], 1)
+    hidden = _gated(torch.bmm(gate_up[picks], rows).squeeze(2), act)
+    outputs = torch.bmm(down[picks], hidden.unsqueeze(2)).squeeze(2)
+    weighted = weigh(outputs.view(tokens, top_k, -1), weights.unsqueeze(2), float32_weights)
+    return weighted.sum(dim=1)
+
+
+def dense_experts(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, gate_up: torch.Tensor,
+                  down: torch.Tensor, act: Activation, float32_weights: bool) -> torch.Tensor:
+    """grouped_experts' sums with every expert run on every token and weighted by zero where not picked."""
+    hidden = _gated(torch.matmul(x, gate_up.transpose(1, 2)), act)  # [E, T, I]
+    outputs = torch.bmm(hidden, down.transpose(1, 2))  # [E, T, hidden]
+    routing = torch.zeros(ids.shape[0], gate_up.shape[0], dtype=weights.dtype, device=weights.device)
+    routing = routing.scatter(1, ids, weights)  # [T, E]
+    return weigh(outputs, routing.T.unsqueeze(2), float32_weights).sum(dim=0)
+
+
+def graph_safe_experts(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, gate_up: torch.Tensor,
+                       down: torch.Tensor, act: Activation, float32_weights: bool) -> torch.Tensor:
+    """The experts without reading anything on the host: torch's grouped GEMM where its kernel allows, else
+    gathered while the picks are fewer than the experts (decoding few sequences reads only the picked experts),
+    else dense. Chosen by device, dtype and shapes alone, so a captured graph holds one of them."""
+    if grouped_mm_runs_on_device(x, gate_up, down):
+        run = grouped_mm_experts
+    else:
+        run = gathered_experts if ids.numel() <= gate_up.shape[0] else dense_experts
+    return run(x, ids, weights, gate_up, down, act, float32_weights)
+
+
+def _sum_per_token(weighted: torch.Tensor, order: torch.Tensor, top_k: int) -> torch.Tensor:
+    """Rows of weighted expert outputs in ``order`` (sorted picks) -> [T, hidden], each token's top_k summed in
+    pick order: no atomic adds, so the same sums on every run and every device."""
+    by_pick = torch.empty_like(weighted).index_copy_(0, order, weighted)
+    return by_pick.view(-1, top_k, weighted.shape[1]).sum(dim=1)
+
+
+def _gated(gate_up: torch.Tensor, act: Activation) -> torch.Tensor:
+    """act(gate) * up of a [..., 2I] gate/up projection."""
+    size = gate_up.shape[-1] // 2
+    return act(gate_up[..., :size]) * gate_up[..., size:]

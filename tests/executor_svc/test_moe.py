@@ -1,0 +1,211 @@
+"""Routed experts (Mixtral, Qwen2-MoE, Qwen3-MoE): the three ways to run them agree, the graph-safe one reads nothing
+on the host and compiles as one graph, and the config's MoE fields are read as HF reads them.
+
+The models themselves are checked against HF transformers in test_llama.py (logits) and, captured, in
+cuda_graphs/test_step_graphs.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from executor_svc.models.moe import SparseMoeBlock
+from executor_svc.models.moe_experts import (
+    dense_experts,
+    gathered_experts,
+    graph_safe_experts,
+    grouped_experts,
+    grouped_mm_experts,
+    grouped_mm_runs_on_device,
+    route,
+)
+from executor_svc.models.moe_settings import MoeSettings, moe_settings_for
+
+HIDDEN, INTERMEDIATE, EXPERTS = 32, 24, 6  # multiples of 8: what a grouped GEMM kernel needs
+
+
+def _weights(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    router = torch.randn(EXPERTS, HIDDEN, generator=generator)
+    gate_up = torch.randn(EXPERTS, 2 * INTERMEDIATE, HIDDEN, generator=generator) * 0.2
+    down = torch.randn(EXPERTS, HIDDEN, INTERMEDIATE, generator=generator) * 0.2
+    return router, gate_up, down
+
+
+def _reference(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, gate_up: torch.Tensor,
+               down: torch.Tensor) -> torch.Tensor:
+    """Token by token, pick by pick: the definition."""
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        for k in range(ids.shape[1]):
+            gate, up = (gate_up[ids[t, k]] @ x[t]).chunk(2)
+            out[t] += weights[t, k] * (down[ids[t, k]] @ (F.silu(gate) * up))
+    return out
+
+
+@pytest.mark.parametrize("tokens", [1, 2, 3, 7, 40])
+@pytest.mark.parametrize("top_k", [1, 2, 3])
+@pytest.mark.parametrize("float32_weights", [False, True])
+def test_grouped_gathered_and_dense_experts_compute_the_same_sums(tokens, top_k, float32_weights):
+    router, gate_up, down = _weights(tokens * 10 + top_k)
+    x = torch.randn(tokens, HIDDEN, generator=torch.Generator().manual_seed(tokens))
+    weights, ids = route(x, router, top_k, normalize=top_k > 1)
+    expected = _reference(x, ids, weights, gate_up, down)
+    for run in (grouped_experts, grouped_mm_experts, gathered_experts, dense_experts, graph_safe_experts):
+        got = run(x, ids, weights, gate_up, down, F.silu, float32_weights)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5, msg=lambda m, run=run: f"{run.__name__}: {m}")
+
+
+def test_routing_takes_the_top_k_of_the_softmax_and_normalises_them_only_when_asked():
+    router = torch.eye(EXPERTS, HIDDEN)
+    x = torch.zeros(1, HIDDEN)
+    x[0, :EXPERTS] = torch.tensor([0.0, 3.0, 1.0, 2.0, -1.0, 0.5])
+    probs = torch.softmax(x[0, :EXPERTS], dim=-1)
+    weights, ids = route(x, router, 2, normalize=False)
+    assert ids.tolist() == [[1, 3]]
+    torch.testing.assert_close(weights[0], probs[[1, 3]])
+    normalised, _ = route(x, router, 2, normalize=True)
+    torch.testing.assert_close(normalised[0], probs[[1, 3]] / probs[[1, 3]].sum())
+    assert weights.dtype == torch.float32
+
+
+def test_experts_with_no_token_are_skipped_and_get_nothing():
+    _, gate_up, down = _weights(5)
+    x = torch.randn(4, HIDDEN, generator=torch.Generator().manual_seed(1))
+    ids = torch.tensor([[2, 5]] * 4)
+    weights = torch.full((4, 2), 0.5)
+    expected = _reference(x, ids, weights, gate_up, down)
+    gate_up_broken = gate_up.clone()
+    gate_up_broken[[0, 1, 3, 4]] = float("nan")  # never picked: must not be touched (dense weighs them by zero)
+    torch.testing.assert_close(grouped_experts(x, ids, weights, gate_up_broken, down, F.silu, False), expected)
+    torch.testing.assert_close(gathered_experts(x, ids, weights, gate_up_broken, down, F.silu, False), expected)
+
+
+def test_the_grouped_gemm_path_reads_nothing_on_the_host_and_compiles_as_one_graph():
+    """What a Hopper GPU's captured steps run, here on the CPU in bfloat16 (torch's grouped GEMM takes bfloat16 only
+    when compiled; dimensions multiples of 8)."""
+    from host_syncs import recorded_host_syncs
+
+    generator = torch.Generator().manual_seed(4)
+    gate_up = (torch.randn(EXPERTS, 32, 16, generator=generator) * 0.3).bfloat16()
+    down = (torch.randn(EXPERTS, 16, 16, generator=generator) * 0.3).bfloat16()
+    x = torch.randn(5, 16, generator=generator).bfloat16()
+    ids = torch.tensor([[0, 3], [3, 5], [5, 0], [2, 3], [3, 1]])
+    weights = torch.rand(5, 2, generator=generator)
+    expected = grouped_experts(x, ids, weights, gate_up, down, F.silu, True)
+    with recorded_host_syncs() as syncs:
+        got = grouped_mm_experts(x, ids, weights, gate_up, down, F.silu, True)
+    assert syncs == []
+    assert torch.equal(got, expected)
+    compiled = torch.compile(grouped_mm_experts, fullgraph=True, dynamic=False)
+    torch.testing.assert_close(compiled(x, ids, weights, gate_up, down, F.silu, True), expected, atol=0.05, rtol=0.02)
+    assert not grouped_mm_runs_on_device(x, gate_up, down)  # on the CPU the eager steps group on the host instead
+
+
+def _block(shared: bool) -> SparseMoeBlock:
+    from transformers import LlamaConfig
+
+    from executor_svc.models.llama import LlamaMLP
+
+    settings = MoeSettings(EXPERTS, 2, INTERMEDIATE, normalize_top_k=True, float32_routing_weights=False,
+                           shared_expert_intermediate_size=16 if shared else None,
+                           sparse_layers=(True,))
+    config = LlamaConfig(hidden_size=HIDDEN, intermediate_size=64, num_attention_heads=4)
+    shared_expert = LlamaMLP(config, intermediate_size=16) if shared else None
+    block = SparseMoeBlock(HIDDEN, settings, F.silu, shared_expert)
+    generator = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        for param in block.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator) * 0.3)
+    return block
+
+
+@pytest.mark.parametrize("tokens", [2, 5])
+def test_the_graph_safe_block_reads_nothing_on_the_host_and_equals_the_grouped_one(tokens):
+    from host_syncs import recorded_host_syncs
+
+    block = _block(shared=True)
+    x = torch.randn(tokens, HIDDEN, generator=torch.Generator().manual_seed(tokens))
+    with torch.inference_mode():
+        expected = block(x)
+        with recorded_host_syncs() as syncs:
+            got = block(x, graph_safe=True)
+        with recorded_host_syncs() as grouped_syncs:
+            block(x)
+    assert syncs == []
+    assert grouped_syncs, "the grouped experts read their sizes on the host (or the recorder misses it)"
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("tokens", [2, 5])  # gathered (4 picks of 6 experts), dense (10 picks)
+def test_the_block_compiles_as_one_graph(tokens):
+    """torch.compile(fullgraph=True) fails on a graph break: inside a compiled region the block runs the graph-safe
+    experts even when not asked to."""
+    block = _block(shared=True)
+    x = torch.randn(tokens, HIDDEN, generator=torch.Generator().manual_seed(2))
+    compiled = torch.compile(block, fullgraph=True, dynamic=False)
+    with torch.inference_mode():
+        torch.testing.assert_close(compiled(x), block(x), atol=1e-5, rtol=1e-5)
+
+
+def test_qwen_settings_follow_mlp_only_layers_and_decoder_sparse_step():
+    from transformers import Qwen2MoeConfig, Qwen3MoeConfig
+
+    config = Qwen3MoeConfig(num_hidden_layers=6, num_experts=8, num_experts_per_tok=2, decoder_sparse_step=2,
+                            mlp_only_layers=[3], norm_topk_prob=True, moe_intermediate_size=32)
+    settings = moe_settings_for(config)
+    assert settings is not None
+    assert settings.sparse_layers == (False, True, False, False, False, True)
+    assert (settings.num_experts, settings.top_k, settings.expert_intermediate_size) == (8, 2, 32)
+    assert settings.normalize_top_k and settings.shared_expert_intermediate_size is None
+    qwen2 = moe_settings_for(Qwen2MoeConfig(num_hidden_layers=2, shared_expert_intermediate_size=48))
+    assert qwen2 is not None and qwen2.shared_expert_intermediate_size == 48 and not qwen2.normalize_top_k
+
+
+def test_mixtral_settings_always_normalise_and_weigh_in_float32():
+    from transformers import MixtralConfig
+
+    settings = moe_settings_for(MixtralConfig(num_hidden_layers=3, num_local_experts=8, num_experts_per_tok=2,
+                                              intermediate_size=40))
+    assert settings is not None
+    assert settings.normalize_top_k and settings.float32_routing_weights
+    assert settings.expert_intermediate_size == 40 and settings.sparse_layers == (True, True, True)
+
+
+def test_out_of_range_expert_counts_are_refused_naming_the_field():
+    from transformers import LlamaConfig, MixtralConfig
+
+    with pytest.raises(ValueError, match="num_experts_per_tok: must be in \\[1, 4\\], got 5"):
+        moe_settings_for(MixtralConfig(num_local_experts=4, num_experts_per_tok=5))
+    assert moe_settings_for(LlamaConfig()) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("tokens", [1, 4, 64])
+def test_a_cuda_graph_of_the_block_replays_to_the_eager_sums(dtype, tokens):
+    """On CUDA the graph-safe experts capture into a CUDA graph (grouped GEMM in bfloat16 on Hopper, gathered or
+    dense otherwise) and replay new inputs to what the eager, host-grouped experts give."""
+    device = torch.device("cuda")
+    block = _block(shared=True).to(device=device, dtype=dtype)
+    generator = torch.Generator(device).manual_seed(tokens)
+    static_x = torch.zeros(tokens, HIDDEN, device=device, dtype=dtype)
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.inference_mode():
+        with torch.cuda.stream(side):
+            block(static_x, graph_safe=True)
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(graph):
+            static_out = block(static_x, graph_safe=True)
+        for _ in range(3):
+            x = torch.randn(tokens, HIDDEN, device=device, dtype=dtype, generator=generator)
+            static_x.copy_(x)
+            graph.replay()
+            tolerance = 2e-2 if dtype == torch.bfloat16 else 1e-5
+            torch.testing.assert_close(static_out, block(x), atol=tolerance, rtol=tolerance)
+    if dtype == torch.bfloat16 and torch.cuda.get_device_capability() >= (9, 0):
+        assert grouped_mm_runs_on_device(static_x, block.experts_gate_up_weight, block.experts_down_weight)
