@@ -15,6 +15,12 @@ from executor_svc.dummy_weights import init_dummy_weights
 from executor_svc.models.llama import LlamaModelForCausalLM
 from executor_svc.models.llama_weights import load_weights
 from executor_svc.models.registry import model_class_for
+from executor_svc.models.vision_language import (
+    is_vision_language,
+    is_vision_language_dir,
+    language_model_config,
+    language_model_tensors,
+)
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
 
 if TYPE_CHECKING:
@@ -56,15 +62,18 @@ def find_checkpoint(model_path: str | Path) -> CheckpointFiles:
 
 def load_hf_config(model_dir: str | Path, load_format: str = "auto") -> PretrainedConfig:
     """The transformers config of a checkpoint directory or GGUF file (``dummy``: a directory's
-    config.json, no weights needed)."""
+    config.json, no weights needed); a vision-language checkpoint's text config (its language model is what is
+    served: models/vision_language.py)."""
     from transformers import AutoConfig
 
     if load_format == "dummy" and (Path(model_dir) / "config.json").is_file():
-        return AutoConfig.from_pretrained(model_dir)
-    files = find_checkpoint(model_dir)
-    if files.gguf is not None:
-        return AutoConfig.from_pretrained(files.directory, gguf_file=files.gguf.name)
-    return AutoConfig.from_pretrained(files.directory)
+        config = AutoConfig.from_pretrained(model_dir)
+    else:
+        files = find_checkpoint(model_dir)
+        if files.gguf is not None:
+            return AutoConfig.from_pretrained(files.directory, gguf_file=files.gguf.name)
+        config = AutoConfig.from_pretrained(files.directory)
+    return language_model_config(config) if is_vision_language(config) else config
 
 
 def load_model(
@@ -100,6 +109,8 @@ def load_model(
     else:
         files = find_checkpoint(model_dir)
         tensors = _gguf_tensors(files.gguf) if files.gguf is not None else _safetensors_tensors(files.safetensors)
+        if files.gguf is None and is_vision_language_dir(files.directory):
+            tensors = language_model_tensors(tensors)
         load_weights(model, tensors)
     if pack_cpu_weights:
         model.pack_cpu_weights()

@@ -342,9 +342,13 @@ def _as_id_list(value: Any) -> list[int] | None:
 
 
 def _eos_token_ids(model_dir: Path, inner: tokenizers.Tokenizer, eos_token: str | None) -> list[int]:
-    """EOS ids from generation_config.json, else config.json, else the tokenizer's eos_token."""
+    """EOS ids from generation_config.json, else config.json (or its text_config: vision-language checkpoints),
+    else the tokenizer's eos_token."""
     for file_name in ("generation_config.json", "config.json"):
-        ids = _as_id_list(_read_json(model_dir / file_name).get("eos_token_id"))
+        values = _read_json(model_dir / file_name)
+        ids = _as_id_list(values.get("eos_token_id"))
+        if ids is None and isinstance(values.get("text_config"), dict):
+            ids = _as_id_list(values["text_config"].get("eos_token_id"))
         if ids is not None:
             return ids
     if eos_token is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from executor_svc.models.llama import LlamaModelForCausalLM
+from executor_svc.models.vision_language import VISION_LANGUAGE_ARCHITECTURES
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -14,8 +15,9 @@ MODEL_CLASSES: dict[str, type] = {
     for architecture in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
                          "Phi3ForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM",
                          "Gemma3ForCausalLM", "GraniteForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
-                         "Qwen3MoeForCausalLM")
+                         "Qwen3MoeForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
 }
+"""Vision-language architectures are served as their language model (models/vision_language.py)."""
 
 # Configs read from a GGUF name a model_type but no architectures.
 _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",

@@ -11,9 +11,11 @@ from tiny_models import (
     make_tiny_gemma,
     make_tiny_gemma2,
     make_tiny_gemma3,
+    make_tiny_gemma3_vision,
     make_tiny_granite,
     make_tiny_llama,
     make_tiny_mistral,
+    make_tiny_mistral3_vision,
     make_tiny_mixtral,
     make_tiny_phi3,
     make_tiny_qwen2,
@@ -61,6 +63,9 @@ MAKERS = {
     "mixtral": make_tiny_mixtral,
     "qwen2_moe_shared_expert": make_tiny_qwen2_moe,
     "qwen3_moe_dense_layer": make_tiny_qwen3_moe,
+    # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
+    "gemma3_vision_language": make_tiny_gemma3_vision,
+    "mistral3_vision_language": make_tiny_mistral3_vision,
 }
 
 
@@ -79,12 +84,13 @@ def checkpoints(tmp_path_factory) -> dict[str, tuple[Path, object]]:
 
 @pytest.fixture
 def checkpoint_and_hf(request, checkpoints, tmp_path_factory) -> tuple[Path, object]:
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     name = request.node.callspec.params["family"]
     if name not in checkpoints:
         path = MAKERS[name](tmp_path_factory.mktemp(name), seed=1)
-        checkpoints[name] = (path, AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval())
+        auto = AutoModelForImageTextToText if name.endswith("vision_language") else AutoModelForCausalLM
+        checkpoints[name] = (path, auto.from_pretrained(path, dtype=torch.float32).eval())
     return checkpoints[name]
 
 

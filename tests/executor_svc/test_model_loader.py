@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from tiny_models import (
+    make_tiny_gemma3_vision,
     make_tiny_llama,
     make_tiny_llama_gguf,
     make_tiny_mixtral,
@@ -144,6 +145,25 @@ def test_moe_experts_load_from_transformers_stacked_layout_as_from_the_checkpoin
     wrong = {**state, "model.layers.0.mlp.experts.down_proj": state["model.layers.0.mlp.experts.down_proj"][:-1]}
     with pytest.raises(ValueError, match=r"weights: 'model.layers.0.mlp.experts.down_proj' has shape \(5, 64, 48\)"):
         load_weights(from_stacked, wrong.items())
+
+
+def test_a_vision_language_checkpoint_serves_its_language_model_and_still_names_missing_tensors(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from executor_svc.config import ExecutorConfig
+    from executor_svc.server import build_runner
+
+    path = make_tiny_gemma3_vision(tmp_path, seed=2, vocab_size=300)
+    config = load_hf_config(path)
+    assert config.model_type == "gemma3_text" and config.num_hidden_layers == 2
+    _, description = build_runner(ExecutorConfig(model_dir=str(path), num_kv_blocks=16))
+    assert description.vocab_size == 300
+    tensors = load_file(path / "model.safetensors")
+    assert any(name.startswith("vision_tower.") for name in tensors)  # skipped, not refused
+    del tensors["language_model.model.layers.1.mlp.down_proj.weight"]
+    save_file(tensors, path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"missing tensors model.layers.1.mlp.down_proj.weight"):
+        load_model(path, torch.float32, torch.device("cpu"), TorchAttentionBackend())
 
 
 def test_model_class_falls_back_on_model_type_without_architectures():

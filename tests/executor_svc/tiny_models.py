@@ -149,6 +149,35 @@ def make_tiny_qwen3_moe(path: str | Path, seed: int = 0, vocab_size: int = 256, 
     return _save(Qwen3MoeForCausalLM, config, path, seed)
 
 
+def make_tiny_gemma3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Gemma3ForConditionalGeneration checkpoint (a tiny SigLIP tower and projector beside the
+    language model, stored under ``language_model.``) into `path`; ``overrides`` go to its text config."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig, SiglipVisionConfig
+
+    text = Gemma3TextConfig(**{**TINY_LLAMA_DEFAULTS, "head_dim": 16, "sliding_window": 6,
+                               "layer_types": ["sliding_attention", "full_attention"], "vocab_size": vocab_size,
+                               **overrides})
+    vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=28, patch_size=14)
+    config = Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                          image_token_index=vocab_size - 1, boi_token_index=vocab_size - 3,
+                          eoi_token_index=vocab_size - 2, initializer_range=0.1)
+    return _save(Gemma3ForConditionalGeneration, config, path, seed)
+
+
+def make_tiny_mistral3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Mistral3ForConditionalGeneration checkpoint (a tiny Pixtral tower and projector beside an
+    untied Mistral language model) into `path`; ``overrides`` go to its text config."""
+    from transformers import Mistral3Config, Mistral3ForConditionalGeneration, MistralConfig, PixtralVisionConfig
+
+    text = MistralConfig(**{**TINY_LLAMA_DEFAULTS, "vocab_size": vocab_size, **overrides})
+    vision = PixtralVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                 image_size=28, patch_size=14, head_dim=16)
+    config = Mistral3Config(text_config=text, vision_config=vision, image_token_index=vocab_size - 1,
+                            tie_word_embeddings=False)
+    return _save(Mistral3ForConditionalGeneration, config, path, seed)
+
+
 def _save(model_class: Any, config: Any, path: str | Path, seed: int) -> Path:
     torch.manual_seed(seed)
     model = model_class(config).to(torch.float32)

@@ -105,6 +105,9 @@ def test_eos_ids_come_from_generation_config_first(tmp_path):
     (directory / "generation_config.json").unlink()
     (directory / "config.json").write_text(json.dumps({"eos_token_id": 1}))
     assert Tokenizer.from_dir(directory).eos_token_ids == [1]
+    # A vision-language checkpoint keeps its language model's EOS in text_config.
+    (directory / "config.json").write_text(json.dumps({"text_config": {"eos_token_id": [1, 3]}}))
+    assert Tokenizer.from_dir(directory).eos_token_ids == [1, 3]
     (directory / "config.json").unlink()
     assert Tokenizer.from_dir(directory).eos_token_ids == [2]  # <|im_end|>, the tokenizer's eos_token
 

@@ -1,0 +1,61 @@
+"""The language model of a vision-language checkpoint, served for text (Gemma 3 4B and up, Mistral Small 3.1).
+
+Such a checkpoint nests its decoder's config as ``text_config`` and stores the decoder's tensors under
+``language_model.`` beside a vision tower and a projector. Text prompts never reach those, so the decoder is served
+alone: its config is the text config, its tensors are renamed to a text checkpoint's names, the vision tensors are
+skipped. Images are not accepted (the API takes text)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PretrainedConfig
+
+VISION_LANGUAGE_ARCHITECTURES = ("Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration")
+"""Checkpoints whose language model is served alone."""
+_LANGUAGE_PREFIXES = (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
+                      ("model.language_model.", "model."))
+"""(checkpoint prefix, text checkpoint prefix): hub layouts (``language_model.model.``) and transformers 5's own."""
+_VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.")
+
+
+def is_vision_language(config: PretrainedConfig) -> bool:
+    """Whether ``config`` is a vision-language checkpoint whose language model is served alone."""
+    return any(name in VISION_LANGUAGE_ARCHITECTURES for name in getattr(config, "architectures", None) or [])
+
+
+def is_vision_language_dir(directory: Path) -> bool:
+    """is_vision_language of the config.json in ``directory`` (False without one)."""
+    path = directory / "config.json"
+    if not path.is_file():
+        return False
+    architectures = json.loads(path.read_text()).get("architectures") or []
+    return any(name in VISION_LANGUAGE_ARCHITECTURES for name in architectures)
+
+
+def language_model_config(config: PretrainedConfig) -> PretrainedConfig:
+    """The config the decoder is built from: ``text_config`` (its architecture found from its model_type), with the
+    checkpoint's embedding tying where the outer config sets it (HF ties the outer model's head by that)."""
+    text = config.text_config
+    text.architectures = None
+    tie = getattr(config, "tie_word_embeddings", None)
+    if tie is not None:
+        text.tie_word_embeddings = bool(tie)
+    return text
+
+
+def language_model_tensors(tensors: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
+    """The decoder's tensors with a text checkpoint's names; the vision tower's and the projector's skipped."""
+    for name, tensor in tensors:
+        if name.startswith(_VISION_PREFIXES):
+            continue
+        for prefix, replacement in _LANGUAGE_PREFIXES:
+            if name.startswith(prefix):
+                name = replacement + name[len(prefix):]
+                break
+        yield name, tensor
