@@ -30,6 +30,10 @@ _FUSED_SUFFIXES = ("self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight")
 # intermediate], and Mixtral's under ``mlp.``: GGUF checkpoints arrive so (read through transformers).
 _STACKED_EXPERT_SUFFIXES = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
 _MIXTRAL_ROUTER_SUFFIX = "mlp.gate.weight"
+_GRANITE_RENAMES = (("block_sparse_moe.experts.gate_up_proj", "block_sparse_moe.input_linear.weight"),
+                    ("block_sparse_moe.experts.down_proj", "block_sparse_moe.output_linear.weight"),
+                    ("block_sparse_moe.router.weight", "block_sparse_moe.router.layer.weight"))
+_GRANITE_MOE_TYPES = ("granitemoe", "granitemoeshared")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,11 @@ class _Target:
             dim, start, end = self.part
             tensor = tensor.narrow(dim, start, end - start)
         return tensor if self.offset == 0.0 else tensor.float() + self.offset
+
+
+_Targets = _Target | tuple[_Target, ...]
+"""Where one HF tensor goes: one target, or several slices of it (a stacked gate/up tensor under tensor
+parallelism)."""
 
 
 def load_weights(model: LlamaModelForCausalLM, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
@@ -77,17 +86,20 @@ class WeightRouter:
             for part_name, part in _split_fused(name, tensor, self.config):
                 self.load(part_name, part)
             return
-        if self.moe is not None and _in_transformers_moe_layout(name, self.config):
+        if getattr(self.config, "model_type", None) in _GRANITE_MOE_TYPES:
+            name = _granite_checkpoint_name(name)
+        elif self.moe is not None and _in_transformers_moe_layout(name, self.config):
             for part_name, part in _split_stacked_experts(name, tensor, self.config, self.moe):
                 self.load(part_name, part)
             return
         target = self.targets.get(name)
         if target is None:
             raise ValueError(f"weights: unexpected tensor {name!r} for this architecture")
-        if tuple(tensor.shape) != target.shape:
-            raise ValueError(f"weights: {name!r} has shape {tuple(tensor.shape)}, expected {target.shape}")
-        with torch.no_grad():
-            target.view.copy_(target.take(tensor))
+        for slice_target in target if isinstance(target, tuple) else (target,):
+            if tuple(tensor.shape) != slice_target.shape:
+                raise ValueError(f"weights: {name!r} has shape {tuple(tensor.shape)}, expected {slice_target.shape}")
+            with torch.no_grad():
+                slice_target.view.copy_(slice_target.take(tensor))
         self.loaded.add(name)
 
     def finish(self) -> None:
@@ -120,6 +132,15 @@ def _in_transformers_moe_layout(name: str, config: PretrainedConfig) -> bool:
     return name.endswith(_STACKED_EXPERT_SUFFIXES) or (mixtral and name.endswith(_MIXTRAL_ROUTER_SUFFIX))
 
 
+def _granite_checkpoint_name(name: str) -> str:
+    """Granite MoE's checkpoint name of a tensor transformers (v5) names otherwise (its stacked experts and router
+    are stored stacked in checkpoints too, under other names)."""
+    for theirs, ours in _GRANITE_RENAMES:
+        if name.endswith(theirs):
+            return name[: -len(theirs)] + ours
+    return name
+
+
 def _split_stacked_experts(name: str, tensor: torch.Tensor, config: PretrainedConfig, moe: MoeSettings
                            ) -> list[tuple[str, torch.Tensor]]:
     """transformers' stacked expert tensors (and Mixtral's router under ``mlp.``) as the per-expert checkpoint
@@ -144,10 +165,10 @@ def _split_stacked_experts(name: str, tensor: torch.Tensor, config: PretrainedCo
     return parts
 
 
-def _model_targets(model: LlamaModelForCausalLM) -> dict[str, _Target]:
+def _model_targets(model: LlamaModelForCausalLM) -> dict[str, _Targets]:
     tp = model.tp
     vocab, offset = model.config.vocab_size, model.vocab_offset
-    targets = {
+    targets: dict[str, _Targets] = {
         "model.embed_tokens.weight": _part(tp, model.embed_weight.data, 0, offset, vocab),
         "model.norm.weight": _whole(model.norm_weight, model.variant.norm_weight_offset),
     }
@@ -160,7 +181,7 @@ def _model_targets(model: LlamaModelForCausalLM) -> dict[str, _Target]:
 
 def _layer_targets(
     prefix: str, layer: LlamaDecoderLayer, model: LlamaModelForCausalLM, tp: TensorParallel
-) -> dict[str, _Target]:
+) -> dict[str, _Targets]:
     config, norm_offset = model.config, model.variant.norm_weight_offset
     attn, mlp = layer.attn, layer.mlp
     hd = attn.head_dim
@@ -172,11 +193,13 @@ def _layer_targets(
         "k_proj": (q_rows, q_rows + kv_rows, kv_offset, all_kv_rows),
         "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows, kv_offset, all_kv_rows),
     }
-    targets = {
+    targets: dict[str, _Targets] = {
         prefix + "input_layernorm.weight": _whole(layer.input_norm_weight, norm_offset),
         prefix + "self_attn.o_proj.weight": _part(tp, attn.o_weight.data, 1, q_offset, all_q_rows),
     }
-    if isinstance(mlp, SparseMoeBlock):
+    if isinstance(mlp, SparseMoeBlock) and getattr(config, "model_type", None) in _GRANITE_MOE_TYPES:
+        targets.update(_granite_moe_targets(prefix, mlp, tp))
+    elif isinstance(mlp, SparseMoeBlock):
         targets.update(_moe_targets(prefix, mlp, model))
     else:
         targets.update(_mlp_targets(prefix + "mlp.", mlp, tp, config.intermediate_size))
@@ -239,6 +262,42 @@ def _moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM)
         targets.update(_mlp_targets(block + "shared_expert.", shared, tp, full_shared))
         targets[block + "shared_expert_gate.weight"] = _whole(moe.shared_expert_gate_weight)
     return targets
+
+
+def _granite_moe_targets(prefix: str, moe: SparseMoeBlock, tp: TensorParallel) -> dict[str, _Targets]:
+    """Granite MoE stores its experts stacked: ``input_linear`` [experts, 2 * intermediate (gate, then up), hidden],
+    ``output_linear`` [experts, hidden, intermediate], the router as ``router.layer``; Granite MoE shared adds an
+    un-gated ``shared_mlp`` with a fused ``input_linear``."""
+    block = prefix + "block_sparse_moe."
+    full = moe.settings.expert_intermediate_size
+    targets: dict[str, _Targets] = {
+        block + "router.layer.weight": _whole(moe.router_weight),
+        block + "input_linear.weight": _gate_up_halves(tp, moe.experts_gate_up_weight.data, 1,
+                                                       moe.intermediate_offset, full),
+        block + "output_linear.weight": _part(tp, moe.experts_down_weight.data, 2, moe.intermediate_offset, full),
+    }
+    shared = moe.shared_expert
+    if isinstance(shared, LlamaMLP):
+        full_shared = moe.settings.shared_expert_intermediate_size or 0
+        offset = shared.intermediate_offset
+        targets[prefix + "shared_mlp.input_linear.weight"] = _gate_up_halves(tp, shared.gate_up_weight.data, 0,
+                                                                              offset, full_shared)
+        targets[prefix + "shared_mlp.output_linear.weight"] = _part(tp, shared.down_weight.data, 1, offset,
+                                                                     full_shared)
+    return targets
+
+
+def _gate_up_halves(tp: TensorParallel, view: torch.Tensor, dim: int, offset: int, full: int) -> _Targets:
+    """The target(s) of a checkpoint tensor stacking gate then up rows (``full`` each) along ``dim`` into ``view``,
+    which holds this rank's gate rows then its up rows: under tensor parallelism, one slice of each half."""
+    if not tp.enabled:
+        return _Target(view, tuple(view.shape))
+    size = view.shape[dim] // 2
+    shape = list(view.shape)
+    shape[dim] = 2 * full
+    gate, up = view.narrow(dim, 0, size), view.narrow(dim, size, size)
+    return (_Target(gate, tuple(shape), (dim, offset, offset + size)),
+            _Target(up, tuple(shape), (dim, full + offset, full + offset + size)))
 
 
 def _norm_targets(prefix: str, layer: LlamaDecoderLayer, offset: float) -> dict[str, _Target]:

@@ -1,4 +1,5 @@
-"""The routed-experts MLP of Mixtral, Qwen2-MoE and Qwen3-MoE (with Qwen2-MoE's gated shared expert)."""
+"""The routed-experts MLP of Mixtral, Qwen2-MoE, Qwen3-MoE and Granite MoE (with a shared expert: Qwen2-MoE's gated,
+Granite MoE shared's not)."""
 
 from __future__ import annotations
 
@@ -52,8 +53,9 @@ class SparseMoeBlock(nn.Module):
             torch.empty(moe.num_experts, hidden_size, self.intermediate_size), requires_grad=False
         )
         self.shared_expert = shared_expert
+        gated = shared_expert is not None and moe.shared_expert_gated
         self.shared_expert_gate_weight = (
-            nn.Parameter(torch.empty(1, hidden_size), requires_grad=False) if shared_expert is not None else None
+            nn.Parameter(torch.empty(1, hidden_size), requires_grad=False) if gated else None
         )
         self.packed_experts: list[tuple[torch.Tensor | None, torch.Tensor | None]] = []
         """pack_weights' per-expert (gate_up, down) copies (plain attributes, like LlamaMLP's ``packed``)."""
@@ -77,7 +79,9 @@ class SparseMoeBlock(nn.Module):
         else:
             out = grouped_experts(x, ids, weights, gate_up, down, self.act, self.float32_routing_weights,
                                   self.packed_experts)
-        if self.shared_expert is not None and self.shared_expert_gate_weight is not None:
-            gate = torch.sigmoid(linear(x, self.shared_expert_gate_weight))
-            out = out + gate * cast(SharedExpert, self.shared_expert).partial_output(x, adapters)
+        if self.shared_expert is not None:
+            shared = cast(SharedExpert, self.shared_expert).partial_output(x, adapters)
+            if self.shared_expert_gate_weight is not None:
+                shared = torch.sigmoid(linear(x, self.shared_expert_gate_weight)) * shared
+            out = out + shared
         return self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out

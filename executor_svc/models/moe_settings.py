@@ -1,4 +1,5 @@
-"""What a mixture-of-experts checkpoint's config says about its sparse MLPs (Mixtral, Qwen2-MoE, Qwen3-MoE)."""
+"""What a mixture-of-experts checkpoint's config says about its sparse MLPs (Mixtral, Qwen2-MoE, Qwen3-MoE, Granite
+MoE)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
-_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe")
+_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared")
 """model_types whose MLPs are routed experts."""
 
 
@@ -27,11 +28,14 @@ class MoeSettings:
     """The expert outputs are weighted in float32 and cast back (Mixtral) rather than by weights cast to the
     activations' dtype first (Qwen); the same in float32, slightly different in bf16."""
     shared_expert_intermediate_size: int | None
-    """Qwen2-MoE's always-on shared expert, scaled by sigmoid(x . shared_expert_gate) (None: none)."""
+    """The always-on shared expert's width (Qwen2-MoE, Granite MoE shared; None: none)."""
     sparse_layers: tuple[bool, ...]
     """Per layer, whether its MLP is the routed experts (else a dense MLP of config.intermediate_size)."""
     intermediate_size_field: str = "moe_intermediate_size"
     """The config field expert_intermediate_size comes from (named in errors)."""
+    shared_expert_gated: bool = True
+    """The shared expert's output is scaled by sigmoid(x . shared_expert_gate) (Qwen2-MoE) rather than added as it
+    is (Granite MoE shared)."""
 
     def __post_init__(self) -> None:
         if self.num_experts < 1:
@@ -60,6 +64,20 @@ def moe_settings_for(config: PretrainedConfig) -> MoeSettings | None:
             shared_expert_intermediate_size=None,
             sparse_layers=(True,) * config.num_hidden_layers,
             intermediate_size_field="intermediate_size",
+        )
+    if model_type in ("granitemoe", "granitemoeshared"):
+        shared = getattr(config, "shared_intermediate_size", 0) if model_type == "granitemoeshared" else 0
+        # Granite takes the softmax over the top-k logits: the top-k probabilities, normalised.
+        return MoeSettings(
+            num_experts=int(config.num_local_experts),
+            top_k=int(config.num_experts_per_tok),
+            expert_intermediate_size=int(config.intermediate_size),
+            normalize_top_k=True,
+            float32_routing_weights=False,
+            shared_expert_intermediate_size=int(shared) if shared else None,
+            sparse_layers=(True,) * config.num_hidden_layers,
+            intermediate_size_field="intermediate_size",
+            shared_expert_gated=False,
         )
     if model_type in ("qwen2_moe", "qwen3_moe") and int(config.num_experts) > 0:  # 0 experts: all layers dense
         shared = getattr(config, "shared_expert_intermediate_size", None) if model_type == "qwen2_moe" else None

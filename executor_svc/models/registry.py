@@ -15,7 +15,8 @@ MODEL_CLASSES: dict[str, type] = {
     for architecture in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
                          "Phi3ForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM",
                          "Gemma3ForCausalLM", "GraniteForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
-                         "Qwen3MoeForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
+                         "Qwen3MoeForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM",
+                         *VISION_LANGUAGE_ARCHITECTURES)
 }
 """Vision-language architectures are served as their language model (models/vision_language.py)."""
 
@@ -25,7 +26,9 @@ _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForC
                                 "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
                                 "gemma3_text": "Gemma3ForCausalLM",
                                 "granite": "GraniteForCausalLM", "mixtral": "MixtralForCausalLM",
-                                "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM"}
+                                "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
+                                "granitemoe": "GraniteMoeForCausalLM",
+                                "granitemoeshared": "GraniteMoeSharedForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

@@ -13,6 +13,7 @@ from tiny_models import (
     make_tiny_gemma3,
     make_tiny_gemma3_vision,
     make_tiny_granite,
+    make_tiny_granite_moe,
     make_tiny_llama,
     make_tiny_mistral,
     make_tiny_mistral3_vision,
@@ -63,6 +64,8 @@ MAKERS = {
     "mixtral": make_tiny_mixtral,
     "qwen2_moe_shared_expert": make_tiny_qwen2_moe,
     "qwen3_moe_dense_layer": make_tiny_qwen3_moe,
+    "granite_moe_shared": make_tiny_granite_moe,
+    "granite_moe": lambda path, seed: make_tiny_granite_moe(path, seed, shared_intermediate_size=0),
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,

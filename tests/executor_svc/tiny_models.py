@@ -149,6 +149,24 @@ def make_tiny_qwen3_moe(path: str | Path, seed: int = 0, vocab_size: int = 256, 
     return _save(Qwen3MoeForCausalLM, config, path, seed)
 
 
+def make_tiny_granite_moe(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random GraniteMoeSharedForCausalLM checkpoint (Granite's multipliers, 6 stacked experts of which 2 per
+    token, an un-gated shared MLP; ``shared_intermediate_size=0``: none) into `path`."""
+    from transformers import GraniteMoeSharedConfig, GraniteMoeSharedForCausalLM
+
+    granite = {"embedding_multiplier": 3.0, "residual_multiplier": 0.5, "attention_multiplier": 0.2,
+               "logits_scaling": 2.5, "num_local_experts": 6, "num_experts_per_tok": 2, "intermediate_size": 48,
+               "shared_intermediate_size": 40}
+    config = GraniteMoeSharedConfig(**{**TINY_LLAMA_DEFAULTS, **granite, "vocab_size": vocab_size, **overrides})
+    if not config.shared_intermediate_size:
+        from transformers import GraniteMoeConfig, GraniteMoeForCausalLM
+
+        plain = GraniteMoeConfig(**{key: value for key, value in config.to_dict().items()
+                                    if key not in ("shared_intermediate_size", "model_type", "architectures")})
+        return _save(GraniteMoeForCausalLM, plain, path, seed)
+    return _save(GraniteMoeSharedForCausalLM, config, path, seed)
+
+
 def make_tiny_gemma3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random Gemma3ForConditionalGeneration checkpoint (a tiny SigLIP tower and projector beside the
     language model, stored under ``language_model.``) into `path`; ``overrides`` go to its text config."""

@@ -10,6 +10,7 @@ import torch
 from gloo_ranks import results_on_ranks
 from step_plans import BATCHES, outputs_of, plan_steps, requests_plain
 from tiny_models import (
+    make_tiny_granite_moe,
     make_tiny_llama,
     make_tiny_phi3,
     make_tiny_qwen2,
@@ -28,6 +29,8 @@ MAKERS = {
     "phi3": make_tiny_phi3,  # fused checkpoint tensors split, then sliced per rank
     # every expert's and the shared expert's intermediate rows split (48 and 80 over 2), the router replicated
     "qwen2_moe": make_tiny_qwen2_moe,
+    # stacked gate/up tensors (experts' and the shared MLP's): one slice of each half per rank
+    "granite_moe_shared": make_tiny_granite_moe,
     # 3 KV heads over 2 ranks: groups split unevenly (2 + 1), as for the default model's 9 heads / 3 KV heads
     "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
                                                            num_key_value_heads=3),
