@@ -69,7 +69,7 @@ def unrolled_forward(head: EagleHead, batch: PackedBatch, embed: torch.Tensor, l
         positions = batch.positions + (step - 1)
         cos, sin = cos_table[positions].unsqueeze(1), sin_table[positions].unsqueeze(1)
         x = head.combine(features, embed[tokens])
-        attended = _attention_block(layer, rms_norm(x, layer.input_norm_weight, layer.eps), cos, sin, attention)
+        attended = _attention_block(layer, layer.attention_input(x), cos, sin, attention)
         hidden = layer.join_attention(x, attended)
         hidden = hidden + layer.mlp_branch(hidden)
         predicted = rms_norm(hidden, head.norm_weight, head.eps)

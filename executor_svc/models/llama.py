@@ -70,12 +70,16 @@ class LlamaAttention(nn.Module):
         )
         self.o_bias = nn.Parameter(torch.zeros(config.hidden_size), requires_grad=False) if variant.o_bias else None
         qk_heads = self.num_heads + self.num_kv_heads
-        # Qwen3 normalises each q and k head; one norm over all of them with a per-head weight row.
+        # Qwen3 normalises each q and k head; one norm over all of them with a per-head weight row. OLMo normalises
+        # all of q's heads at once, and all of k's (qk_norm_full_width; the same weight rows, flattened).
         self.qk_norm_weight = (
             nn.Parameter(torch.ones(qk_heads, self.head_dim), requires_grad=False)
             if variant.qk_norm
             else None
         )
+        self.qk_norm_full_width = variant.qk_norm_full_width
+        self.full_widths = (config.num_attention_heads * self.head_dim, config.num_key_value_heads * self.head_dim)
+        """The checkpoint's q and k widths: what a full-width norm divides its sums of squares by."""
         self.packed: dict[str, torch.Tensor] = {}
         """pack_weights' copies of the projections (plain attributes: not moved, cast or saved with the module)."""
         self.qkv_lora: LoraProjection | None = None
@@ -111,10 +115,26 @@ class LlamaAttention(nn.Module):
                           adapters)
         qk = qkv[:, : qk_heads * self.head_dim].reshape(tokens, qk_heads, self.head_dim)
         v = qkv[:, qk_heads * self.head_dim :].reshape(tokens, self.num_kv_heads, self.head_dim)
-        if self.qk_norm_weight is not None:
+        if self.qk_norm_weight is not None and self.qk_norm_full_width:
+            qk = self._full_width_qk_norm(qk, self.qk_norm_weight)
+        elif self.qk_norm_weight is not None:
             qk = F.rms_norm(qk, (self.head_dim,), eps=self.eps) * self.qk_norm_weight
         qk = apply_rotary(qk, cos, sin)
         return qk[:, : self.num_heads], qk[:, self.num_heads :], v
+
+    def _full_width_qk_norm(self, qk: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """q's heads normed as one vector and k's as another, [T, H + KVH, D] (OLMo: RMSNorm over
+        num_heads * head_dim). Under tensor parallelism a rank holds some heads: the sums of squares are summed over
+        the ranks first. Computed in float32 and scaled before the cast back, as HF's OLMo norm does."""
+        dtype = qk.dtype
+        parts = qk.float().split([self.num_heads, self.num_kv_heads], dim=1)
+        squares = torch.stack([part.pow(2).sum(dim=(1, 2)) for part in parts], dim=1)  # [T, 2]: q's, k's
+        if self.tp.enabled:
+            squares = self.tp.all_reduce(squares)
+        # Python floats, not a tensor made here: nothing is copied from the host inside a captured step.
+        normed = [part * torch.rsqrt(squares[:, i] / float(width) + self.eps).view(-1, 1, 1)
+                  for i, (part, width) in enumerate(zip(parts, self.full_widths))]
+        return (weight.float() * torch.cat(normed, dim=1)).to(dtype)
 
     def project_out(self, out: torch.Tensor, adapters: AdapterRows | None = None) -> torch.Tensor:
         """Attention output [T, H, D] -> [T, hidden] (summed over ranks under tensor parallelism)."""
@@ -181,7 +201,8 @@ class LlamaMLP(nn.Module):
 
 class LlamaDecoderLayer(nn.Module):
     """Pre-norm decoder layer: x + s * attn(norm(x)), then x + s * mlp(norm(x)) (s: Granite's residual_multiplier,
-    else 1); with sandwich norms (Gemma 3) the attention and MLP outputs are normed too before they are added."""
+    else 1); with sandwich norms (Gemma 2 and 3) the attention and MLP outputs are normed too before they are added;
+    OLMo 2 norms only the outputs."""
 
     def __init__(
         self,
@@ -198,9 +219,11 @@ class LlamaDecoderLayer(nn.Module):
         self.eps = config.rms_norm_eps
         self.residual_scale = variant.residual_scale
         hidden = config.hidden_size
-        self.input_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False)
-        self.post_attention_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False)
-        """The norm of the MLP's input (HF Llama's post_attention_layernorm; Gemma 3's pre_feedforward_layernorm)."""
+        pre = variant.pre_norms
+        self.input_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if pre else None
+        self.post_attention_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if pre else None
+        """The norm of the MLP's input (HF Llama's post_attention_layernorm; Gemma 3's pre_feedforward_layernorm;
+        None with OLMo 2's output-only norms)."""
         sandwich = variant.sandwich_norms
         self.attention_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
         self.mlp_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
@@ -218,9 +241,13 @@ class LlamaDecoderLayer(nn.Module):
         adapters: AdapterRows | None = None,
     ) -> torch.Tensor:
         """hidden [T, hidden] -> [T, hidden]."""
-        normed = rms_norm(hidden, self.input_norm_weight, self.eps)
-        hidden = self.join_attention(hidden, self.attn(normed, cos, sin, kv_layer, meta, adapters))
+        attended = self.attn(self.attention_input(hidden), cos, sin, kv_layer, meta, adapters)
+        hidden = self.join_attention(hidden, attended)
         return hidden + self.mlp_branch(hidden, adapters, graph_safe=meta.is_static)
+
+    def attention_input(self, hidden: torch.Tensor) -> torch.Tensor:
+        """What the attention reads from the residual stream: its norm (none with OLMo 2's output-only norms)."""
+        return hidden if self.input_norm_weight is None else rms_norm(hidden, self.input_norm_weight, self.eps)
 
     def join_attention(self, hidden: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
         """The residual stream after the attention output ``attended`` joins it."""
@@ -232,7 +259,8 @@ class LlamaDecoderLayer(nn.Module):
                    ) -> torch.Tensor:
         """What the MLP adds to the residual stream ``hidden`` (``graph_safe``: a captured step's forward, in which
         routed experts must not read the host)."""
-        out = self.mlp(rms_norm(hidden, self.post_attention_norm_weight, self.eps), adapters, graph_safe)
+        norm = self.post_attention_norm_weight
+        out = self.mlp(hidden if norm is None else rms_norm(hidden, norm, self.eps), adapters, graph_safe)
         if self.mlp_out_norm_weight is not None:
             out = rms_norm(out, self.mlp_out_norm_weight, self.eps)
         return self.scale_residual(out)

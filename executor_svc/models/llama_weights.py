@@ -194,9 +194,10 @@ def _layer_targets(
         "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows, kv_offset, all_kv_rows),
     }
     targets: dict[str, _Targets] = {
-        prefix + "input_layernorm.weight": _whole(layer.input_norm_weight, norm_offset),
         prefix + "self_attn.o_proj.weight": _part(tp, attn.o_weight.data, 1, q_offset, all_q_rows),
     }
+    if layer.input_norm_weight is not None:
+        targets[prefix + "input_layernorm.weight"] = _whole(layer.input_norm_weight, norm_offset)
     if isinstance(mlp, SparseMoeBlock) and getattr(config, "model_type", None) in _GRANITE_MOE_TYPES:
         targets.update(_granite_moe_targets(prefix, mlp, tp))
     elif isinstance(mlp, SparseMoeBlock):
@@ -210,7 +211,12 @@ def _layer_targets(
             targets[f"{prefix}self_attn.{part}.bias"] = _part(tp, attn.qkv_bias.data[start:end], 0, offset, full)
     if attn.o_bias is not None:
         targets[prefix + "self_attn.o_proj.bias"] = _whole(attn.o_bias)
-    if attn.qk_norm_weight is not None:
+    if attn.qk_norm_weight is not None and attn.qk_norm_full_width:
+        # OLMo: one weight per feature of all q heads ([heads * head_dim]), and of all k heads; this rank's slices.
+        q_rows, k_rows = attn.qk_norm_weight.data[: attn.num_heads], attn.qk_norm_weight.data[attn.num_heads :]
+        targets[prefix + "self_attn.q_norm.weight"] = _part(tp, q_rows.view(-1), 0, q_offset, all_q_rows)
+        targets[prefix + "self_attn.k_norm.weight"] = _part(tp, k_rows.view(-1), 0, kv_offset, all_kv_rows)
+    elif attn.qk_norm_weight is not None:
         head_dim = (attn.head_dim,)
         q_rows, k_rows = attn.qk_norm_weight.data[: attn.num_heads], attn.qk_norm_weight.data[attn.num_heads :]
         targets[prefix + "self_attn.q_norm.weight"] = _Target(q_rows, head_dim, offset=norm_offset)
@@ -302,14 +308,20 @@ def _gate_up_halves(tp: TensorParallel, view: torch.Tensor, dim: int, offset: in
 
 def _norm_targets(prefix: str, layer: LlamaDecoderLayer, offset: float) -> dict[str, _Target]:
     """The layer's norms after the input one: Llama's post_attention_layernorm is the MLP's input norm; with
-    sandwich norms (Gemma 3) that name is the attention output's and pre_feedforward_layernorm the MLP's."""
-    if layer.attention_out_norm_weight is None or layer.mlp_out_norm_weight is None:
-        return {prefix + "post_attention_layernorm.weight": _whole(layer.post_attention_norm_weight, offset)}
-    return {
-        prefix + "post_attention_layernorm.weight": _whole(layer.attention_out_norm_weight, offset),
-        prefix + "pre_feedforward_layernorm.weight": _whole(layer.post_attention_norm_weight, offset),
-        prefix + "post_feedforward_layernorm.weight": _whole(layer.mlp_out_norm_weight, offset),
-    }
+    sandwich norms (Gemma 2 and 3) that name is the attention output's, pre_feedforward_layernorm the MLP's input's
+    (OLMo 2 has none) and post_feedforward_layernorm the MLP output's."""
+    mlp_input, attention_out, mlp_out = (layer.post_attention_norm_weight, layer.attention_out_norm_weight,
+                                         layer.mlp_out_norm_weight)
+    targets = {}
+    if attention_out is None or mlp_out is None:
+        if mlp_input is not None:
+            targets[prefix + "post_attention_layernorm.weight"] = _whole(mlp_input, offset)
+        return targets
+    targets[prefix + "post_attention_layernorm.weight"] = _whole(attention_out, offset)
+    targets[prefix + "post_feedforward_layernorm.weight"] = _whole(mlp_out, offset)
+    if mlp_input is not None:
+        targets[prefix + "pre_feedforward_layernorm.weight"] = _whole(mlp_input, offset)
+    return targets
 
 
 def _whole(param: torch.Tensor, offset: float = 0.0) -> _Target:

@@ -1,5 +1,5 @@
 """What a mixture-of-experts checkpoint's config says about its sparse MLPs (Mixtral, Qwen2-MoE, Qwen3-MoE, Granite
-MoE)."""
+MoE, OLMoE)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
-_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared")
+_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared", "olmoe")
 """model_types whose MLPs are routed experts."""
 
 
@@ -78,6 +78,17 @@ def moe_settings_for(config: PretrainedConfig) -> MoeSettings | None:
             sparse_layers=(True,) * config.num_hidden_layers,
             intermediate_size_field="intermediate_size",
             shared_expert_gated=False,
+        )
+    if model_type == "olmoe":
+        return MoeSettings(
+            num_experts=int(config.num_experts),
+            top_k=int(config.num_experts_per_tok),
+            expert_intermediate_size=int(config.intermediate_size),
+            normalize_top_k=bool(config.norm_topk_prob),
+            float32_routing_weights=False,
+            shared_expert_intermediate_size=None,
+            sparse_layers=(True,) * config.num_hidden_layers,
+            intermediate_size_field="intermediate_size",
         )
     if model_type in ("qwen2_moe", "qwen3_moe") and int(config.num_experts) > 0:  # 0 experts: all layers dense
         shared = getattr(config, "shared_expert_intermediate_size", None) if model_type == "qwen2_moe" else None

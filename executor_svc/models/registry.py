@@ -16,7 +16,7 @@ MODEL_CLASSES: dict[str, type] = {
                          "Phi3ForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM",
                          "Gemma3ForCausalLM", "GraniteForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
                          "Qwen3MoeForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM",
-                         *VISION_LANGUAGE_ARCHITECTURES)
+                         "Olmo2ForCausalLM", "Olmo3ForCausalLM", "OlmoeForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
 }
 """Vision-language architectures are served as their language model (models/vision_language.py)."""
 
@@ -28,7 +28,8 @@ _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForC
                                 "granite": "GraniteForCausalLM", "mixtral": "MixtralForCausalLM",
                                 "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
                                 "granitemoe": "GraniteMoeForCausalLM",
-                                "granitemoeshared": "GraniteMoeSharedForCausalLM"}
+                                "granitemoeshared": "GraniteMoeSharedForCausalLM", "olmo2": "Olmo2ForCausalLM",
+                                "olmo3": "Olmo3ForCausalLM", "olmoe": "OlmoeForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

@@ -1,8 +1,8 @@
 """What each supported HF architecture changes in the shared Llama-family decoder.
 
-Llama, Mistral, Qwen2/3, Phi-3, Gemma, Gemma 2, Gemma 3 (text), Granite and the MoE models Mixtral, Qwen2-MoE and
-Qwen3-MoE are one pre-norm decoder (attention then a gated MLP or routed experts, RoPE, RMSNorm) that differ in
-constants and a few switches; ModelVariant holds them, read once from the HF config."""
+Llama, Mistral, Qwen2/3, Phi-3, Gemma, Gemma 2, Gemma 3 (text), Granite, OLMo 2/3 and the MoE models Mixtral,
+Qwen2-MoE, Qwen3-MoE, Granite MoE and OLMoE are one decoder (attention then a gated MLP or routed experts, RoPE,
+RMSNorm) that differ in constants and a few switches; ModelVariant holds them, read once from the HF config."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 
 _FUSED_CHECKPOINT_TYPES = ("phi3",)
 """model_types whose checkpoints store q/k/v as one ``qkv_proj`` and gate/up as one ``gate_up_proj``."""
+_POST_NORM_TYPES = ("olmo2", "olmo3")
+"""model_types that norm each branch's output and not its input."""
+_OLMO_TYPES = ("olmo2", "olmo3", "olmoe")
+"""model_types whose q and k norms span all heads."""
 _GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 """model_types whose RMSNorms scale by 1 + w and whose embeddings are scaled by sqrt(hidden_size)."""
 
@@ -34,7 +38,11 @@ class ModelVariant:
     qk_norm: bool
     """Per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3)."""
     sandwich_norms: bool
-    """RMSNorm of the attention and MLP outputs too, before they join the residual stream (Gemma 2 and 3)."""
+    """RMSNorm of the attention and MLP outputs too, before they join the residual stream (Gemma 2 and 3, OLMo 2)."""
+    pre_norms: bool
+    """RMSNorm of the attention's and the MLP's inputs (every family but OLMo 2 and 3, which norm outputs only)."""
+    qk_norm_full_width: bool
+    """The q and k norms span all heads' features at once (OLMo 2 and 3, OLMoE) rather than each head's."""
     norm_weight_offset: float
     """Added to every RMSNorm weight at load: Gemma stores w and scales by (1 + w)."""
     embedding_scale: float
@@ -85,8 +93,10 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         hidden_act=hidden_act_of(config),
         qkv_bias=attention_bias or _qwen2_qkv_bias(config, model_type),
         o_bias=attention_bias,
-        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text"),
-        sandwich_norms=model_type in ("gemma2", "gemma3_text"),
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text", *_OLMO_TYPES),
+        sandwich_norms=model_type in ("gemma2", "gemma3_text", *_POST_NORM_TYPES),
+        pre_norms=model_type not in _POST_NORM_TYPES,
+        qk_norm_full_width=model_type in _OLMO_TYPES,
         norm_weight_offset=1.0 if model_type in _GEMMA_TYPES else 0.0,
         embedding_scale=_embedding_scale(config, model_type),
         residual_scale=float(getattr(config, "residual_multiplier", 1.0)),
@@ -166,6 +176,8 @@ def _check_supported(config: PretrainedConfig) -> None:
         raise ValueError("use_bidirectional_attention: only causal attention is served")
     if getattr(config, "mlp_bias", False):
         raise ValueError("mlp_bias: MLP biases are not supported")
+    if getattr(config, "clip_qkv", None) is not None:
+        raise ValueError("clip_qkv: clamped q/k/v projections are not supported")
     layer_types = getattr(config, "layer_types", None) or []
     unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention"})
     if unknown:

@@ -167,6 +167,35 @@ def make_tiny_granite_moe(path: str | Path, seed: int = 0, vocab_size: int = 256
     return _save(GraniteMoeSharedForCausalLM, config, path, seed)
 
 
+def make_tiny_olmo2(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Olmo2ForCausalLM checkpoint (norms of the attention and MLP outputs only, q and k normed over
+    all their heads) into `path`."""
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+
+    config = Olmo2Config(**{**TINY_LLAMA_DEFAULTS, "vocab_size": vocab_size, **overrides})
+    return _save(Olmo2ForCausalLM, config, path, seed)
+
+
+def make_tiny_olmo3(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Olmo3ForCausalLM checkpoint (OLMo 2's layer, layer 0 with a 6-position sliding window) into
+    `path`."""
+    from transformers import Olmo3Config, Olmo3ForCausalLM
+
+    windows = {"sliding_window": 6, "layer_types": ["sliding_attention", "full_attention"]}
+    config = Olmo3Config(**{**TINY_LLAMA_DEFAULTS, **windows, "vocab_size": vocab_size, **overrides})
+    return _save(Olmo3ForCausalLM, config, path, seed)
+
+
+def make_tiny_olmoe(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random OlmoeForCausalLM checkpoint (pre-norm layers, q and k normed over all their heads, 6 experts
+    of which 2 per token, un-normalised top-k weights) into `path`."""
+    from transformers import OlmoeConfig, OlmoeForCausalLM
+
+    experts = {"num_experts": 6, "num_experts_per_tok": 2, "intermediate_size": 48, "norm_topk_prob": False}
+    config = OlmoeConfig(**{**TINY_LLAMA_DEFAULTS, **experts, "vocab_size": vocab_size, **overrides})
+    return _save(OlmoeForCausalLM, config, path, seed)
+
+
 def make_tiny_gemma3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random Gemma3ForConditionalGeneration checkpoint (a tiny SigLIP tower and projector beside the
     language model, stored under ``language_model.``) into `path`; ``overrides`` go to its text config."""

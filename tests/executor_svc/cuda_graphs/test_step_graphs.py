@@ -16,6 +16,8 @@ from tiny_models import (
     make_tiny_llama,
     make_tiny_mistral,
     make_tiny_mixtral,
+    make_tiny_olmo2,
+    make_tiny_olmoe,
     make_tiny_phi3,
     make_tiny_qwen2_moe,
     make_tiny_qwen3_moe,
@@ -144,10 +146,11 @@ def test_batches_outside_the_captured_shapes_run_eagerly(checkpoint):
 # scaled embeddings and a head size that is not hidden / heads (Gemma), and Gemma 3's sandwich norms, local layers
 # with their own RoPE and soft-capped logits, Gemma 2's soft-capped attention scores, in the captured, padded steps.
 # MoE models: captured steps run the graph-safe experts, gathered for one sequence (fewer picks than experts), dense
-# for more; Qwen2-MoE's shared expert, Qwen3-MoE's dense layer.
+# for more; Qwen2-MoE's shared expert, Qwen3-MoE's dense layer; OLMo's output-only norms and q/k norms over all heads.
 OTHER_FAMILIES = {"mistral": make_tiny_mistral, "phi3": make_tiny_phi3, "gemma": make_tiny_gemma,
                   "gemma2": make_tiny_gemma2, "gemma3": make_tiny_gemma3, "mixtral": make_tiny_mixtral,
-                  "qwen2_moe": make_tiny_qwen2_moe, "qwen3_moe": make_tiny_qwen3_moe}
+                  "qwen2_moe": make_tiny_qwen2_moe, "qwen3_moe": make_tiny_qwen3_moe, "olmo2": make_tiny_olmo2,
+                  "olmoe": make_tiny_olmoe}
 
 
 @pytest.fixture(scope="module", params=sorted(OTHER_FAMILIES))

@@ -12,6 +12,7 @@ from step_plans import BATCHES, outputs_of, plan_steps, requests_plain
 from tiny_models import (
     make_tiny_granite_moe,
     make_tiny_llama,
+    make_tiny_olmo2,
     make_tiny_phi3,
     make_tiny_qwen2,
     make_tiny_qwen2_moe,
@@ -31,6 +32,8 @@ MAKERS = {
     "qwen2_moe": make_tiny_qwen2_moe,
     # stacked gate/up tensors (experts' and the shared MLP's): one slice of each half per rank
     "granite_moe_shared": make_tiny_granite_moe,
+    # q and k normed over all heads: each rank's sums of squares summed over the ranks
+    "olmo2": make_tiny_olmo2,
     # 3 KV heads over 2 ranks: groups split unevenly (2 + 1), as for the default model's 9 heads / 3 KV heads
     "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
                                                            num_key_value_heads=3),
