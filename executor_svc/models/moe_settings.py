@@ -55,41 +55,13 @@ def moe_settings_for(config: PretrainedConfig) -> MoeSettings | None:
     """The MoE settings of a config (None: a dense model); ValueError naming the config field that is out of range."""
     model_type = getattr(config, "model_type", None)
     if model_type == "mixtral":
-        return MoeSettings(
-            num_experts=int(config.num_local_experts),
-            top_k=int(config.num_experts_per_tok),
-            expert_intermediate_size=int(config.intermediate_size),
-            normalize_top_k=True,
-            float32_routing_weights=True,
-            shared_expert_intermediate_size=None,
-            sparse_layers=(True,) * config.num_hidden_layers,
-            intermediate_size_field="intermediate_size",
-        )
+        return _every_layer_sparse(config, "num_local_experts", normalize=True, float32_weights=True)
     if model_type in ("granitemoe", "granitemoeshared"):
-        shared = getattr(config, "shared_intermediate_size", 0) if model_type == "granitemoeshared" else 0
         # Granite takes the softmax over the top-k logits: the top-k probabilities, normalised.
-        return MoeSettings(
-            num_experts=int(config.num_local_experts),
-            top_k=int(config.num_experts_per_tok),
-            expert_intermediate_size=int(config.intermediate_size),
-            normalize_top_k=True,
-            float32_routing_weights=False,
-            shared_expert_intermediate_size=int(shared) if shared else None,
-            sparse_layers=(True,) * config.num_hidden_layers,
-            intermediate_size_field="intermediate_size",
-            shared_expert_gated=False,
-        )
+        shared = getattr(config, "shared_intermediate_size", 0) if model_type == "granitemoeshared" else 0
+        return _every_layer_sparse(config, "num_local_experts", normalize=True, shared=shared, gated=False)
     if model_type == "olmoe":
-        return MoeSettings(
-            num_experts=int(config.num_experts),
-            top_k=int(config.num_experts_per_tok),
-            expert_intermediate_size=int(config.intermediate_size),
-            normalize_top_k=bool(config.norm_topk_prob),
-            float32_routing_weights=False,
-            shared_expert_intermediate_size=None,
-            sparse_layers=(True,) * config.num_hidden_layers,
-            intermediate_size_field="intermediate_size",
-        )
+        return _every_layer_sparse(config, "num_experts", normalize=bool(config.norm_topk_prob))
     if model_type in ("qwen2_moe", "qwen3_moe") and int(config.num_experts) > 0:  # 0 experts: all layers dense
         shared = getattr(config, "shared_expert_intermediate_size", None) if model_type == "qwen2_moe" else None
         return MoeSettings(
@@ -102,6 +74,22 @@ def moe_settings_for(config: PretrainedConfig) -> MoeSettings | None:
             sparse_layers=_qwen_sparse_layers(config),
         )
     return None
+
+
+def _every_layer_sparse(config: PretrainedConfig, experts_field: str, normalize: bool, float32_weights: bool = False,
+                        shared: int | None = None, gated: bool = True) -> MoeSettings:
+    """Settings of a model whose every layer routes, each expert config.intermediate_size wide."""
+    return MoeSettings(
+        num_experts=int(getattr(config, experts_field)),
+        top_k=int(config.num_experts_per_tok),
+        expert_intermediate_size=int(config.intermediate_size),
+        normalize_top_k=normalize,
+        float32_routing_weights=float32_weights,
+        shared_expert_intermediate_size=int(shared) if shared else None,
+        sparse_layers=(True,) * config.num_hidden_layers,
+        intermediate_size_field="intermediate_size",
+        shared_expert_gated=gated,
+    )
 
 
 def _qwen_sparse_layers(config: PretrainedConfig) -> tuple[bool, ...]:
