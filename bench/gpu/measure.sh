@@ -6,7 +6,7 @@
 #   run(command="bash bench/gpu/measure.sh 560 tests default", carry=[".gpu-kit"], timeout_s=580)
 #
 # Parts: tests (the GPU tests of `stepahead gpu-check`; 165 s on a fresh H200 on 2026-11-27), triton (one layer's
-# attention time per backend), default | 1.7b | 8b | small (`stepahead bench` on that model shape, sync and async,
+# attention time per backend), default | 1.7b | 8b | small | moe (`stepahead bench` on that model shape, sync and async,
 # with the HF peers its acceptance asks for; the default shape ran 363 s and was not finished). Concurrencies and
 # peers per shape as in client/gpu_check.py; override the concurrencies with CONCURRENCY="1 16".
 # EXTRA="--stream-interval 1 4" (any bench flags) is appended to each bench command.
@@ -52,7 +52,7 @@ for p in $PARTS; do
     triton)
       part triton-layer-time 40 python3 bench/experiments/triton_attention_gpu_check.py --batches 1,16,64 \
         --context 600 --splits auto,1 --iters 100 ;;
-    default|1.7b|8b|small)
+    default|1.7b|8b|small|moe)
       mapfile -t command < <(python3 -c "
 from pathlib import Path; from client.gpu_check import _bench_command
 print('\n'.join(_bench_command('$p', 128, Path('$WORK'))))")

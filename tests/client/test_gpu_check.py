@@ -31,13 +31,14 @@ def test_a_failing_part_does_not_stop_the_later_ones(tmp_path, monkeypatch):
     assert ran == ["gpu-tests.log", "bench-default.log", "bench-small.log"]
 
 
-@pytest.mark.parametrize("shape", ["default", "1.7b", "8b", "small"])
+@pytest.mark.parametrize("shape", ["default", "1.7b", "8b", "small", "moe"])
 def test_bench_commands_parse_as_stepahead_bench(shape, tmp_path):
     command = _bench_command(shape, 128, tmp_path)
     args = cli._build_parser().parse_args(command[command.index("bench") :])
     assert (args.device, args.dtype, args.max_tokens, args.ignore_eos) == ("cuda", "bfloat16", 128, True)
     assert args.model_shape == (None if shape == "small" else shape) and args.small_model == (shape == "small")
-    peers = {"default": ["eager", "compiled"], "small": ["eager", "compiled"], "1.7b": ["compiled"], "8b": []}[shape]
+    peers = {"default": ["eager", "compiled"], "small": ["eager", "compiled"], "1.7b": ["compiled"], "8b": [],
+             "moe": ["eager"]}[shape]
     assert (args.no_hf, args.hf_peers) == ((False, peers) if peers else (True, ["eager", "compiled"]))
 
 
@@ -48,7 +49,7 @@ def test_without_cuda_it_exits_2_and_says_why(tmp_path, capsys):
     assert "CUDA" in capsys.readouterr().err
 
 
-def test_by_default_every_shape_is_benchmarked(tmp_path, monkeypatch):
+def test_by_default_every_shape_the_acceptance_names_is_benchmarked(tmp_path, monkeypatch):
     ran = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(gpu_check, "_run_logged", lambda command, log: ran.append(log.name) or 0)
