@@ -43,10 +43,13 @@ class LlamaAttention(nn.Module):
         tp: TensorParallel = SINGLE,
         variant: ModelVariant | None = None,
         sliding_window: int | None = None,
+        rotary: bool = True,
     ) -> None:
+        """``rotary``: q and k are rotated by their positions (False: a NoPE layer, SmolLM3's)."""
         super().__init__()
         variant = variant or variant_for(config)
         self.tp = tp
+        self.rotary = rotary
         # Split by KV-head groups, unevenly if need be (SmolLM2-135M has 3 KV heads): each rank keeps whole groups.
         kv_start, kv_end = tp.split(config.num_key_value_heads, "num_key_value_heads")
         group = config.num_attention_heads // config.num_key_value_heads
@@ -119,7 +122,8 @@ class LlamaAttention(nn.Module):
             qk = self._full_width_qk_norm(qk, self.qk_norm_weight)
         elif self.qk_norm_weight is not None:
             qk = F.rms_norm(qk, (self.head_dim,), eps=self.eps) * self.qk_norm_weight
-        qk = apply_rotary(qk, cos, sin)
+        if self.rotary:
+            qk = apply_rotary(qk, cos, sin)
         return qk[:, : self.num_heads], qk[:, self.num_heads :], v
 
     def _full_width_qk_norm(self, qk: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -212,8 +216,10 @@ class LlamaDecoderLayer(nn.Module):
         variant: ModelVariant | None = None,
         sliding_window: int | None = None,
         sparse: bool = False,
+        rotary: bool = True,
     ) -> None:
-        """``sparse``: the MLP is the variant's routed experts (a MoE layer), else a dense gated MLP."""
+        """``sparse``: the MLP is the variant's routed experts (a MoE layer), else a dense gated MLP; ``rotary``:
+        False for a layer whose attention uses no positions (SmolLM3's NoPE layers)."""
         super().__init__()
         variant = variant or variant_for(config)
         self.eps = config.rms_norm_eps
@@ -227,7 +233,7 @@ class LlamaDecoderLayer(nn.Module):
         sandwich = variant.sandwich_norms
         self.attention_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
         self.mlp_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
-        self.attn = LlamaAttention(config, attention_backend, tp, variant, sliding_window)
+        self.attn = LlamaAttention(config, attention_backend, tp, variant, sliding_window, rotary)
         self.mlp: LlamaMLP | SparseMoeBlock = _sparse_mlp(config, tp, variant) if sparse else LlamaMLP(config, tp,
                                                                                                      variant)
 
@@ -304,9 +310,10 @@ class LlamaModelForCausalLM(nn.Module):
         self.embed_weight = nn.Parameter(torch.empty(end - start, config.hidden_size), requires_grad=False)
         windows = self.variant.layer_windows
         sparse_layers = self.variant.moe.sparse_layers if self.variant.moe else (False,) * len(windows)
+        rotary_layers = self.variant.rope_layers or (True,) * len(windows)
         self.layers = nn.ModuleList(
-            [LlamaDecoderLayer(config, attention_backend, tp, self.variant, window, sparse)
-             for window, sparse in zip(windows, sparse_layers)]
+            [LlamaDecoderLayer(config, attention_backend, tp, self.variant, window, sparse, rotary)
+             for window, sparse, rotary in zip(windows, sparse_layers, rotary_layers)]
         )
         self.norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
         # Tied models hold one tensor: a second attribute would be untied by to()/to_empty().

@@ -16,7 +16,8 @@ MODEL_CLASSES: dict[str, type] = {
                          "Phi3ForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM",
                          "Gemma3ForCausalLM", "GraniteForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
                          "Qwen3MoeForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM",
-                         "Olmo2ForCausalLM", "Olmo3ForCausalLM", "OlmoeForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
+                         "Olmo2ForCausalLM", "Olmo3ForCausalLM", "OlmoeForCausalLM", "SmolLM3ForCausalLM",
+                         "MinistralForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
 }
 """Vision-language architectures are served as their language model (models/vision_language.py)."""
 
@@ -29,7 +30,8 @@ _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForC
                                 "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
                                 "granitemoe": "GraniteMoeForCausalLM",
                                 "granitemoeshared": "GraniteMoeSharedForCausalLM", "olmo2": "Olmo2ForCausalLM",
-                                "olmo3": "Olmo3ForCausalLM", "olmoe": "OlmoeForCausalLM"}
+                                "olmo3": "Olmo3ForCausalLM", "olmoe": "OlmoeForCausalLM",
+                                "smollm3": "SmolLM3ForCausalLM", "ministral": "MinistralForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

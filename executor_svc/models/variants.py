@@ -67,6 +67,9 @@ class ModelVariant:
     """The checkpoint stores ``qkv_proj`` and ``gate_up_proj`` already fused (Phi-3)."""
     moe: MoeSettings | None = None
     """The routed experts of a mixture-of-experts model (None: every MLP dense)."""
+    rope_layers: tuple[bool, ...] = ()
+    """Per layer, whether q and k are rotated at all (SmolLM3's ``no_rope_layers``: 0 marks a layer without
+    positions); empty: every layer is."""
 
     def activation(self) -> Callable[[torch.Tensor], torch.Tensor]:
         """transformers' own implementation of hidden_act, so the MLP computes exactly what HF's does (its
@@ -109,7 +112,18 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         local_rope_layers=_local_rope_layers(config),
         fused_checkpoint=has_fused_checkpoint(config),
         moe=moe_settings_for(config),
+        rope_layers=_rope_layers(config),
     )
+
+
+def _rope_layers(config: PretrainedConfig) -> tuple[bool, ...]:
+    """SmolLM3's ``no_rope_layers`` (1: the layer uses RoPE, 0: it does not), else every layer rotates."""
+    flags = getattr(config, "no_rope_layers", None)
+    if flags is None:
+        return (True,) * config.num_hidden_layers
+    if len(flags) != config.num_hidden_layers:
+        raise ValueError(f"no_rope_layers: needs one entry per layer ({config.num_hidden_layers}), got {len(flags)}")
+    return tuple(bool(flag) for flag in flags)
 
 
 def _qwen2_qkv_bias(config: PretrainedConfig, model_type: str | None) -> bool:
@@ -160,6 +174,9 @@ def layer_windows(config: PretrainedConfig) -> tuple[int | None, ...]:
     only ``sliding_attention`` layers slide), else config.sliding_window for every layer (Mistral, Phi-3)."""
     window = getattr(config, "sliding_window", None)
     layer_types = getattr(config, "layer_types", None)
+    # SmolLM3 slides only with use_sliding_window, whatever its layer_types say.
+    if getattr(config, "use_sliding_window", None) is False and getattr(config, "model_type", None) == "smollm3":
+        return (None,) * config.num_hidden_layers
     if layer_types:
         return tuple(window if kind == "sliding_attention" else None for kind in layer_types)
     return (window,) * config.num_hidden_layers

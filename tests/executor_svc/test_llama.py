@@ -15,6 +15,7 @@ from tiny_models import (
     make_tiny_granite,
     make_tiny_granite_moe,
     make_tiny_llama,
+    make_tiny_ministral,
     make_tiny_mistral,
     make_tiny_mistral3_vision,
     make_tiny_mixtral,
@@ -26,6 +27,7 @@ from tiny_models import (
     make_tiny_qwen2_moe,
     make_tiny_qwen3,
     make_tiny_qwen3_moe,
+    make_tiny_smollm3,
 )
 
 from executor_svc.attention.metadata import AttentionMetadata
@@ -72,6 +74,10 @@ MAKERS = {
     "olmo2_output_norms": make_tiny_olmo2,
     "olmo3_sliding_layers": make_tiny_olmo3,
     "olmoe": make_tiny_olmoe,
+    # SmolLM3: layer 1 uses no positions (NoPE) and, here, slides over 6 of them.
+    "smollm3_nope_layers": lambda path, seed: make_tiny_smollm3(path, seed, use_sliding_window=True,
+                                                                sliding_window=6),
+    "ministral_sliding_layers": make_tiny_ministral,
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,

@@ -196,6 +196,26 @@ def make_tiny_olmoe(path: str | Path, seed: int = 0, vocab_size: int = 256, **ov
     return _save(OlmoeForCausalLM, config, path, seed)
 
 
+def make_tiny_smollm3(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random SmolLM3ForCausalLM checkpoint (layer 1 a NoPE layer: no positions in its attention) into
+    `path`."""
+    from transformers import SmolLM3Config, SmolLM3ForCausalLM
+
+    config = SmolLM3Config(**{**TINY_LLAMA_DEFAULTS, "no_rope_layer_interval": 2, "vocab_size": vocab_size,
+                              **overrides})
+    return _save(SmolLM3ForCausalLM, config, path, seed)
+
+
+def make_tiny_ministral(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random MinistralForCausalLM checkpoint (layer 0 with a 6-position sliding window) into `path`."""
+    from transformers import MinistralConfig, MinistralForCausalLM
+
+    windows = {"sliding_window": 6, "layer_types": ["sliding_attention", "full_attention"]}
+    config = MinistralConfig(**{**TINY_LLAMA_DEFAULTS, **windows, "head_dim": 16, "vocab_size": vocab_size,
+                                **overrides})
+    return _save(MinistralForCausalLM, config, path, seed)
+
+
 def make_tiny_gemma3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random Gemma3ForConditionalGeneration checkpoint (a tiny SigLIP tower and projector beside the
     language model, stored under ``language_model.``) into `path`; ``overrides`` go to its text config."""
