@@ -18,7 +18,7 @@ import torch
 
 from executor_svc.lora.module_spec import LoraModuleSpec
 from executor_svc.models.moe_settings import is_moe
-from executor_svc.models.variants import has_fused_checkpoint
+from executor_svc.models.variants import has_fused_checkpoint, has_fused_qkv
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """The projections an adapter may adapt (peft's module names in Llama-family checkpoints)."""
@@ -167,13 +167,13 @@ def _read_modules(path: Path, hf_config: Any, rule: _RankRule, where: str) -> di
 
 
 def _module_names(hf_config: Any) -> tuple[str, ...]:
-    """The adaptable modules of the checkpoint: Phi-3's are fused, the rest of the family's separate; a MoE model's
-    attention only (its experts are not adapted)."""
-    if has_fused_checkpoint(hf_config):
-        return ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+    """The adaptable modules of the checkpoint: Phi-3's q/k/v and gate/up are fused, GLM's gate/up, the rest of the
+    family's separate; a MoE model's attention only (its experts are not adapted)."""
+    attention = ("qkv_proj", "o_proj") if has_fused_qkv(hf_config) else PROJECTIONS[:4]
     if is_moe(hf_config):
-        return PROJECTIONS[:4]
-    return PROJECTIONS
+        return attention
+    mlp = ("gate_up_proj", "down_proj") if has_fused_checkpoint(hf_config) else PROJECTIONS[4:]
+    return (*attention, *mlp)
 
 
 def _split_parts(layer: int, projection: str, module: LoraModule, hf_config: Any

@@ -15,7 +15,7 @@ from executor_svc.kv_cache import PagedKVCache
 from executor_svc.lora.projection import AdapterRows, LoraProjection, with_update
 from executor_svc.models.layers import linear, pack_for_cpu_matmul, rms_norm
 from executor_svc.models.moe import SparseMoeBlock
-from executor_svc.models.rope import apply_rotary, rope_frequencies
+from executor_svc.models.rope import apply_rotary, apply_rotary_interleaved, rope_frequencies
 from executor_svc.models.variants import ModelVariant, head_dim_of, variant_for
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel, vocab_parallel_embedding
 
@@ -50,6 +50,7 @@ class LlamaAttention(nn.Module):
         variant = variant or variant_for(config)
         self.tp = tp
         self.rotary = rotary
+        self.rotary_interleaved = variant.rotary_interleaved
         # Split by KV-head groups, unevenly if need be (SmolLM2-135M has 3 KV heads): each rank keeps whole groups.
         kv_start, kv_end = tp.split(config.num_key_value_heads, "num_key_value_heads")
         group = config.num_attention_heads // config.num_key_value_heads
@@ -123,7 +124,7 @@ class LlamaAttention(nn.Module):
         elif self.qk_norm_weight is not None:
             qk = F.rms_norm(qk, (self.head_dim,), eps=self.eps) * self.qk_norm_weight
         if self.rotary:
-            qk = apply_rotary(qk, cos, sin)
+            qk = (apply_rotary_interleaved if self.rotary_interleaved else apply_rotary)(qk, cos, sin)
         return qk[:, : self.num_heads], qk[:, self.num_heads :], v
 
     def _full_width_qk_norm(self, qk: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -204,7 +204,7 @@ def _layer_targets(
         targets.update(_moe_targets(prefix, mlp, model))
     else:
         targets.update(_mlp_targets(prefix + "mlp.", mlp, tp, config.intermediate_size))
-    targets.update(_norm_targets(prefix, layer, norm_offset))
+    targets.update(_norm_targets(prefix, layer, norm_offset, model.variant.norm_names))
     for part, (start, end, offset, full) in qkv_parts.items():
         targets[f"{prefix}self_attn.{part}.weight"] = _part(tp, attn.qkv_weight.data[start:end], 0, offset, full)
         if attn.qkv_bias is not None:
@@ -306,10 +306,11 @@ def _gate_up_halves(tp: TensorParallel, view: torch.Tensor, dim: int, offset: in
             _Target(up, tuple(shape), (dim, full + offset, full + offset + size)))
 
 
-def _norm_targets(prefix: str, layer: LlamaDecoderLayer, offset: float) -> dict[str, _Target]:
+def _norm_targets(prefix: str, layer: LlamaDecoderLayer, offset: float, sandwich_names: tuple[str, str, str]
+                  ) -> dict[str, _Target]:
     """The layer's norms after the input one: Llama's post_attention_layernorm is the MLP's input norm; with
-    sandwich norms (Gemma 2 and 3) that name is the attention output's, pre_feedforward_layernorm the MLP's input's
-    (OLMo 2 has none) and post_feedforward_layernorm the MLP output's."""
+    sandwich norms, ``sandwich_names`` name the attention output's, the MLP input's (OLMo 2 has none) and the MLP
+    output's (Gemma 2 and 3: post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm)."""
     mlp_input, attention_out, mlp_out = (layer.post_attention_norm_weight, layer.attention_out_norm_weight,
                                          layer.mlp_out_norm_weight)
     targets = {}
@@ -317,10 +318,11 @@ def _norm_targets(prefix: str, layer: LlamaDecoderLayer, offset: float) -> dict[
         if mlp_input is not None:
             targets[prefix + "post_attention_layernorm.weight"] = _whole(mlp_input, offset)
         return targets
-    targets[prefix + "post_attention_layernorm.weight"] = _whole(attention_out, offset)
-    targets[prefix + "post_feedforward_layernorm.weight"] = _whole(mlp_out, offset)
+    attention_out_name, mlp_input_name, mlp_out_name = sandwich_names
+    targets[f"{prefix}{attention_out_name}.weight"] = _whole(attention_out, offset)
+    targets[f"{prefix}{mlp_out_name}.weight"] = _whole(mlp_out, offset)
     if mlp_input is not None:
-        targets[prefix + "pre_feedforward_layernorm.weight"] = _whole(mlp_input, offset)
+        targets[f"{prefix}{mlp_input_name}.weight"] = _whole(mlp_input, offset)
     return targets
 
 

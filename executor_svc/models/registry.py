@@ -17,7 +17,7 @@ MODEL_CLASSES: dict[str, type] = {
                          "Gemma3ForCausalLM", "GraniteForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
                          "Qwen3MoeForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM",
                          "Olmo2ForCausalLM", "Olmo3ForCausalLM", "OlmoeForCausalLM", "SmolLM3ForCausalLM",
-                         "MinistralForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
+                         "MinistralForCausalLM", "GlmForCausalLM", "Glm4ForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
 }
 """Vision-language architectures are served as their language model (models/vision_language.py)."""
 
@@ -31,7 +31,8 @@ _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForC
                                 "granitemoe": "GraniteMoeForCausalLM",
                                 "granitemoeshared": "GraniteMoeSharedForCausalLM", "olmo2": "Olmo2ForCausalLM",
                                 "olmo3": "Olmo3ForCausalLM", "olmoe": "OlmoeForCausalLM",
-                                "smollm3": "SmolLM3ForCausalLM", "ministral": "MinistralForCausalLM"}
+                                "smollm3": "SmolLM3ForCausalLM", "ministral": "MinistralForCausalLM",
+                                "glm": "GlmForCausalLM", "glm4": "Glm4ForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

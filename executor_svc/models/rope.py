@@ -82,6 +82,16 @@ def rope_context_limit(config: PretrainedConfig) -> tuple[int, str]:
     return limit, f"max_position_embeddings ({limit})"
 
 
+def apply_rotary_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """apply_rotary with the rotated pairs interleaved (GLM, GPT-J): dimensions 2i and 2i + 1 turn by angle i,
+    instead of i and i + R."""
+    rotary = 2 * cos.shape[-1]
+    pairs = x[..., :rotary].unflatten(-1, (cos.shape[-1], 2))
+    first, second = pairs[..., 0], pairs[..., 1]
+    rotated = torch.stack((first * cos - second * sin, second * cos + first * sin), dim=-1).flatten(-2)
+    return rotated if rotary == x.shape[-1] else torch.cat((rotated, x[..., rotary:]), dim=-1)
+
+
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate the leading 2 * R dimensions of x [T, heads, head_dim] by the angles whose cos/sin are [T, 1, R]
     (R = head_dim / 2 unless a partial_rotary_factor leaves the last dimensions as they are)."""

@@ -18,11 +18,15 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 _FUSED_CHECKPOINT_TYPES = ("phi3",)
-"""model_types whose checkpoints store q/k/v as one ``qkv_proj`` and gate/up as one ``gate_up_proj``."""
+"""model_types whose checkpoints store q/k/v as one ``qkv_proj`` and gate/up as one ``gate_up_proj`` (GLM: the
+latter only)."""
 _POST_NORM_TYPES = ("olmo2", "olmo3")
 """model_types that norm each branch's output and not its input."""
 _OLMO_TYPES = ("olmo2", "olmo3", "olmoe")
 """model_types whose q and k norms span all heads."""
+_GLM_TYPES = ("glm", "glm4")
+"""model_types with interleaved RoPE pairs, a fused gate_up_proj in the checkpoint and no o_proj bias."""
+_GLM4_NORM_NAMES = ("post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm")
 _GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 """model_types whose RMSNorms scale by 1 + w and whose embeddings are scaled by sqrt(hidden_size)."""
 
@@ -64,9 +68,16 @@ class ModelVariant:
     local_rope_layers: tuple[bool, ...]
     """Layers that rotate by the ``sliding_attention`` RoPE settings (Gemma 3's local layers: another theta)."""
     fused_checkpoint: bool
-    """The checkpoint stores ``qkv_proj`` and ``gate_up_proj`` already fused (Phi-3)."""
+    """The checkpoint stores fused tensors, split at load: Phi-3's ``qkv_proj`` and ``gate_up_proj``, GLM's
+    ``gate_up_proj``."""
     moe: MoeSettings | None = None
     """The routed experts of a mixture-of-experts model (None: every MLP dense)."""
+    rotary_interleaved: bool = False
+    """RoPE turns interleaved pairs (2i, 2i + 1) rather than halves (GLM)."""
+    norm_names: tuple[str, str, str] = ("post_attention_layernorm", "pre_feedforward_layernorm",
+                                        "post_feedforward_layernorm")
+    """With sandwich norms, the checkpoint's names of the attention output's, the MLP input's and the MLP output's
+    norms (Gemma's; GLM-4 calls them post_self_attn_layernorm, post_attention_layernorm, post_mlp_layernorm)."""
     rope_layers: tuple[bool, ...] = ()
     """Per layer, whether q and k are rotated at all (SmolLM3's ``no_rope_layers``: 0 marks a layer without
     positions); empty: every layer is."""
@@ -95,9 +106,9 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
     return ModelVariant(
         hidden_act=hidden_act_of(config),
         qkv_bias=attention_bias or _qwen2_qkv_bias(config, model_type),
-        o_bias=attention_bias,
+        o_bias=attention_bias and model_type not in _GLM_TYPES,  # GLM biases q, k and v only
         qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text", *_OLMO_TYPES),
-        sandwich_norms=model_type in ("gemma2", "gemma3_text", *_POST_NORM_TYPES),
+        sandwich_norms=model_type in ("gemma2", "gemma3_text", "glm4", *_POST_NORM_TYPES),
         pre_norms=model_type not in _POST_NORM_TYPES,
         qk_norm_full_width=model_type in _OLMO_TYPES,
         norm_weight_offset=1.0 if model_type in _GEMMA_TYPES else 0.0,
@@ -112,6 +123,8 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         local_rope_layers=_local_rope_layers(config),
         fused_checkpoint=has_fused_checkpoint(config),
         moe=moe_settings_for(config),
+        rotary_interleaved=model_type in _GLM_TYPES,
+        norm_names=_GLM4_NORM_NAMES if model_type == "glm4" else ModelVariant.norm_names,
         rope_layers=_rope_layers(config),
     )
 
@@ -134,7 +147,13 @@ def _qwen2_qkv_bias(config: PretrainedConfig, model_type: str | None) -> bool:
 
 
 def has_fused_checkpoint(config: PretrainedConfig) -> bool:
-    """Whether the checkpoint stores q/k/v as one ``qkv_proj`` and gate/up as one ``gate_up_proj`` (Phi-3)."""
+    """Whether the checkpoint stores q/k/v as one ``qkv_proj`` (Phi-3) or gate/up as one ``gate_up_proj`` (Phi-3,
+    GLM)."""
+    return getattr(config, "model_type", None) in (*_FUSED_CHECKPOINT_TYPES, *_GLM_TYPES)
+
+
+def has_fused_qkv(config: PretrainedConfig) -> bool:
+    """Whether the checkpoint stores q/k/v as one ``qkv_proj`` (Phi-3; GLM keeps them apart)."""
     return getattr(config, "model_type", None) in _FUSED_CHECKPOINT_TYPES
 
 

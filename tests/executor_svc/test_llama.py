@@ -12,6 +12,8 @@ from tiny_models import (
     make_tiny_gemma2,
     make_tiny_gemma3,
     make_tiny_gemma3_vision,
+    make_tiny_glm,
+    make_tiny_glm4,
     make_tiny_granite,
     make_tiny_granite_moe,
     make_tiny_llama,
@@ -78,6 +80,9 @@ MAKERS = {
     "smollm3_nope_layers": lambda path, seed: make_tiny_smollm3(path, seed, use_sliding_window=True,
                                                                 sliding_window=6),
     "ministral_sliding_layers": make_tiny_ministral,
+    # GLM: interleaved partial RoPE, q/k/v biases, a fused gate_up_proj; GLM-4 adds its sandwich norms.
+    "glm": make_tiny_glm,
+    "glm4": make_tiny_glm4,
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,

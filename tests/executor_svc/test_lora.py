@@ -10,7 +10,7 @@ import pytest
 import torch
 from step_plans import BATCHES, GREEDY, PlannedRequest, outputs_of, plan_steps, with_blocks
 from tiny_adapters import make_peft_adapter, peft_greedy
-from tiny_models import make_tiny_llama, make_tiny_phi3, make_tiny_qwen3, make_tiny_qwen3_moe
+from tiny_models import make_tiny_glm4, make_tiny_llama, make_tiny_phi3, make_tiny_qwen3, make_tiny_qwen3_moe
 
 from executor_svc.config import ExecutorConfig
 from executor_svc.lora.adapter_files import read_adapter
@@ -166,6 +166,16 @@ def test_phi3_adapters_of_fused_modules_match_peft(tmp_path):
                                 rank_pattern={"layers.1.self_attn.qkv_proj": 6})
     runner = build_runner(lora_config(model_dir, {"p3": adapter}))[0]
     request = with_blocks({"r": PlannedRequest([7, 8, 9, 10], GREEDY, lora_adapter="p3")})
+    got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
+    assert got["r"] == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
+    assert got["r"] != peft_greedy(model_dir, None, [7, 8, 9, 10], 8)
+
+
+def test_glm4_adapters_of_its_fused_gate_up_and_separate_qkv_match_peft(tmp_path):
+    model_dir = make_tiny_glm4(tmp_path / "glm4", seed=4)
+    adapter = make_peft_adapter(model_dir, tmp_path / "g4", seed=5, target_modules=["q_proj", "v_proj", "gate_up_proj"])
+    runner = build_runner(lora_config(model_dir, {"g4": adapter}))[0]
+    request = with_blocks({"r": PlannedRequest([7, 8, 9, 10], GREEDY, lora_adapter="g4")})
     got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
     assert got["r"] == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
     assert got["r"] != peft_greedy(model_dir, None, [7, 8, 9, 10], 8)

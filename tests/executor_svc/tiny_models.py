@@ -216,6 +216,23 @@ def make_tiny_ministral(path: str | Path, seed: int = 0, vocab_size: int = 256, 
     return _save(MinistralForCausalLM, config, path, seed)
 
 
+def make_tiny_glm4(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Glm4ForCausalLM checkpoint (interleaved partial RoPE, q/k/v biases, a fused gate_up_proj,
+    sandwich norms under GLM-4's names) into `path`."""
+    from transformers import Glm4Config, Glm4ForCausalLM
+
+    config = Glm4Config(**{**TINY_LLAMA_DEFAULTS, "head_dim": 16, "vocab_size": vocab_size, **overrides})
+    return _save(Glm4ForCausalLM, config, path, seed)
+
+
+def make_tiny_glm(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random GlmForCausalLM checkpoint (GLM-4's attention and MLP, pre-norm only) into `path`."""
+    from transformers import GlmConfig, GlmForCausalLM
+
+    config = GlmConfig(**{**TINY_LLAMA_DEFAULTS, "head_dim": 16, "vocab_size": vocab_size, **overrides})
+    return _save(GlmForCausalLM, config, path, seed)
+
+
 def make_tiny_gemma3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random Gemma3ForConditionalGeneration checkpoint (a tiny SigLIP tower and projector beside the
     language model, stored under ``language_model.``) into `path`; ``overrides`` go to its text config."""
