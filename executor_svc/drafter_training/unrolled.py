@@ -69,9 +69,8 @@ def unrolled_forward(head: EagleHead, batch: PackedBatch, embed: torch.Tensor, l
         positions = batch.positions + (step - 1)
         cos, sin = cos_table[positions].unsqueeze(1), sin_table[positions].unsqueeze(1)
         x = head.combine(features, embed[tokens])
-        attended = _attention_block(layer, layer.attention_input(x), cos, sin, attention)
-        hidden = layer.join_attention(x, attended)
-        hidden = hidden + layer.mlp_branch(hidden)
+        normed = layer.attention_input(x)
+        hidden = layer.add_branches(x, normed, _attention_block(layer, normed, cos, sin, attention))
         predicted = rms_norm(hidden, head.norm_weight, head.eps)
         valid = batch.remaining >= step
         targets = torch.where(valid, index + step, index)

@@ -25,6 +25,7 @@ from executor_svc.attention.backend import AttentionBackend
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.models.layers import linear, rms_norm
 from executor_svc.models.llama import LlamaDecoderLayer
+from executor_svc.models.variants import norm_eps_of
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -77,7 +78,7 @@ class EagleHead(nn.Module):
                  attention_backend: AttentionBackend | None = None) -> None:
         super().__init__()
         hidden = target_config.hidden_size
-        self.eps = target_config.rms_norm_eps
+        self.eps = norm_eps_of(target_config)
         self.fc_weight = nn.Parameter(torch.empty(hidden, 2 * hidden), requires_grad=False)
         self.layer = LlamaDecoderLayer(target_config, attention_backend)  # type: ignore[arg-type]
         self.norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False)

@@ -1,4 +1,4 @@
-"""Building blocks shared by the model files: a row-count-aware linear and RMSNorm."""
+"""Building blocks shared by the model files: a row-count-aware linear, RMSNorm and LayerNorm."""
 
 from __future__ import annotations
 
@@ -72,3 +72,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm over the last dimension, scaled by weight."""
     return F.rms_norm(x, weight.shape, weight, eps)
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """LayerNorm over the last dimension (mean removed), scaled by weight, no bias (Cohere's)."""
+    return F.layer_norm(x, weight.shape, weight, None, eps)

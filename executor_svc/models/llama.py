@@ -13,10 +13,10 @@ from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.attention.softcap import soft_cap
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.lora.projection import AdapterRows, LoraProjection, with_update
-from executor_svc.models.layers import linear, pack_for_cpu_matmul, rms_norm
+from executor_svc.models.layers import layer_norm, linear, pack_for_cpu_matmul, rms_norm
 from executor_svc.models.moe import SparseMoeBlock
 from executor_svc.models.rope import apply_rotary, apply_rotary_interleaved, rope_frequencies
-from executor_svc.models.variants import ModelVariant, head_dim_of, variant_for
+from executor_svc.models.variants import ModelVariant, head_dim_of, norm_eps_of, variant_for
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel, vocab_parallel_embedding
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class LlamaAttention(nn.Module):
         self.sliding_window = sliding_window
         """Keys older than this many positions are not attended (None: the whole context)."""
         self.logit_softcap = variant.attention_softcap
-        self.eps = config.rms_norm_eps
+        self.eps = norm_eps_of(config)
         self.backend = attention_backend
         qkv_rows = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
         qkv_bias = variant.qkv_bias
@@ -207,7 +207,7 @@ class LlamaMLP(nn.Module):
 class LlamaDecoderLayer(nn.Module):
     """Pre-norm decoder layer: x + s * attn(norm(x)), then x + s * mlp(norm(x)) (s: Granite's residual_multiplier,
     else 1); with sandwich norms (Gemma 2 and 3) the attention and MLP outputs are normed too before they are added;
-    OLMo 2 norms only the outputs."""
+    OLMo 2 norms only the outputs; Cohere adds attn(norm(x)) and mlp(norm(x)) to x at once, with LayerNorm."""
 
     def __init__(
         self,
@@ -223,12 +223,15 @@ class LlamaDecoderLayer(nn.Module):
         False for a layer whose attention uses no positions (SmolLM3's NoPE layers)."""
         super().__init__()
         variant = variant or variant_for(config)
-        self.eps = config.rms_norm_eps
+        self.eps = norm_eps_of(config)
+        self.norm = layer_norm if variant.layer_norm else rms_norm
         self.residual_scale = variant.residual_scale
+        self.parallel_residual = variant.parallel_residual
         hidden = config.hidden_size
         pre = variant.pre_norms
         self.input_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if pre else None
-        self.post_attention_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if pre else None
+        mlp_norm = pre and not variant.parallel_residual  # a parallel MLP reads the attention's normed input
+        self.post_attention_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if mlp_norm else None
         """The norm of the MLP's input (HF Llama's post_attention_layernorm; Gemma 3's pre_feedforward_layernorm;
         None with OLMo 2's output-only norms)."""
         sandwich = variant.sandwich_norms
@@ -248,18 +251,28 @@ class LlamaDecoderLayer(nn.Module):
         adapters: AdapterRows | None = None,
     ) -> torch.Tensor:
         """hidden [T, hidden] -> [T, hidden]."""
-        attended = self.attn(self.attention_input(hidden), cos, sin, kv_layer, meta, adapters)
-        hidden = self.join_attention(hidden, attended)
-        return hidden + self.mlp_branch(hidden, adapters, graph_safe=meta.is_static)
+        normed = self.attention_input(hidden)
+        attended = self.attn(normed, cos, sin, kv_layer, meta, adapters)
+        return self.add_branches(hidden, normed, attended, adapters, graph_safe=meta.is_static)
 
     def attention_input(self, hidden: torch.Tensor) -> torch.Tensor:
         """What the attention reads from the residual stream: its norm (none with OLMo 2's output-only norms)."""
-        return hidden if self.input_norm_weight is None else rms_norm(hidden, self.input_norm_weight, self.eps)
+        return hidden if self.input_norm_weight is None else self.norm(hidden, self.input_norm_weight, self.eps)
+
+    def add_branches(self, hidden: torch.Tensor, normed: torch.Tensor, attended: torch.Tensor,
+                     adapters: AdapterRows | None = None, graph_safe: bool = False) -> torch.Tensor:
+        """The layer's output from its input ``hidden``, the attention's input ``normed`` and output ``attended``:
+        the attention joins the residual stream, then the MLP of the result does; with a parallel residual
+        (Cohere) the MLP reads ``normed`` and both join at once."""
+        if self.parallel_residual:
+            return hidden + attended + self.mlp(normed, adapters, graph_safe)
+        hidden = self.join_attention(hidden, attended)
+        return hidden + self.mlp_branch(hidden, adapters, graph_safe)
 
     def join_attention(self, hidden: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
         """The residual stream after the attention output ``attended`` joins it."""
         if self.attention_out_norm_weight is not None:
-            attended = rms_norm(attended, self.attention_out_norm_weight, self.eps)
+            attended = self.norm(attended, self.attention_out_norm_weight, self.eps)
         return hidden + self.scale_residual(attended)
 
     def mlp_branch(self, hidden: torch.Tensor, adapters: AdapterRows | None = None, graph_safe: bool = False
@@ -267,9 +280,9 @@ class LlamaDecoderLayer(nn.Module):
         """What the MLP adds to the residual stream ``hidden`` (``graph_safe``: a captured step's forward, in which
         routed experts must not read the host)."""
         norm = self.post_attention_norm_weight
-        out = self.mlp(hidden if norm is None else rms_norm(hidden, norm, self.eps), adapters, graph_safe)
+        out = self.mlp(hidden if norm is None else self.norm(hidden, norm, self.eps), adapters, graph_safe)
         if self.mlp_out_norm_weight is not None:
-            out = rms_norm(out, self.mlp_out_norm_weight, self.eps)
+            out = self.norm(out, self.mlp_out_norm_weight, self.eps)
         return self.scale_residual(out)
 
     def scale_residual(self, out: torch.Tensor) -> torch.Tensor:
@@ -303,7 +316,7 @@ class LlamaModelForCausalLM(nn.Module):
         self.variant = variant_for(config)
         self.config = config
         self.tp = tp
-        self.eps = config.rms_norm_eps
+        self.eps = norm_eps_of(config)
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
         start, end = tp.shard(config.vocab_size, "vocab_size")  # vocab-parallel: gathered logits need equal slices
         self.vocab_offset = start
@@ -393,7 +406,7 @@ class LlamaModelForCausalLM(nn.Module):
         for layer, kv_layer, local in zip(self.layers, kv_cache.layers, self.variant.local_rope_layers):
             cos, sin = rotations[1 if local else 0]
             hidden = layer(hidden, cos, sin, kv_layer, meta, adapters)
-        return rms_norm(hidden, self.norm_weight, self.eps)
+        return (layer_norm if self.variant.layer_norm else rms_norm)(hidden, self.norm_weight, self.eps)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         """int64 [T] -> the decoder's input [T, hidden]: the embeddings, scaled where the architecture scales

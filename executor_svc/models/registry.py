@@ -17,7 +17,8 @@ MODEL_CLASSES: dict[str, type] = {
                          "Gemma3ForCausalLM", "GraniteForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
                          "Qwen3MoeForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM",
                          "Olmo2ForCausalLM", "Olmo3ForCausalLM", "OlmoeForCausalLM", "SmolLM3ForCausalLM",
-                         "MinistralForCausalLM", "GlmForCausalLM", "Glm4ForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
+                         "MinistralForCausalLM", "GlmForCausalLM", "Glm4ForCausalLM", "CohereForCausalLM",
+                         "Cohere2ForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
 }
 """Vision-language architectures are served as their language model (models/vision_language.py)."""
 
@@ -32,7 +33,8 @@ _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForC
                                 "granitemoeshared": "GraniteMoeSharedForCausalLM", "olmo2": "Olmo2ForCausalLM",
                                 "olmo3": "Olmo3ForCausalLM", "olmoe": "OlmoeForCausalLM",
                                 "smollm3": "SmolLM3ForCausalLM", "ministral": "MinistralForCausalLM",
-                                "glm": "GlmForCausalLM", "glm4": "Glm4ForCausalLM"}
+                                "glm": "GlmForCausalLM", "glm4": "Glm4ForCausalLM", "cohere": "CohereForCausalLM",
+                                "cohere2": "Cohere2ForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

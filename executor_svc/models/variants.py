@@ -27,6 +27,8 @@ _OLMO_TYPES = ("olmo2", "olmo3", "olmoe")
 _GLM_TYPES = ("glm", "glm4")
 """model_types with interleaved RoPE pairs, a fused gate_up_proj in the checkpoint and no o_proj bias."""
 _GLM4_NORM_NAMES = ("post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm")
+_COHERE_TYPES = ("cohere", "cohere2")
+"""model_types with LayerNorm, parallel attention and MLP branches and interleaved RoPE."""
 _GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 """model_types whose RMSNorms scale by 1 + w and whose embeddings are scaled by sqrt(hidden_size)."""
 
@@ -78,6 +80,10 @@ class ModelVariant:
                                         "post_feedforward_layernorm")
     """With sandwich norms, the checkpoint's names of the attention output's, the MLP input's and the MLP output's
     norms (Gemma's; GLM-4 calls them post_self_attn_layernorm, post_attention_layernorm, post_mlp_layernorm)."""
+    layer_norm: bool = False
+    """LayerNorm (mean removed, no bias) in place of RMSNorm everywhere (Cohere)."""
+    parallel_residual: bool = False
+    """Attention and MLP read the same normed input and both join the residual stream at once (Cohere)."""
     rope_layers: tuple[bool, ...] = ()
     """Per layer, whether q and k are rotated at all (SmolLM3's ``no_rope_layers``: 0 marks a layer without
     positions); empty: every layer is."""
@@ -116,21 +122,39 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         residual_scale=float(getattr(config, "residual_multiplier", 1.0)),
         attention_scale=_attention_scale(config, head_dim),
         attention_softcap=_optional_float(getattr(config, "attn_logit_softcapping", None)),
-        logits_divisor=float(getattr(config, "logits_scaling", 1.0)),
+        logits_divisor=_logits_divisor(config),
         logits_softcap=_optional_float(softcap),
         rotary_dim=int(head_dim * rotary_factor),
         layer_windows=layer_windows(config),
         local_rope_layers=_local_rope_layers(config),
         fused_checkpoint=has_fused_checkpoint(config),
         moe=moe_settings_for(config),
-        rotary_interleaved=model_type in _GLM_TYPES,
+        rotary_interleaved=model_type in (*_GLM_TYPES, *_COHERE_TYPES),
+        layer_norm=model_type in _COHERE_TYPES,
+        parallel_residual=model_type in _COHERE_TYPES,
         norm_names=_GLM4_NORM_NAMES if model_type == "glm4" else ModelVariant.norm_names,
         rope_layers=_rope_layers(config),
     )
 
 
+def _logits_divisor(config: PretrainedConfig) -> float:
+    """What the logits are divided by: Granite's logits_scaling, or 1 / Cohere's logit_scale (a multiplier)."""
+    if getattr(config, "model_type", None) in _COHERE_TYPES:
+        return 1.0 / float(config.logit_scale)
+    return float(getattr(config, "logits_scaling", 1.0))
+
+
+def norm_eps_of(config: PretrainedConfig) -> float:
+    """The norms' epsilon (rms_norm_eps; Cohere's LayerNorm calls it layer_norm_eps)."""
+    eps = getattr(config, "rms_norm_eps", None)
+    return float(eps if eps is not None else config.layer_norm_eps)
+
+
 def _rope_layers(config: PretrainedConfig) -> tuple[bool, ...]:
-    """SmolLM3's ``no_rope_layers`` (1: the layer uses RoPE, 0: it does not), else every layer rotates."""
+    """SmolLM3's ``no_rope_layers`` (1: the layer uses RoPE, 0: it does not); Cohere 2 rotates its sliding layers
+    only; else every layer rotates."""
+    if getattr(config, "model_type", None) == "cohere2":
+        return tuple(kind == "sliding_attention" for kind in config.layer_types)
     flags = getattr(config, "no_rope_layers", None)
     if flags is None:
         return (True,) * config.num_hidden_layers
@@ -214,6 +238,8 @@ def _check_supported(config: PretrainedConfig) -> None:
         raise ValueError("mlp_bias: MLP biases are not supported")
     if getattr(config, "clip_qkv", None) is not None:
         raise ValueError("clip_qkv: clamped q/k/v projections are not supported")
+    if getattr(config, "use_qk_norm", False):
+        raise ValueError("use_qk_norm: Cohere's per-head LayerNorm of q and k is not supported")
     layer_types = getattr(config, "layer_types", None) or []
     unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention"})
     if unknown:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from tiny_models import make_tiny_gemma2, make_tiny_granite, make_tiny_llama
+from tiny_models import make_tiny_cohere, make_tiny_gemma2, make_tiny_granite, make_tiny_llama
 
 from executor_svc.attention.padded_torch_backend import PaddedTorchAttentionBackend
 from executor_svc.attention.torch_backend import TorchAttentionBackend
@@ -133,6 +133,23 @@ def test_paged_drafting_equals_the_unrolled_training_forward_for_a_gemma2_target
     assert head.layer.attn.logit_softcap == 0.5 and head.layer.attention_out_norm_weight is not None
     with torch.no_grad():  # attention peaked enough for the cap to change it
         head.layer.attn.qkv_weight.mul_(20)
+    tokens = [5, 9, 17, 3, 22, 9, 17, 41, 8, 30, 12]
+    features = target_features(model, tokens)
+    drafter = make_drafter(config, model, head)
+    feed(drafter, "a", 0, features[: len(tokens)])
+    drafts = drafter.propose([DraftRequest(request_state("a", tokens, list(range(8))), K)])[0]
+    assert drafts == unrolled_drafts(head, model, tokens, features)
+
+
+def test_paged_drafting_equals_the_unrolled_training_forward_for_a_cohere_target(tmp_path):
+    """Cohere's MLP reads the attention's normed input and its norms are LayerNorms: training and drafting alike."""
+    directory = make_tiny_cohere(tmp_path, seed=3, vocab_size=64)
+    config = load_hf_config(directory)
+    model = load_model(directory, torch.float32, "cpu", TorchAttentionBackend())
+    head = random_head(config, 40)
+    assert head.layer.parallel_residual and head.layer.post_attention_norm_weight is None
+    with torch.no_grad():  # an MLP strong enough against the residual for its input to change the drafts
+        head.layer.mlp.down_weight.mul_(30)
     tokens = [5, 9, 17, 3, 22, 9, 17, 41, 8, 30, 12]
     features = target_features(model, tokens)
     drafter = make_drafter(config, model, head)

@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from tiny_models import (
+    make_tiny_cohere,
+    make_tiny_cohere2,
     make_tiny_gemma,
     make_tiny_gemma2,
     make_tiny_gemma3,
@@ -83,6 +85,10 @@ MAKERS = {
     # GLM: interleaved partial RoPE, q/k/v biases, a fused gate_up_proj; GLM-4 adds its sandwich norms.
     "glm": make_tiny_glm,
     "glm4": make_tiny_glm4,
+    # Cohere: LayerNorm, attention and MLP side by side, interleaved RoPE, a logit scale; Cohere 2 adds sliding
+    # layers with RoPE and global ones without.
+    "cohere_parallel_layernorm": make_tiny_cohere,
+    "cohere2_sliding_and_nope_layers": make_tiny_cohere2,
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,

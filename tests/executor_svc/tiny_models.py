@@ -233,6 +233,27 @@ def make_tiny_glm(path: str | Path, seed: int = 0, vocab_size: int = 256, **over
     return _save(GlmForCausalLM, config, path, seed)
 
 
+def make_tiny_cohere(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random CohereForCausalLM checkpoint (LayerNorm, attention and MLP side by side on one normed input,
+    interleaved RoPE, tied embeddings, a logit scale) into `path`."""
+    from transformers import CohereConfig, CohereForCausalLM
+
+    cohere = {"logit_scale": 0.5, "tie_word_embeddings": True, "layer_norm_eps": 1e-5}
+    config = CohereConfig(**{**TINY_LLAMA_DEFAULTS, **cohere, "vocab_size": vocab_size, **overrides})
+    return _save(CohereForCausalLM, config, path, seed)
+
+
+def make_tiny_cohere2(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Cohere2ForCausalLM checkpoint (Cohere's layer; layer 0 slides over 6 positions with RoPE,
+    layer 1 attends to all without positions) into `path`."""
+    from transformers import Cohere2Config, Cohere2ForCausalLM
+
+    cohere = {"logit_scale": 0.5, "tie_word_embeddings": True, "layer_norm_eps": 1e-5, "sliding_window": 6,
+              "layer_types": ["sliding_attention", "full_attention"]}
+    config = Cohere2Config(**{**TINY_LLAMA_DEFAULTS, **cohere, "vocab_size": vocab_size, **overrides})
+    return _save(Cohere2ForCausalLM, config, path, seed)
+
+
 def make_tiny_gemma3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random Gemma3ForConditionalGeneration checkpoint (a tiny SigLIP tower and projector beside the
     language model, stored under ``language_model.``) into `path`; ``overrides`` go to its text config."""

@@ -10,6 +10,7 @@ import torch
 from gloo_ranks import results_on_ranks
 from step_plans import BATCHES, outputs_of, plan_steps, requests_plain
 from tiny_models import (
+    make_tiny_cohere,
     make_tiny_glm4,
     make_tiny_granite_moe,
     make_tiny_llama,
@@ -36,6 +37,7 @@ MAKERS = {
     # q and k normed over all heads: each rank's sums of squares summed over the ranks
     "olmo2": make_tiny_olmo2,
     "glm4": make_tiny_glm4,  # a fused gate_up_proj split, then sliced; interleaved RoPE per head
+    "cohere": make_tiny_cohere,  # attention and MLP branches summed over the ranks apart, then both added
     # 3 KV heads over 2 ranks: groups split unevenly (2 + 1), as for the default model's 9 heads / 3 KV heads
     "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
                                                            num_key_value_heads=3),
