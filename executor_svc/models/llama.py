@@ -74,14 +74,16 @@ class LlamaAttention(nn.Module):
         )
         self.o_bias = nn.Parameter(torch.zeros(config.hidden_size), requires_grad=False) if variant.o_bias else None
         qk_heads = self.num_heads + self.num_kv_heads
-        # Qwen3 normalises each q and k head; one norm over all of them with a per-head weight row. OLMo normalises
-        # all of q's heads at once, and all of k's (qk_norm_full_width; the same weight rows, flattened).
+        # Qwen3 normalises each q and k head; one norm over all of them with a per-head weight row (the same row for
+        # every head; Cohere's LayerNorms have a row per head). OLMo normalises all of q's heads at once, and all of
+        # k's (qk_norm_full_width; the same weight rows, flattened).
         self.qk_norm_weight = (
             nn.Parameter(torch.ones(qk_heads, self.head_dim), requires_grad=False)
             if variant.qk_norm
             else None
         )
         self.qk_norm_full_width = variant.qk_norm_full_width
+        self.qk_norm_per_head = variant.qk_norm_per_head
         self.full_widths = (config.num_attention_heads * self.head_dim, config.num_key_value_heads * self.head_dim)
         """The checkpoint's q and k widths: what a full-width norm divides its sums of squares by."""
         self.packed: dict[str, torch.Tensor] = {}
@@ -121,6 +123,8 @@ class LlamaAttention(nn.Module):
         v = qkv[:, qk_heads * self.head_dim :].reshape(tokens, self.num_kv_heads, self.head_dim)
         if self.qk_norm_weight is not None and self.qk_norm_full_width:
             qk = self._full_width_qk_norm(qk, self.qk_norm_weight)
+        elif self.qk_norm_weight is not None and self.qk_norm_per_head:  # Cohere: LayerNorm, weights per head
+            qk = F.layer_norm(qk, (self.head_dim,), eps=self.eps) * self.qk_norm_weight
         elif self.qk_norm_weight is not None:
             qk = F.rms_norm(qk, (self.head_dim,), eps=self.eps) * self.qk_norm_weight
         if self.rotary:

@@ -216,6 +216,13 @@ def _layer_targets(
         q_rows, k_rows = attn.qk_norm_weight.data[: attn.num_heads], attn.qk_norm_weight.data[attn.num_heads :]
         targets[prefix + "self_attn.q_norm.weight"] = _part(tp, q_rows.view(-1), 0, q_offset, all_q_rows)
         targets[prefix + "self_attn.k_norm.weight"] = _part(tp, k_rows.view(-1), 0, kv_offset, all_kv_rows)
+    elif attn.qk_norm_weight is not None and attn.qk_norm_per_head:
+        # Cohere: [heads, head_dim] weights; this rank's heads' rows.
+        q_rows, k_rows = attn.qk_norm_weight.data[: attn.num_heads], attn.qk_norm_weight.data[attn.num_heads :]
+        targets[prefix + "self_attn.q_norm.weight"] = _part(tp, q_rows, 0, attn.head_offset,
+                                                            config.num_attention_heads)
+        targets[prefix + "self_attn.k_norm.weight"] = _part(tp, k_rows, 0, attn.kv_head_offset,
+                                                            config.num_key_value_heads)
     elif attn.qk_norm_weight is not None:
         head_dim = (attn.head_dim,)
         q_rows, k_rows = attn.qk_norm_weight.data[: attn.num_heads], attn.qk_norm_weight.data[attn.num_heads :]

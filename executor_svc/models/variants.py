@@ -49,6 +49,8 @@ class ModelVariant:
     """RMSNorm of the attention's and the MLP's inputs (every family but OLMo 2 and 3, which norm outputs only)."""
     qk_norm_full_width: bool
     """The q and k norms span all heads' features at once (OLMo 2 and 3, OLMoE) rather than each head's."""
+    qk_norm_per_head: bool
+    """Each q and k head has its own norm weights (Cohere's use_qk_norm: LayerNorms) rather than one shared row."""
     norm_weight_offset: float
     """Added to every RMSNorm weight at load: Gemma stores w and scales by (1 + w)."""
     embedding_scale: float
@@ -113,10 +115,11 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         hidden_act=hidden_act_of(config),
         qkv_bias=attention_bias or _qwen2_qkv_bias(config, model_type),
         o_bias=attention_bias and model_type not in _GLM_TYPES,  # GLM biases q, k and v only
-        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text", *_OLMO_TYPES),
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text", *_OLMO_TYPES) or _cohere_qk_norm(config),
         sandwich_norms=model_type in ("gemma2", "gemma3_text", "glm4", *_POST_NORM_TYPES),
         pre_norms=model_type not in _POST_NORM_TYPES,
         qk_norm_full_width=model_type in _OLMO_TYPES,
+        qk_norm_per_head=_cohere_qk_norm(config),
         norm_weight_offset=1.0 if model_type in _GEMMA_TYPES else 0.0,
         embedding_scale=_embedding_scale(config, model_type),
         residual_scale=float(getattr(config, "residual_multiplier", 1.0)),
@@ -135,6 +138,11 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         norm_names=_GLM4_NORM_NAMES if model_type == "glm4" else ModelVariant.norm_names,
         rope_layers=_rope_layers(config),
     )
+
+
+def _cohere_qk_norm(config: PretrainedConfig) -> bool:
+    """Cohere's use_qk_norm (Command R+): a LayerNorm of each q and k head, with weights per head."""
+    return getattr(config, "model_type", None) == "cohere" and bool(getattr(config, "use_qk_norm", False))
 
 
 def _logits_divisor(config: PretrainedConfig) -> float:
@@ -238,8 +246,6 @@ def _check_supported(config: PretrainedConfig) -> None:
         raise ValueError("mlp_bias: MLP biases are not supported")
     if getattr(config, "clip_qkv", None) is not None:
         raise ValueError("clip_qkv: clamped q/k/v projections are not supported")
-    if getattr(config, "use_qk_norm", False):
-        raise ValueError("use_qk_norm: Cohere's per-head LayerNorm of q and k is not supported")
     layer_types = getattr(config, "layer_types", None) or []
     unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention"})
     if unknown:

@@ -88,6 +88,7 @@ MAKERS = {
     # Cohere: LayerNorm, attention and MLP side by side, interleaved RoPE, a logit scale; Cohere 2 adds sliding
     # layers with RoPE and global ones without.
     "cohere_parallel_layernorm": make_tiny_cohere,
+    "cohere_qk_layernorm_per_head": lambda path, seed: make_tiny_cohere(path, seed, use_qk_norm=True),  # R+
     "cohere2_sliding_and_nope_layers": make_tiny_cohere2,
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,

@@ -37,7 +37,8 @@ MAKERS = {
     # q and k normed over all heads: each rank's sums of squares summed over the ranks
     "olmo2": make_tiny_olmo2,
     "glm4": make_tiny_glm4,  # a fused gate_up_proj split, then sliced; interleaved RoPE per head
-    "cohere": make_tiny_cohere,  # attention and MLP branches summed over the ranks apart, then both added
+    # attention and MLP branches summed over the ranks apart, then both added; each rank's heads' q/k norm rows
+    "cohere_qk_norm": lambda path, seed: make_tiny_cohere(path, seed, use_qk_norm=True),
     # 3 KV heads over 2 ranks: groups split unevenly (2 + 1), as for the default model's 9 heads / 3 KV heads
     "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
                                                            num_key_value_heads=3),
