@@ -2,7 +2,8 @@
 shorter than every sequence here) gives HF generate's greedy tokens, with chunked prefill, preemption, running ahead
 and n-gram speculation forced at once, and frees every block. (Each family's logits are checked against HF's in
 tests/executor_svc/test_llama.py; this shows the window and the expert routing survive the scheduler's chunks,
-recomputation after preemption and verify steps.)"""
+recomputation after preemption and verify steps.) A tiny Gemma 3 vision-language checkpoint serves its language
+model the same way."""
 
 from __future__ import annotations
 
@@ -42,6 +43,32 @@ def test_a_moe_model_with_a_sliding_window_keeps_hf_tokens_under_chunking_preemp
     assert stats.num_preemptions > 0 and stats.spec_drafted > 0, stats
     model = AutoModelForCausalLM.from_pretrained(tiny_mixtral_dir, dtype=torch.float32).eval()
     for prompt, tokens in zip(make_prompts(), ours):
+        with torch.inference_mode():
+            out = model.generate(torch.tensor([prompt]), max_new_tokens=MAX_TOKENS, min_new_tokens=MAX_TOKENS,
+                                 do_sample=False)
+        assert tuple(out[0, len(prompt):].tolist()) == tokens
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma3_vision_dir(tmp_path_factory):
+    from tiny_models import make_tiny_gemma3_vision
+    from tiny_tokenizers import build_byte_level
+
+    directory = tmp_path_factory.mktemp("tiny_gemma3_vision")
+    build_byte_level(directory)
+    return make_tiny_gemma3_vision(directory, seed=0, vocab_size=400)
+
+
+def test_a_vision_language_checkpoint_serves_its_language_model_with_hf_tokens(tiny_gemma3_vision_dir,
+                                                                               launch_module_stack):
+    from transformers import AutoModelForImageTextToText
+
+    stack = launch_module_stack.with_scheduler(tiny_gemma3_vision_dir, FORCED_EXECUTOR, FORCED_SCHEDULER)
+    prompts = make_prompts(397)  # below the image, begin-image and end-image tokens (397-399)
+    ours = run_all(stack.address, prompts)
+    assert_all_blocks_free(stack.address)
+    model = AutoModelForImageTextToText.from_pretrained(tiny_gemma3_vision_dir, dtype=torch.float32).eval()
+    for prompt, tokens in zip(prompts, ours):
         with torch.inference_mode():
             out = model.generate(torch.tensor([prompt]), max_new_tokens=MAX_TOKENS, min_new_tokens=MAX_TOKENS,
                                  do_sample=False)
