@@ -137,8 +137,8 @@ def stack_adapters(model: LlamaModelForCausalLM, adapters: list[LoraAdapter], nu
 
 
 def _layer_parts(attn: LlamaAttention, mlp: LlamaMLP | SparseMoeBlock):
-    """(attribute, module, parts, base weight) of each adaptable projection of one layer (a MoE layer's attention
-    only)."""
+    """(attribute, module, parts, base weight) of each adaptable projection of one layer (the attention only for a
+    MoE layer or an MLP without a gate, whose projections adapters cannot name)."""
     hd = attn.head_dim
     q_rows, kv_rows = attn.num_heads * hd, attn.num_kv_heads * hd
     q_off, kv_off = attn.head_offset * hd, attn.kv_head_offset * hd
@@ -150,7 +150,7 @@ def _layer_parts(attn: LlamaAttention, mlp: LlamaMLP | SparseMoeBlock):
     hidden = attn.o_weight.shape[0]
     o = [_Part("o_proj", (0, hidden), None, (q_off, q_off + q_rows))]
     attention = [("qkv_lora", attn, qkv, attn.qkv_weight), ("o_lora", attn, o, attn.o_weight)]
-    if not isinstance(mlp, LlamaMLP):
+    if not isinstance(mlp, LlamaMLP) or not mlp.gated:  # routed experts, or an MLP without a gate: not adapted
         return attention
     size, mlp_off = mlp.intermediate_size, mlp.intermediate_offset
     gate_up = [

@@ -74,6 +74,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return F.rms_norm(x, weight.shape, weight, eps)
 
 
-def layer_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """LayerNorm over the last dimension (mean removed), scaled by weight, no bias (Cohere's)."""
-    return F.layer_norm(x, weight.shape, weight, None, eps)
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """LayerNorm over the last dimension (mean removed), scaled by weight, plus bias where given (Cohere has none,
+    Phi-2 and StarCoder2 do)."""
+    return F.layer_norm(x, weight.shape, weight, bias, eps)

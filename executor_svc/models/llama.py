@@ -167,19 +167,24 @@ class LlamaMLP(nn.Module):
         """``intermediate_size``: the gate/up rows (None: config.intermediate_size; a MoE's shared expert has its
         own)."""
         super().__init__()
+        variant = variant or variant_for(config)
         self.tp = tp
-        self.act = (variant or variant_for(config)).activation()
+        self.act = variant.activation()
+        self.gated = variant.mlp_gated
         full_size = config.intermediate_size if intermediate_size is None else intermediate_size
         start, end = tp.split(full_size, "intermediate_size")  # summed over ranks: may be uneven
         self.intermediate_size = end - start
         self.intermediate_offset = start
         """The first row of the checkpoint's gate/up (column of its down) projection that this rank holds."""
-        self.gate_up_weight = nn.Parameter(
-            torch.empty(2 * self.intermediate_size, config.hidden_size), requires_grad=False
-        )
+        rows = (2 if self.gated else 1) * self.intermediate_size  # without a gate: the up projection alone
+        self.gate_up_weight = nn.Parameter(torch.empty(rows, config.hidden_size), requires_grad=False)
         self.down_weight = nn.Parameter(
             torch.empty(config.hidden_size, self.intermediate_size), requires_grad=False
         )
+        bias = variant.mlp_bias
+        self.gate_up_bias = nn.Parameter(torch.zeros(rows), requires_grad=False) if bias else None
+        self.down_bias = nn.Parameter(torch.zeros(config.hidden_size), requires_grad=False) if bias else None
+        """Added once, after the sum over tensor-parallel ranks."""
         self.packed: dict[str, torch.Tensor] = {}
         """pack_weights' copies of the projections (plain attributes: not moved, cast or saved with the module)."""
         self.gate_up_lora: LoraProjection | None = None
@@ -195,14 +200,18 @@ class LlamaMLP(nn.Module):
         """x [T, hidden] -> [T, hidden] (``adapters``: as LlamaAttention.forward's; ``graph_safe``: ignored, this
         MLP never reads the host)."""
         out = self.partial_output(x, adapters)
-        return self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out
+        out = self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out
+        return out if self.down_bias is None else out + self.down_bias
 
     def partial_output(self, x: torch.Tensor, adapters: AdapterRows | None = None) -> torch.Tensor:
-        """forward's output before the sum over tensor-parallel ranks (this rank's rows' share of it)."""
-        gate_up = with_update(linear(x, self.gate_up_weight, packed=self.packed.get("gate_up_weight")),
+        """forward's output before the sum over tensor-parallel ranks (this rank's rows' share of it) and before the
+        down projection's bias."""
+        gate_up = with_update(linear(x, self.gate_up_weight, self.gate_up_bias, self.packed.get("gate_up_weight")),
                               self.gate_up_lora, x, adapters)
-        gate, up = gate_up[:, : self.intermediate_size], gate_up[:, self.intermediate_size :]
-        activated = self.act(gate) * up
+        if self.gated:
+            activated = self.act(gate_up[:, : self.intermediate_size]) * gate_up[:, self.intermediate_size :]
+        else:
+            activated = self.act(gate_up)
         # Row-parallel like o_proj: the partial update is summed over ranks with the partial output.
         return with_update(linear(activated, self.down_weight, packed=self.packed.get("down_weight")),
                            self.down_lora, activated, adapters)
@@ -236,6 +245,12 @@ class LlamaDecoderLayer(nn.Module):
         self.input_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if pre else None
         mlp_norm = pre and not variant.parallel_residual  # a parallel MLP reads the attention's normed input
         self.post_attention_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if mlp_norm else None
+        biased = variant.norm_bias
+        self.input_norm_bias = nn.Parameter(torch.zeros(hidden), requires_grad=False) if pre and biased else None
+        self.post_attention_norm_bias = (
+            nn.Parameter(torch.zeros(hidden), requires_grad=False) if mlp_norm and biased else None
+        )
+        """The LayerNorms' biases (Phi-2, StarCoder2; None elsewhere)."""
         """The norm of the MLP's input (HF Llama's post_attention_layernorm; Gemma 3's pre_feedforward_layernorm;
         None with OLMo 2's output-only norms)."""
         sandwich = variant.sandwich_norms
@@ -261,7 +276,11 @@ class LlamaDecoderLayer(nn.Module):
 
     def attention_input(self, hidden: torch.Tensor) -> torch.Tensor:
         """What the attention reads from the residual stream: its norm (none with OLMo 2's output-only norms)."""
-        return hidden if self.input_norm_weight is None else self.norm(hidden, self.input_norm_weight, self.eps)
+        if self.input_norm_weight is None:
+            return hidden
+        if self.input_norm_bias is not None:
+            return layer_norm(hidden, self.input_norm_weight, self.eps, self.input_norm_bias)
+        return self.norm(hidden, self.input_norm_weight, self.eps)
 
     def add_branches(self, hidden: torch.Tensor, normed: torch.Tensor, attended: torch.Tensor,
                      adapters: AdapterRows | None = None, graph_safe: bool = False) -> torch.Tensor:
@@ -283,8 +302,10 @@ class LlamaDecoderLayer(nn.Module):
                    ) -> torch.Tensor:
         """What the MLP adds to the residual stream ``hidden`` (``graph_safe``: a captured step's forward, in which
         routed experts must not read the host)."""
-        norm = self.post_attention_norm_weight
-        out = self.mlp(hidden if norm is None else self.norm(hidden, norm, self.eps), adapters, graph_safe)
+        norm, bias = self.post_attention_norm_weight, self.post_attention_norm_bias
+        if norm is not None:
+            hidden = self.norm(hidden, norm, self.eps) if bias is None else layer_norm(hidden, norm, self.eps, bias)
+        out = self.mlp(hidden, adapters, graph_safe)
         if self.mlp_out_norm_weight is not None:
             out = self.norm(out, self.mlp_out_norm_weight, self.eps)
         return self.scale_residual(out)
@@ -334,6 +355,13 @@ class LlamaModelForCausalLM(nn.Module):
              for window, sparse, rotary in zip(windows, sparse_layers, rotary_layers)]
         )
         self.norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
+        self.norm_bias = (
+            nn.Parameter(torch.zeros(config.hidden_size), requires_grad=False) if self.variant.norm_bias else None
+        )
+        self.lm_head_bias = (
+            nn.Parameter(torch.zeros(end - start), requires_grad=False) if self.variant.lm_head_bias else None
+        )
+        """Phi-2's LM head bias (this rank's vocabulary rows)."""
         # Tied models hold one tensor: a second attribute would be untied by to()/to_empty().
         self.untied_lm_head_weight = (
             None
@@ -410,7 +438,9 @@ class LlamaModelForCausalLM(nn.Module):
         for layer, kv_layer, local in zip(self.layers, kv_cache.layers, self.variant.local_rope_layers):
             cos, sin = rotations[1 if local else 0]
             hidden = layer(hidden, cos, sin, kv_layer, meta, adapters)
-        return (layer_norm if self.variant.layer_norm else rms_norm)(hidden, self.norm_weight, self.eps)
+        if self.variant.layer_norm:
+            return layer_norm(hidden, self.norm_weight, self.eps, self.norm_bias)
+        return rms_norm(hidden, self.norm_weight, self.eps)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         """int64 [T] -> the decoder's input [T, hidden]: the embeddings, scaled where the architecture scales
@@ -430,7 +460,8 @@ class LlamaModelForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, hidden] -> float32 logits [N, vocab] (gathered from every rank's vocabulary slice)."""
-        logits = self.tp.all_gather_columns(linear(hidden, self.lm_head_weight, packed=self.packed_lm_head))
+        logits = self.tp.all_gather_columns(linear(hidden, self.lm_head_weight, self.lm_head_bias,
+                                                   self.packed_lm_head))
         divisor, softcap = self.variant.logits_divisor, self.variant.logits_softcap
         if divisor != 1.0:
             logits = logits / divisor

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
-from executor_svc.models.llama import LlamaDecoderLayer, LlamaMLP, LlamaModelForCausalLM
+from executor_svc.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaMLP, LlamaModelForCausalLM
 from executor_svc.models.moe import SparseMoeBlock
 from executor_svc.models.moe_settings import MoeSettings
 from executor_svc.models.variants import head_dim_of
@@ -170,10 +170,14 @@ def _model_targets(model: LlamaModelForCausalLM) -> dict[str, _Targets]:
     vocab, offset = model.config.vocab_size, model.vocab_offset
     targets: dict[str, _Targets] = {
         "model.embed_tokens.weight": _part(tp, model.embed_weight.data, 0, offset, vocab),
-        "model.norm.weight": _whole(model.norm_weight, model.variant.norm_weight_offset),
+        f"{model.variant.names.final_norm}.weight": _whole(model.norm_weight, model.variant.norm_weight_offset),
     }
+    if model.norm_bias is not None:
+        targets[f"{model.variant.names.final_norm}.bias"] = _whole(model.norm_bias)
     if not model.tie_word_embeddings:
         targets["lm_head.weight"] = _part(tp, model.lm_head_weight.data, 0, offset, vocab)
+    if model.lm_head_bias is not None:
+        targets["lm_head.bias"] = _part(tp, model.lm_head_bias.data, 0, offset, vocab)
     for index, layer in enumerate(model.layers):
         targets.update(_layer_targets(f"model.layers.{index}.", cast(LlamaDecoderLayer, layer), model, tp))
     return targets
@@ -193,24 +197,42 @@ def _layer_targets(
         "k_proj": (q_rows, q_rows + kv_rows, kv_offset, all_kv_rows),
         "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows, kv_offset, all_kv_rows),
     }
+    names = model.variant.names
     targets: dict[str, _Targets] = {
-        prefix + "self_attn.o_proj.weight": _part(tp, attn.o_weight.data, 1, q_offset, all_q_rows),
+        f"{prefix}{names.o_proj}.weight": _part(tp, attn.o_weight.data, 1, q_offset, all_q_rows),
     }
     if layer.input_norm_weight is not None:
         targets[prefix + "input_layernorm.weight"] = _whole(layer.input_norm_weight, norm_offset)
+    if layer.input_norm_bias is not None:
+        targets[prefix + "input_layernorm.bias"] = _whole(layer.input_norm_bias)
     if isinstance(mlp, SparseMoeBlock) and getattr(config, "model_type", None) in _GRANITE_MOE_TYPES:
         targets.update(_granite_moe_targets(prefix, mlp, tp))
     elif isinstance(mlp, SparseMoeBlock):
         targets.update(_moe_targets(prefix, mlp, model))
     else:
-        targets.update(_mlp_targets(prefix + "mlp.", mlp, tp, config.intermediate_size))
+        targets.update(_mlp_targets(prefix, mlp, tp, config.intermediate_size,
+                                    (names.mlp_gate, names.mlp_up, names.mlp_down)))
     targets.update(_norm_targets(prefix, layer, norm_offset, model.variant.norm_names))
+    if layer.post_attention_norm_bias is not None:
+        targets[prefix + "post_attention_layernorm.bias"] = _whole(layer.post_attention_norm_bias)
     for part, (start, end, offset, full) in qkv_parts.items():
         targets[f"{prefix}self_attn.{part}.weight"] = _part(tp, attn.qkv_weight.data[start:end], 0, offset, full)
         if attn.qkv_bias is not None:
             targets[f"{prefix}self_attn.{part}.bias"] = _part(tp, attn.qkv_bias.data[start:end], 0, offset, full)
     if attn.o_bias is not None:
-        targets[prefix + "self_attn.o_proj.bias"] = _whole(attn.o_bias)
+        targets[f"{prefix}{names.o_proj}.bias"] = _whole(attn.o_bias)
+    targets.update(_qk_norm_targets(prefix, attn, config, norm_offset))
+    return targets
+
+
+def _qk_norm_targets(prefix: str, attn: LlamaAttention, config: PretrainedConfig, norm_offset: float
+                     ) -> dict[str, _Targets]:
+    """The q and k norms' weights: OLMo's over all heads, Cohere's per head, else one row every head shares."""
+    tp = attn.tp
+    hd = attn.head_dim
+    q_offset, kv_offset = attn.head_offset * hd, attn.kv_head_offset * hd
+    all_q_rows, all_kv_rows = config.num_attention_heads * hd, config.num_key_value_heads * hd
+    targets: dict[str, _Targets] = {}
     if attn.qk_norm_weight is not None and attn.qk_norm_full_width:
         # OLMo: one weight per feature of all q heads ([heads * head_dim]), and of all k heads; this rank's slices.
         q_rows, k_rows = attn.qk_norm_weight.data[: attn.num_heads], attn.qk_norm_weight.data[attn.num_heads :]
@@ -231,11 +253,28 @@ def _layer_targets(
     return targets
 
 
-def _mlp_targets(prefix: str, mlp: LlamaMLP, tp: TensorParallel, full_size: int) -> dict[str, _Target]:
-    """A gated MLP's gate, up and down projections into its fused gate/up and its down projection; ``full_size``:
-    the checkpoint's intermediate rows."""
-    return _gated_targets((f"{prefix}gate_proj", f"{prefix}up_proj", f"{prefix}down_proj"), mlp.gate_up_weight.data,
-                          mlp.down_weight.data, tp, mlp.intermediate_offset, full_size)
+def _mlp_targets(prefix: str, mlp: LlamaMLP, tp: TensorParallel, full_size: int,
+                 names: tuple[str | None, str, str] = ("gate_proj", "up_proj", "down_proj")) -> dict[str, _Targets]:
+    """An MLP's projections (``names`` after ``prefix``: gate, None without a gate, up and down) and their biases
+    into its fused gate/up and its down projection; ``full_size``: the checkpoint's intermediate rows."""
+    gate, up, down = names
+    size, offset = mlp.intermediate_size, mlp.intermediate_offset
+    gate_up, bias = mlp.gate_up_weight.data, mlp.gate_up_bias
+    targets: dict[str, _Targets]
+    if gate is None:  # no gate: the fused parameter holds the up projection alone
+        targets = {f"{prefix}{up}.weight": _part(tp, gate_up, 0, offset, full_size),
+                   f"{prefix}{down}.weight": _part(tp, mlp.down_weight.data, 1, offset, full_size)}
+        if bias is not None:
+            targets[f"{prefix}{up}.bias"] = _part(tp, bias.data, 0, offset, full_size)
+    else:
+        targets = dict(_gated_targets((prefix + gate, prefix + up, prefix + down), gate_up, mlp.down_weight.data, tp,
+                                      offset, full_size))
+        if bias is not None:
+            targets[f"{prefix}{gate}.bias"] = _part(tp, bias.data[:size], 0, offset, full_size)
+            targets[f"{prefix}{up}.bias"] = _part(tp, bias.data[size:], 0, offset, full_size)
+    if mlp.down_bias is not None:
+        targets[f"{prefix}{down}.bias"] = _whole(mlp.down_bias)
+    return targets
 
 
 def _gated_targets(names: tuple[str, str, str], gate_up: torch.Tensor, down: torch.Tensor, tp: TensorParallel,
@@ -258,13 +297,13 @@ def _moe_names(config: PretrainedConfig) -> tuple[str, tuple[str, str, str]]:
     return "mlp.", ("gate_proj", "up_proj", "down_proj")
 
 
-def _moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) -> dict[str, _Target]:
+def _moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) -> dict[str, _Targets]:
     """The router and every expert (Mixtral's ``block_sparse_moe.experts.E.w1/w3/w2``, Qwen's
     ``mlp.experts.E.gate_proj/up_proj/down_proj``), and Qwen2-MoE's shared expert and its gate."""
     settings, tp = moe.settings, model.tp
     block_name, projections = _moe_names(model.config)
     block = prefix + block_name
-    targets = {block + "gate.weight": _whole(moe.router_weight)}
+    targets: dict[str, _Targets] = {block + "gate.weight": _whole(moe.router_weight)}
     for expert, (gate_up, down) in enumerate(zip(moe.experts_gate_up_weight.data, moe.experts_down_weight.data)):
         names = tuple(f"{block}experts.{expert}.{projection}" for projection in projections)
         targets.update(_gated_targets(cast(tuple[str, str, str], names), gate_up, down, tp, moe.intermediate_offset,
@@ -272,7 +311,7 @@ def _moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM)
     shared = moe.shared_expert
     if isinstance(shared, LlamaMLP) and moe.shared_expert_gate_weight is not None:
         full_shared = settings.shared_expert_intermediate_size or 0
-        targets.update(_mlp_targets(block + "shared_expert.", shared, tp, full_shared))
+        targets.update(_mlp_targets(block + "shared_expert.", shared, tp, full_shared))  # Qwen's names
         targets[block + "shared_expert_gate.weight"] = _whole(moe.shared_expert_gate_weight)
     return targets
 

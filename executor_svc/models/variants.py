@@ -7,7 +7,7 @@ RMSNorm) that differ in constants and a few switches; ModelVariant holds them, r
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from executor_svc.models.moe_settings import MoeSettings, moe_settings_for
@@ -31,6 +31,25 @@ _COHERE_TYPES = ("cohere", "cohere2")
 """model_types with LayerNorm, parallel attention and MLP branches and interleaved RoPE."""
 _GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 """model_types whose RMSNorms scale by 1 + w and whose embeddings are scaled by sqrt(hidden_size)."""
+
+
+@dataclass(frozen=True)
+class CheckpointNames:
+    """A checkpoint's names for the output projection, the MLP's projections and the final norm (Llama's unless a
+    family calls them otherwise); ``mlp_gate`` is None for an MLP without a gate."""
+
+    o_proj: str = "self_attn.o_proj"
+    mlp_gate: str | None = "mlp.gate_proj"
+    mlp_up: str = "mlp.up_proj"
+    mlp_down: str = "mlp.down_proj"
+    final_norm: str = "model.norm"
+
+
+_CLASSIC_NAMES = {
+    "phi": CheckpointNames("self_attn.dense", None, "mlp.fc1", "mlp.fc2", "model.final_layernorm"),
+    "starcoder2": CheckpointNames(mlp_gate=None, mlp_up="mlp.c_fc", mlp_down="mlp.c_proj"),
+}
+"""model_types with LayerNorms with biases and an MLP without a gate, and their tensor names."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +105,16 @@ class ModelVariant:
     """LayerNorm (mean removed, no bias) in place of RMSNorm everywhere (Cohere)."""
     parallel_residual: bool = False
     """Attention and MLP read the same normed input and both join the residual stream at once (Cohere)."""
+    mlp_gated: bool = True
+    """act(gate) * up; False: act(up) alone (Phi-2's fc1/fc2, StarCoder2's c_fc/c_proj)."""
+    mlp_bias: bool = False
+    """The MLP's projections add biases (Phi-2, StarCoder2, Llama's mlp_bias)."""
+    norm_bias: bool = False
+    """The LayerNorms add biases (Phi-2, StarCoder2)."""
+    lm_head_bias: bool = False
+    """The LM head adds a bias (Phi-2)."""
+    names: CheckpointNames = field(default_factory=lambda: CheckpointNames())
+    """The checkpoint's names of the tensors other families name differently."""
     rope_layers: tuple[bool, ...] = ()
     """Per layer, whether q and k are rotated at all (SmolLM3's ``no_rope_layers``: 0 marks a layer without
     positions); empty: every layer is."""
@@ -111,10 +140,13 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
     attention_bias = bool(getattr(config, "attention_bias", False))
     rotary_factor = float(rope_parameters(config).get("partial_rotary_factor", 1.0))
     softcap = getattr(config, "final_logit_softcapping", None)
+    classic = model_type in _CLASSIC_NAMES
+    # Phi-2 biases every projection; StarCoder2 as its use_bias says.
+    classic_bias = model_type == "phi" or (model_type == "starcoder2" and bool(getattr(config, "use_bias", True)))
     return ModelVariant(
         hidden_act=hidden_act_of(config),
-        qkv_bias=attention_bias or _qwen2_qkv_bias(config, model_type),
-        o_bias=attention_bias and model_type not in _GLM_TYPES,  # GLM biases q, k and v only
+        qkv_bias=attention_bias or _qwen2_qkv_bias(config, model_type) or classic_bias,
+        o_bias=(attention_bias and model_type not in _GLM_TYPES) or classic_bias,  # GLM biases q, k and v only
         qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text", *_OLMO_TYPES) or _cohere_qk_norm(config),
         sandwich_norms=model_type in ("gemma2", "gemma3_text", "glm4", *_POST_NORM_TYPES),
         pre_norms=model_type not in _POST_NORM_TYPES,
@@ -133,8 +165,13 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         fused_checkpoint=has_fused_checkpoint(config),
         moe=moe_settings_for(config),
         rotary_interleaved=model_type in (*_GLM_TYPES, *_COHERE_TYPES),
-        layer_norm=model_type in _COHERE_TYPES,
-        parallel_residual=model_type in _COHERE_TYPES,
+        layer_norm=model_type in (*_COHERE_TYPES, *_CLASSIC_NAMES),
+        parallel_residual=model_type in (*_COHERE_TYPES, "phi"),
+        mlp_gated=not classic,
+        mlp_bias=classic_bias or bool(getattr(config, "mlp_bias", False)),
+        norm_bias=classic,
+        lm_head_bias=model_type == "phi",
+        names=_CLASSIC_NAMES.get(model_type or "", CheckpointNames()),
         norm_names=_GLM4_NORM_NAMES if model_type == "glm4" else ModelVariant.norm_names,
         rope_layers=_rope_layers(config),
     )
@@ -153,9 +190,13 @@ def _logits_divisor(config: PretrainedConfig) -> float:
 
 
 def norm_eps_of(config: PretrainedConfig) -> float:
-    """The norms' epsilon (rms_norm_eps; Cohere's LayerNorm calls it layer_norm_eps)."""
-    eps = getattr(config, "rms_norm_eps", None)
-    return float(eps if eps is not None else config.layer_norm_eps)
+    """The norms' epsilon (rms_norm_eps; Cohere's and Phi-2's LayerNorm call it layer_norm_eps, StarCoder2's
+    norm_epsilon)."""
+    for name in ("rms_norm_eps", "layer_norm_eps", "norm_epsilon"):  # StarCoder2: norm_epsilon
+        eps = getattr(config, name, None)
+        if eps is not None:
+            return float(eps)
+    raise ValueError("rms_norm_eps: the config names no norm epsilon")
 
 
 def _rope_layers(config: PretrainedConfig) -> tuple[bool, ...]:
@@ -242,8 +283,8 @@ def _check_supported(config: PretrainedConfig) -> None:
         raise ValueError(f"hidden_act: {hidden_act!r} is not an activation transformers knows")
     if getattr(config, "use_bidirectional_attention", False):
         raise ValueError("use_bidirectional_attention: only causal attention is served")
-    if getattr(config, "mlp_bias", False):
-        raise ValueError("mlp_bias: MLP biases are not supported")
+    if getattr(config, "qk_layernorm", False):
+        raise ValueError("qk_layernorm: Phi's LayerNorms of q and k are not supported")
     if getattr(config, "clip_qkv", None) is not None:
         raise ValueError("clip_qkv: clamped q/k/v projections are not supported")
     layer_types = getattr(config, "layer_types", None) or []

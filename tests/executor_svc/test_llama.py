@@ -26,12 +26,14 @@ from tiny_models import (
     make_tiny_olmo2,
     make_tiny_olmo3,
     make_tiny_olmoe,
+    make_tiny_phi2,
     make_tiny_phi3,
     make_tiny_qwen2,
     make_tiny_qwen2_moe,
     make_tiny_qwen3,
     make_tiny_qwen3_moe,
     make_tiny_smollm3,
+    make_tiny_starcoder2,
 )
 
 from executor_svc.attention.metadata import AttentionMetadata
@@ -90,6 +92,11 @@ MAKERS = {
     "cohere_parallel_layernorm": make_tiny_cohere,
     "cohere_qk_layernorm_per_head": lambda path, seed: make_tiny_cohere(path, seed, use_qk_norm=True),  # R+
     "cohere2_sliding_and_nope_layers": make_tiny_cohere2,
+    # LayerNorms with biases and MLPs without a gate: Phi-2 (parallel branches, partial RoPE, an LM head bias) and
+    # StarCoder2 (sliding window); Llama's mlp_bias.
+    "phi2": make_tiny_phi2,
+    "starcoder2": make_tiny_starcoder2,
+    "llama_mlp_bias": lambda path, seed: make_tiny_llama(path, seed, mlp_bias=True),
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,

@@ -254,6 +254,26 @@ def make_tiny_cohere2(path: str | Path, seed: int = 0, vocab_size: int = 256, **
     return _save(Cohere2ForCausalLM, config, path, seed)
 
 
+def make_tiny_phi2(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random PhiForCausalLM checkpoint (Phi-2: LayerNorms with biases, attention and an ungated MLP side by
+    side, partial RoPE, biases on every projection and the LM head) into `path`."""
+    from transformers import PhiConfig, PhiForCausalLM
+
+    phi = {"partial_rotary_factor": 0.5, "layer_norm_eps": 1e-5, "hidden_act": "gelu_new"}
+    config = PhiConfig(**{**TINY_LLAMA_DEFAULTS, **phi, "vocab_size": vocab_size, **overrides})
+    return _save(PhiForCausalLM, config, path, seed)
+
+
+def make_tiny_starcoder2(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Starcoder2ForCausalLM checkpoint (LayerNorms with biases, an ungated MLP, biases on every
+    projection, a 6-position sliding window) into `path`."""
+    from transformers import Starcoder2Config, Starcoder2ForCausalLM
+
+    coder = {"norm_epsilon": 1e-5, "sliding_window": 6, "use_bias": True, "hidden_act": "gelu_pytorch_tanh"}
+    config = Starcoder2Config(**{**TINY_LLAMA_DEFAULTS, **coder, "vocab_size": vocab_size, **overrides})
+    return _save(Starcoder2ForCausalLM, config, path, seed)
+
+
 def make_tiny_gemma3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random Gemma3ForConditionalGeneration checkpoint (a tiny SigLIP tower and projector beside the
     language model, stored under ``language_model.``) into `path`; ``overrides`` go to its text config."""

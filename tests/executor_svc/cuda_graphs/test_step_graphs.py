@@ -20,6 +20,7 @@ from tiny_models import (
     make_tiny_mixtral,
     make_tiny_olmo2,
     make_tiny_olmoe,
+    make_tiny_phi2,
     make_tiny_phi3,
     make_tiny_qwen2_moe,
     make_tiny_qwen3_moe,
@@ -152,7 +153,8 @@ def test_batches_outside_the_captured_shapes_run_eagerly(checkpoint):
 OTHER_FAMILIES = {"mistral": make_tiny_mistral, "phi3": make_tiny_phi3, "gemma": make_tiny_gemma,
                   "gemma2": make_tiny_gemma2, "gemma3": make_tiny_gemma3, "mixtral": make_tiny_mixtral,
                   "qwen2_moe": make_tiny_qwen2_moe, "qwen3_moe": make_tiny_qwen3_moe, "olmo2": make_tiny_olmo2,
-                  "olmoe": make_tiny_olmoe, "glm4": make_tiny_glm4, "cohere2": make_tiny_cohere2}
+                  "olmoe": make_tiny_olmoe, "glm4": make_tiny_glm4, "cohere2": make_tiny_cohere2,
+                  "phi2": make_tiny_phi2}
 
 
 @pytest.fixture(scope="module", params=sorted(OTHER_FAMILIES))

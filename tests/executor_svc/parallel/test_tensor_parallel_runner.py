@@ -15,6 +15,7 @@ from tiny_models import (
     make_tiny_granite_moe,
     make_tiny_llama,
     make_tiny_olmo2,
+    make_tiny_phi2,
     make_tiny_phi3,
     make_tiny_qwen2,
     make_tiny_qwen2_moe,
@@ -39,6 +40,8 @@ MAKERS = {
     "glm4": make_tiny_glm4,  # a fused gate_up_proj split, then sliced; interleaved RoPE per head
     # attention and MLP branches summed over the ranks apart, then both added; each rank's heads' q/k norm rows
     "cohere_qk_norm": lambda path, seed: make_tiny_cohere(path, seed, use_qk_norm=True),
+    # biases of row-parallel projections added once, after the sum; the LM head's bias sliced with its rows
+    "phi2": make_tiny_phi2,
     # 3 KV heads over 2 ranks: groups split unevenly (2 + 1), as for the default model's 9 heads / 3 KV heads
     "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
                                                            num_key_value_heads=3),
