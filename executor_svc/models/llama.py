@@ -245,14 +245,14 @@ class LlamaDecoderLayer(nn.Module):
         self.input_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if pre else None
         mlp_norm = pre and not variant.parallel_residual  # a parallel MLP reads the attention's normed input
         self.post_attention_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if mlp_norm else None
+        """The norm of the MLP's input (HF Llama's post_attention_layernorm; Gemma 3's pre_feedforward_layernorm;
+        None with OLMo 2's output-only norms or a parallel residual)."""
         biased = variant.norm_bias
         self.input_norm_bias = nn.Parameter(torch.zeros(hidden), requires_grad=False) if pre and biased else None
         self.post_attention_norm_bias = (
             nn.Parameter(torch.zeros(hidden), requires_grad=False) if mlp_norm and biased else None
         )
         """The LayerNorms' biases (Phi-2, StarCoder2; None elsewhere)."""
-        """The norm of the MLP's input (HF Llama's post_attention_layernorm; Gemma 3's pre_feedforward_layernorm;
-        None with OLMo 2's output-only norms)."""
         sandwich = variant.sandwich_norms
         self.attention_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
         self.mlp_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
@@ -278,9 +278,11 @@ class LlamaDecoderLayer(nn.Module):
         """What the attention reads from the residual stream: its norm (none with OLMo 2's output-only norms)."""
         if self.input_norm_weight is None:
             return hidden
-        if self.input_norm_bias is not None:
-            return layer_norm(hidden, self.input_norm_weight, self.eps, self.input_norm_bias)
-        return self.norm(hidden, self.input_norm_weight, self.eps)
+        return self._normed(hidden, self.input_norm_weight, self.input_norm_bias)
+
+    def _normed(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """The variant's norm of x (a LayerNorm whenever there is a bias)."""
+        return self.norm(x, weight, self.eps) if bias is None else layer_norm(x, weight, self.eps, bias)
 
     def add_branches(self, hidden: torch.Tensor, normed: torch.Tensor, attended: torch.Tensor,
                      adapters: AdapterRows | None = None, graph_safe: bool = False) -> torch.Tensor:
@@ -295,19 +297,18 @@ class LlamaDecoderLayer(nn.Module):
     def join_attention(self, hidden: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
         """The residual stream after the attention output ``attended`` joins it."""
         if self.attention_out_norm_weight is not None:
-            attended = self.norm(attended, self.attention_out_norm_weight, self.eps)
+            attended = self._normed(attended, self.attention_out_norm_weight)
         return hidden + self.scale_residual(attended)
 
     def mlp_branch(self, hidden: torch.Tensor, adapters: AdapterRows | None = None, graph_safe: bool = False
                    ) -> torch.Tensor:
         """What the MLP adds to the residual stream ``hidden`` (``graph_safe``: a captured step's forward, in which
         routed experts must not read the host)."""
-        norm, bias = self.post_attention_norm_weight, self.post_attention_norm_bias
-        if norm is not None:
-            hidden = self.norm(hidden, norm, self.eps) if bias is None else layer_norm(hidden, norm, self.eps, bias)
+        if self.post_attention_norm_weight is not None:
+            hidden = self._normed(hidden, self.post_attention_norm_weight, self.post_attention_norm_bias)
         out = self.mlp(hidden, adapters, graph_safe)
         if self.mlp_out_norm_weight is not None:
-            out = self.norm(out, self.mlp_out_norm_weight, self.eps)
+            out = self._normed(out, self.mlp_out_norm_weight)
         return self.scale_residual(out)
 
     def scale_residual(self, out: torch.Tensor) -> torch.Tensor:
@@ -325,10 +326,9 @@ def _sparse_mlp(config: PretrainedConfig, tp: TensorParallel, variant: ModelVari
 
 
 class LlamaModelForCausalLM(nn.Module):
-    """Llama-family decoder over a flattened token batch: Llama, SmolLM2, Mistral, Qwen2 (qkv bias), Qwen3 (q/k
-    norm), Phi-3 (partial RoPE), Gemma (tanh-GELU, scaled embeddings), Gemma 2 (sandwich norms, soft caps), Gemma 3
-    (local and global layers), Granite (multipliers) and the MoE models Mixtral, Qwen2-MoE and Qwen3-MoE (routed
-    experts in place of the dense MLP, moe.py); what each changes is its ModelVariant (variants.py)."""
+    """Llama-family decoder over a flattened token batch, for every architecture registry.py serves (Llama, Qwen,
+    Mistral, Phi, Gemma, Granite, OLMo, GLM, Cohere, StarCoder2, SmolLM and their MoE kin, whose routed experts
+    take the dense MLP's place: moe.py); what each changes is its ModelVariant (variants.py)."""
 
     def __init__(
         self,
