@@ -9,11 +9,12 @@ adapters, which every stack serves, two of them sharing a prefix with base-model
 afterwards, no error.
 
     PYTHONPATH=.:tests:tests/executor_svc:tests/scheduler_svc:tests/fixtures \
-        python3 bench/experiments/config_combinations.py N SEED [default|moe]
+        python3 bench/experiments/config_combinations.py N SEED [default|moe|FAMILY]
 
 ``default``: the real default model with its shipped head instead of the tiny checkpoint (no draft model).
 ``moe``: a tiny Qwen2-MoE checkpoint (routed experts, a shared expert) as the target; its adapters adapt the
-attention only (what LoRA serves on MoE models).
+attention only (what LoRA serves on MoE models). ``FAMILY``: the target from tiny_models' ``make_tiny_FAMILY``
+(``cohere2``, ``phi2``, ``olmo2``, ...), its adapters on q and v only (every family names those alike).
 """
 import random
 import sys
@@ -38,11 +39,14 @@ per request in any batch, so equal to the reference without speculation; with a 
 distribution is kept (rejection sampling draws differently), so there they are not compared."""
 
 
-def tiny_model(root: Path, name: str, seed: int, moe: bool = False) -> Path:
+def tiny_model(root: Path, name: str, seed: int, family: str = "llama") -> Path:
+    import tiny_models
+
     directory = root / name
     directory.mkdir()
     build_byte_level(directory)
-    (make_tiny_qwen2_moe if moe else make_tiny_llama)(directory, seed=seed, vocab_size=400)
+    make = make_tiny_qwen2_moe if family == "moe" else getattr(tiny_models, f"make_tiny_{family}")
+    make(directory, seed=seed, vocab_size=400)
     return directory
 
 
@@ -124,7 +128,8 @@ def main() -> None:
         drafts = {"none": ["--spec-method", "none"], "ngram": ["--spec-method", "ngram"],
                   "eagle": ["--spec-method", "eagle"], "eagle_ngram": ["--spec-method", "eagle_ngram"]}
     else:
-        model, other = tiny_model(root, "target", 0, moe="moe" in sys.argv[3:]), tiny_model(root, "draft", 1)
+        family = sys.argv[3] if len(sys.argv) > 3 else "llama"
+        model, other = tiny_model(root, "target", 0, family), tiny_model(root, "draft", 1)
         eagle = root / "eagle"
         train_tiny_drafter(model, eagle)
         drafts = {"none": ["--spec-method", "none"], "ngram": ["--spec-method", "ngram"],
@@ -132,7 +137,9 @@ def main() -> None:
                   "eagle": ["--spec-method", "eagle", "--eagle-drafter", str(eagle)],
                   "eagle_ngram": ["--spec-method", "eagle_ngram", "--eagle-drafter", str(eagle)]}
     pool = ["--num-kv-blocks", "256"] if "default" in sys.argv[3:] else ["--kv-cache-memory-gb", "0.02"]
-    one_targets = ["q_proj", "k_proj", "v_proj", "o_proj"] if "moe" in sys.argv[3:] else None
+    family = sys.argv[3] if len(sys.argv) > 3 else "llama"
+    one_targets = {"llama": None, "default": None, "moe": ["q_proj", "k_proj", "v_proj", "o_proj"]}.get(
+        family, ["q_proj", "v_proj"])
     lora = ["--lora-modules",
             f"one={make_peft_adapter(model, root / 'one', seed=1, scale=0.1, target_modules=one_targets)}",
             f"two={make_peft_adapter(model, root / 'two', seed=2, rank=8, target_modules=['q_proj', 'v_proj'])}"]
