@@ -18,8 +18,8 @@ MODEL_CLASSES: dict[str, type] = {
                          "Qwen3MoeForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM",
                          "Olmo2ForCausalLM", "Olmo3ForCausalLM", "OlmoeForCausalLM", "SmolLM3ForCausalLM",
                          "MinistralForCausalLM", "GlmForCausalLM", "Glm4ForCausalLM", "CohereForCausalLM",
-                         "Cohere2ForCausalLM", "PhiForCausalLM", "Starcoder2ForCausalLM",
-                         *VISION_LANGUAGE_ARCHITECTURES)
+                         "Cohere2ForCausalLM", "PhiForCausalLM", "Starcoder2ForCausalLM", "NemotronForCausalLM",
+                         "ArceeForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
 }
 """Vision-language architectures are served as their language model (models/vision_language.py)."""
 
@@ -36,7 +36,8 @@ _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForC
                                 "smollm3": "SmolLM3ForCausalLM", "ministral": "MinistralForCausalLM",
                                 "glm": "GlmForCausalLM", "glm4": "Glm4ForCausalLM", "cohere": "CohereForCausalLM",
                                 "cohere2": "Cohere2ForCausalLM", "phi": "PhiForCausalLM",
-                                "starcoder2": "Starcoder2ForCausalLM"}
+                                "starcoder2": "Starcoder2ForCausalLM", "nemotron": "NemotronForCausalLM",
+                                "arcee": "ArceeForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

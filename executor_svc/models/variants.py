@@ -45,11 +45,15 @@ class CheckpointNames:
     final_norm: str = "model.norm"
 
 
-_CLASSIC_NAMES = {
+_UNGATED_NAMES = {
     "phi": CheckpointNames("self_attn.dense", None, "mlp.fc1", "mlp.fc2", "model.final_layernorm"),
     "starcoder2": CheckpointNames(mlp_gate=None, mlp_up="mlp.c_fc", mlp_down="mlp.c_proj"),
+    "nemotron": CheckpointNames(mlp_gate=None),
+    "arcee": CheckpointNames(mlp_gate=None),
 }
-"""model_types with LayerNorms with biases and an MLP without a gate, and their tensor names."""
+"""model_types whose MLP has no gate (act(up), relu^2 for Nemotron and Arcee), and their tensor names."""
+_BIASED_NORM_TYPES = ("phi", "starcoder2", "nemotron")
+"""model_types whose norms are LayerNorms with biases (Nemotron's scale by 1 + w)."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,6 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
     attention_bias = bool(getattr(config, "attention_bias", False))
     rotary_factor = float(rope_parameters(config).get("partial_rotary_factor", 1.0))
     softcap = getattr(config, "final_logit_softcapping", None)
-    classic = model_type in _CLASSIC_NAMES
     # Phi-2 biases every projection; StarCoder2 as its use_bias says.
     classic_bias = model_type == "phi" or (model_type == "starcoder2" and bool(getattr(config, "use_bias", True)))
     return ModelVariant(
@@ -152,7 +155,7 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         pre_norms=model_type not in _POST_NORM_TYPES,
         qk_norm_full_width=model_type in _OLMO_TYPES,
         qk_norm_per_head=_cohere_qk_norm(config),
-        norm_weight_offset=1.0 if model_type in _GEMMA_TYPES else 0.0,
+        norm_weight_offset=1.0 if model_type in (*_GEMMA_TYPES, "nemotron") else 0.0,
         embedding_scale=_embedding_scale(config, model_type),
         residual_scale=float(getattr(config, "residual_multiplier", 1.0)),
         attention_scale=_attention_scale(config, head_dim),
@@ -165,13 +168,13 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         fused_checkpoint=has_fused_checkpoint(config),
         moe=moe_settings_for(config),
         rotary_interleaved=model_type in (*_GLM_TYPES, *_COHERE_TYPES),
-        layer_norm=model_type in (*_COHERE_TYPES, *_CLASSIC_NAMES),
+        layer_norm=model_type in (*_COHERE_TYPES, *_BIASED_NORM_TYPES),
         parallel_residual=model_type in (*_COHERE_TYPES, "phi"),
-        mlp_gated=not classic,
+        mlp_gated=model_type not in _UNGATED_NAMES,
         mlp_bias=classic_bias or bool(getattr(config, "mlp_bias", False)),
-        norm_bias=classic,
+        norm_bias=model_type in _BIASED_NORM_TYPES,
         lm_head_bias=model_type == "phi",
-        names=_CLASSIC_NAMES.get(model_type or "", CheckpointNames()),
+        names=_UNGATED_NAMES.get(model_type or "", CheckpointNames()),
         norm_names=_GLM4_NORM_NAMES if model_type == "glm4" else ModelVariant.norm_names,
         rope_layers=_rope_layers(config),
     )
@@ -191,8 +194,8 @@ def _logits_divisor(config: PretrainedConfig) -> float:
 
 def norm_eps_of(config: PretrainedConfig) -> float:
     """The norms' epsilon (rms_norm_eps; Cohere's and Phi-2's LayerNorm call it layer_norm_eps, StarCoder2's
-    norm_epsilon)."""
-    for name in ("rms_norm_eps", "layer_norm_eps", "norm_epsilon"):  # StarCoder2: norm_epsilon
+    norm_epsilon, Nemotron's norm_eps)."""
+    for name in ("rms_norm_eps", "layer_norm_eps", "norm_epsilon", "norm_eps"):  # StarCoder2, Nemotron
         eps = getattr(config, name, None)
         if eps is not None:
             return float(eps)

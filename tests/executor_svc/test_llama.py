@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from tiny_models import (
+    make_tiny_arcee,
     make_tiny_cohere,
     make_tiny_cohere2,
     make_tiny_gemma,
@@ -23,6 +24,7 @@ from tiny_models import (
     make_tiny_mistral,
     make_tiny_mistral3_vision,
     make_tiny_mixtral,
+    make_tiny_nemotron,
     make_tiny_olmo2,
     make_tiny_olmo3,
     make_tiny_olmoe,
@@ -97,6 +99,8 @@ MAKERS = {
     "phi2": make_tiny_phi2,
     "starcoder2": make_tiny_starcoder2,
     "llama_mlp_bias": lambda path, seed: make_tiny_llama(path, seed, mlp_bias=True),
+    "nemotron_layernorm_1p_relu2": make_tiny_nemotron,
+    "arcee_relu2": make_tiny_arcee,
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,
@@ -317,7 +321,8 @@ def test_load_weights_rejects_unknown_misshapen_and_missing_tensors(tmp_path):
 
 
 @pytest.mark.parametrize(("field", "value"), [("use_bidirectional_attention", True),
-                                              ("hidden_activation", "no_such_activation")])
+                                              ("hidden_activation", "no_such_activation"),
+                                              ("clip_qkv", 8.0), ("qk_layernorm", True)])
 def test_config_features_the_decoder_does_not_implement_are_refused_by_name(field, value):
     from transformers import Gemma3TextConfig
 

@@ -274,6 +274,24 @@ def make_tiny_starcoder2(path: str | Path, seed: int = 0, vocab_size: int = 256,
     return _save(Starcoder2ForCausalLM, config, path, seed)
 
 
+def make_tiny_nemotron(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random NemotronForCausalLM checkpoint (LayerNorms scaling by 1 + w with biases, an ungated relu^2
+    MLP, partial RoPE) into `path`."""
+    from transformers import NemotronConfig, NemotronForCausalLM
+
+    nemotron = {"partial_rotary_factor": 0.5, "norm_eps": 1e-5}
+    config = NemotronConfig(**{**TINY_LLAMA_DEFAULTS, **nemotron, "vocab_size": vocab_size, **overrides})
+    return _save(NemotronForCausalLM, config, path, seed)
+
+
+def make_tiny_arcee(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random ArceeForCausalLM checkpoint (Llama with an ungated relu^2 MLP) into `path`."""
+    from transformers import ArceeConfig, ArceeForCausalLM
+
+    config = ArceeConfig(**{**TINY_LLAMA_DEFAULTS, "vocab_size": vocab_size, **overrides})
+    return _save(ArceeForCausalLM, config, path, seed)
+
+
 def make_tiny_gemma3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random Gemma3ForConditionalGeneration checkpoint (a tiny SigLIP tower and projector beside the
     language model, stored under ``language_model.``) into `path`; ``overrides`` go to its text config."""
