@@ -19,7 +19,7 @@ MODEL_CLASSES: dict[str, type] = {
                          "Olmo2ForCausalLM", "Olmo3ForCausalLM", "OlmoeForCausalLM", "SmolLM3ForCausalLM",
                          "MinistralForCausalLM", "GlmForCausalLM", "Glm4ForCausalLM", "CohereForCausalLM",
                          "Cohere2ForCausalLM", "PhiForCausalLM", "Starcoder2ForCausalLM", "NemotronForCausalLM",
-                         "ArceeForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
+                         "ArceeForCausalLM", "Exaone4ForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
 }
 """Vision-language architectures are served as their language model (models/vision_language.py)."""
 
@@ -37,7 +37,7 @@ _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForC
                                 "glm": "GlmForCausalLM", "glm4": "Glm4ForCausalLM", "cohere": "CohereForCausalLM",
                                 "cohere2": "Cohere2ForCausalLM", "phi": "PhiForCausalLM",
                                 "starcoder2": "Starcoder2ForCausalLM", "nemotron": "NemotronForCausalLM",
-                                "arcee": "ArceeForCausalLM"}
+                                "arcee": "ArceeForCausalLM", "exaone4": "Exaone4ForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

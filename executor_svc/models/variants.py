@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 _FUSED_CHECKPOINT_TYPES = ("phi3",)
 """model_types whose checkpoints store q/k/v as one ``qkv_proj`` and gate/up as one ``gate_up_proj`` (GLM: the
 latter only)."""
-_POST_NORM_TYPES = ("olmo2", "olmo3")
+_POST_NORM_TYPES = ("olmo2", "olmo3", "exaone4")
 """model_types that norm each branch's output and not its input."""
 _OLMO_TYPES = ("olmo2", "olmo3", "olmoe")
 """model_types whose q and k norms span all heads."""
@@ -150,7 +150,7 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         hidden_act=hidden_act_of(config),
         qkv_bias=attention_bias or _qwen2_qkv_bias(config, model_type) or classic_bias,
         o_bias=(attention_bias and model_type not in _GLM_TYPES) or classic_bias,  # GLM biases q, k and v only
-        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text", *_OLMO_TYPES) or _cohere_qk_norm(config),
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text", "exaone4", *_OLMO_TYPES) or _cohere_qk_norm(config),
         sandwich_norms=model_type in ("gemma2", "gemma3_text", "glm4", *_POST_NORM_TYPES),
         pre_norms=model_type not in _POST_NORM_TYPES,
         qk_norm_full_width=model_type in _OLMO_TYPES,
@@ -203,9 +203,10 @@ def norm_eps_of(config: PretrainedConfig) -> float:
 
 
 def _rope_layers(config: PretrainedConfig) -> tuple[bool, ...]:
-    """SmolLM3's ``no_rope_layers`` (1: the layer uses RoPE, 0: it does not); Cohere 2 rotates its sliding layers
-    only; else every layer rotates."""
-    if getattr(config, "model_type", None) == "cohere2":
+    """SmolLM3's ``no_rope_layers`` (1: the layer uses RoPE, 0: it does not); Cohere 2 and EXAONE 4 (with a window)
+    rotate their sliding layers only; else every layer rotates."""
+    model_type = getattr(config, "model_type", None)
+    if model_type == "cohere2" or (model_type == "exaone4" and getattr(config, "sliding_window", None)):
         return tuple(kind == "sliding_attention" for kind in config.layer_types)
     flags = getattr(config, "no_rope_layers", None)
     if flags is None:

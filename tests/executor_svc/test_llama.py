@@ -11,6 +11,7 @@ from tiny_models import (
     make_tiny_arcee,
     make_tiny_cohere,
     make_tiny_cohere2,
+    make_tiny_exaone4,
     make_tiny_gemma,
     make_tiny_gemma2,
     make_tiny_gemma3,
@@ -101,6 +102,7 @@ MAKERS = {
     "llama_mlp_bias": lambda path, seed: make_tiny_llama(path, seed, mlp_bias=True),
     "nemotron_layernorm_1p_relu2": make_tiny_nemotron,
     "arcee_relu2": make_tiny_arcee,
+    "exaone4_output_norms_nope_global": make_tiny_exaone4,
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,

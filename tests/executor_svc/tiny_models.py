@@ -292,6 +292,16 @@ def make_tiny_arcee(path: str | Path, seed: int = 0, vocab_size: int = 256, **ov
     return _save(ArceeForCausalLM, config, path, seed)
 
 
+def make_tiny_exaone4(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Exaone4ForCausalLM checkpoint (output-only norms, per-head q/k norms; layer 0 slides over 6
+    positions with RoPE, layer 1 attends to all without positions) into `path`."""
+    from transformers import Exaone4Config, Exaone4ForCausalLM
+
+    windows = {"sliding_window": 6, "layer_types": ["sliding_attention", "full_attention"], "head_dim": 16}
+    config = Exaone4Config(**{**TINY_LLAMA_DEFAULTS, **windows, "vocab_size": vocab_size, **overrides})
+    return _save(Exaone4ForCausalLM, config, path, seed)
+
+
 def make_tiny_gemma3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random Gemma3ForConditionalGeneration checkpoint (a tiny SigLIP tower and projector beside the
     language model, stored under ``language_model.``) into `path`; ``overrides`` go to its text config."""
