@@ -22,6 +22,7 @@ from pathlib import Path
 
 GPU_TESTS = (
     "tests/executor_svc/cuda_graphs/test_cuda_replay.py",
+    "tests/executor_svc/cuda_graphs/test_cuda_families.py",
     "tests/executor_svc/test_step_forward.py::test_cuda_graphs_replay_to_the_tokens_of_eager_cuda_steps",
     "tests/executor_svc/test_lora.py::test_cuda_graph_replays_of_adapter_steps_give_pefts_tokens",
     "tests/executor_svc/test_moe.py::test_a_cuda_graph_of_the_block_replays_to_the_eager_sums",
