@@ -1,0 +1,122 @@
+"""Loading mixture-of-experts tensors: the router and experts of Mixtral, Qwen-MoE and OLMoE (one tensor per expert
+projection in checkpoints, stacked in transformers 5's own layout) and Granite MoE's stacked experts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+import torch
+
+from executor_svc.models.llama import LlamaMLP, LlamaModelForCausalLM
+from executor_svc.models.moe import SparseMoeBlock
+from executor_svc.models.moe_settings import MoeSettings
+from executor_svc.models.weight_targets import (
+    Targets,
+    gate_up_halves,
+    gated_targets,
+    mlp_targets,
+    part_target,
+    whole_target,
+)
+from executor_svc.parallel.tensor_parallel import TensorParallel
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+# transformers (v5) holds a MoE layer's experts stacked, [experts, 2 * intermediate, hidden] and [experts, hidden,
+# intermediate], and Mixtral's under ``mlp.``: GGUF checkpoints arrive so (read through transformers).
+_STACKED_EXPERT_SUFFIXES = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+_MIXTRAL_ROUTER_SUFFIX = "mlp.gate.weight"
+_GRANITE_RENAMES = (("block_sparse_moe.experts.gate_up_proj", "block_sparse_moe.input_linear.weight"),
+                    ("block_sparse_moe.experts.down_proj", "block_sparse_moe.output_linear.weight"),
+                    ("block_sparse_moe.router.weight", "block_sparse_moe.router.layer.weight"))
+GRANITE_MOE_TYPES = ("granitemoe", "granitemoeshared")
+"""model_types whose experts checkpoints store stacked (granite_moe_targets)."""
+
+
+def in_transformers_moe_layout(name: str, config: PretrainedConfig) -> bool:
+    """Whether ``name`` is one of the stacked expert tensors, or Mixtral's router under ``mlp.``."""
+    mixtral = getattr(config, "model_type", None) == "mixtral"
+    return name.endswith(_STACKED_EXPERT_SUFFIXES) or (mixtral and name.endswith(_MIXTRAL_ROUTER_SUFFIX))
+
+
+def granite_checkpoint_name(name: str) -> str:
+    """Granite MoE's checkpoint name of a tensor transformers (v5) names otherwise (its stacked experts and router
+    are stored stacked in checkpoints too, under other names)."""
+    for theirs, ours in _GRANITE_RENAMES:
+        if name.endswith(theirs):
+            return name[: -len(theirs)] + ours
+    return name
+
+
+def split_stacked_experts(name: str, tensor: torch.Tensor, config: PretrainedConfig, moe: MoeSettings
+                           ) -> list[tuple[str, torch.Tensor]]:
+    """transformers' stacked expert tensors (and Mixtral's router under ``mlp.``) as the per-expert checkpoint
+    names; ValueError naming the tensor when its experts or rows do not add up."""
+    block_name, (gate, up, down) = _moe_names(config)
+    block = name[: name.rindex("mlp.")] + block_name
+    if name.endswith(_MIXTRAL_ROUTER_SUFFIX):
+        return [(block + "gate.weight", tensor)]
+    size = moe.expert_intermediate_size
+    gate_up = name.endswith("gate_up_proj")
+    rows = 2 * size if gate_up else config.hidden_size
+    if tensor.dim() != 3 or tensor.shape[0] != moe.num_experts or tensor.shape[1] != rows:
+        raise ValueError(f"weights: {name!r} has shape {tuple(tensor.shape)}, expected ({moe.num_experts}, {rows}, "
+                         f"{config.hidden_size if gate_up else size})")
+    parts = []
+    for expert, weight in enumerate(tensor):
+        prefix = f"{block}experts.{expert}."
+        if gate_up:
+            parts += [(f"{prefix}{gate}.weight", weight[:size]), (f"{prefix}{up}.weight", weight[size:])]
+        else:
+            parts.append((f"{prefix}{down}.weight", weight))
+    return parts
+
+
+def _moe_names(config: PretrainedConfig) -> tuple[str, tuple[str, str, str]]:
+    """The checkpoint's name of a MoE layer's block, and of each expert's gate, up and down projections."""
+    if getattr(config, "model_type", None) == "mixtral":
+        return "block_sparse_moe.", ("w1", "w3", "w2")
+    return "mlp.", ("gate_proj", "up_proj", "down_proj")
+
+
+def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) -> dict[str, Targets]:
+    """The router and every expert (Mixtral's ``block_sparse_moe.experts.E.w1/w3/w2``, Qwen's
+    ``mlp.experts.E.gate_proj/up_proj/down_proj``), and Qwen2-MoE's shared expert and its gate."""
+    settings, tp = moe.settings, model.tp
+    block_name, projections = _moe_names(model.config)
+    block = prefix + block_name
+    targets: dict[str, Targets] = {block + "gate.weight": whole_target(moe.router_weight)}
+    for expert, (gate_up, down) in enumerate(zip(moe.experts_gate_up_weight.data, moe.experts_down_weight.data)):
+        names = tuple(f"{block}experts.{expert}.{projection}" for projection in projections)
+        targets.update(gated_targets(cast(tuple[str, str, str], names), gate_up, down, tp, moe.intermediate_offset,
+                                      settings.expert_intermediate_size))
+    shared = moe.shared_expert
+    if isinstance(shared, LlamaMLP) and moe.shared_expert_gate_weight is not None:
+        full_shared = settings.shared_expert_intermediate_size or 0
+        targets.update(mlp_targets(block + "shared_expert.", shared, tp, full_shared))  # Qwen's names
+        targets[block + "shared_expert_gate.weight"] = whole_target(moe.shared_expert_gate_weight)
+    return targets
+
+
+def granite_moe_targets(prefix: str, moe: SparseMoeBlock, tp: TensorParallel) -> dict[str, Targets]:
+    """Granite MoE stores its experts stacked: ``input_linear`` [experts, 2 * intermediate (gate, then up), hidden],
+    ``output_linear`` [experts, hidden, intermediate], the router as ``router.layer``; Granite MoE shared adds an
+    un-gated ``shared_mlp`` with a fused ``input_linear``."""
+    block = prefix + "block_sparse_moe."
+    full = moe.settings.expert_intermediate_size
+    targets: dict[str, Targets] = {
+        block + "router.layer.weight": whole_target(moe.router_weight),
+        block + "input_linear.weight": gate_up_halves(tp, moe.experts_gate_up_weight.data, 1,
+                                                       moe.intermediate_offset, full),
+        block + "output_linear.weight": part_target(tp, moe.experts_down_weight.data, 2, moe.intermediate_offset, full),
+    }
+    shared = moe.shared_expert
+    if isinstance(shared, LlamaMLP):
+        full_shared = moe.settings.shared_expert_intermediate_size or 0
+        offset = shared.intermediate_offset
+        targets[prefix + "shared_mlp.input_linear.weight"] = gate_up_halves(tp, shared.gate_up_weight.data, 0,
+                                                                              offset, full_shared)
+        targets[prefix + "shared_mlp.output_linear.weight"] = part_target(tp, shared.down_weight.data, 1, offset,
+                                                                     full_shared)
+    return targets
