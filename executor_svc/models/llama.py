@@ -278,7 +278,9 @@ class LlamaDecoderLayer(nn.Module):
         """What the attention reads from the residual stream: its norm (none with OLMo 2's output-only norms)."""
         if self.input_norm_weight is None:
             return hidden
-        return self._normed(hidden, self.input_norm_weight, self.input_norm_bias)
+        if self.input_norm_bias is None:  # inline on the common path: this runs twice per layer and step
+            return self.norm(hidden, self.input_norm_weight, self.eps)
+        return layer_norm(hidden, self.input_norm_weight, self.eps, self.input_norm_bias)
 
     def _normed(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         """The variant's norm of x (a LayerNorm whenever there is a bias)."""
@@ -304,8 +306,9 @@ class LlamaDecoderLayer(nn.Module):
                    ) -> torch.Tensor:
         """What the MLP adds to the residual stream ``hidden`` (``graph_safe``: a captured step's forward, in which
         routed experts must not read the host)."""
-        if self.post_attention_norm_weight is not None:
-            hidden = self._normed(hidden, self.post_attention_norm_weight, self.post_attention_norm_bias)
+        norm, bias = self.post_attention_norm_weight, self.post_attention_norm_bias
+        if norm is not None:  # inlined on the common path like attention_input's
+            hidden = self.norm(hidden, norm, self.eps) if bias is None else layer_norm(hidden, norm, self.eps, bias)
         out = self.mlp(hidden, adapters, graph_safe)
         if self.mlp_out_norm_weight is not None:
             out = self._normed(out, self.mlp_out_norm_weight)
