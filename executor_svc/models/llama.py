@@ -49,8 +49,8 @@ class LlamaAttention(nn.Module):
         super().__init__()
         variant = variant or variant_for(config)
         self.tp = tp
-        self.rotary = rotary
-        self.rotary_interleaved = variant.rotary_interleaved
+        self.rotate = None if not rotary else apply_rotary_interleaved if variant.rotary_interleaved else apply_rotary
+        """How q and k turn by their positions (None: not at all, a NoPE layer)."""
         # Split by KV-head groups, unevenly if need be (SmolLM2-135M has 3 KV heads): each rank keeps whole groups.
         kv_start, kv_end = tp.split(config.num_key_value_heads, "num_key_value_heads")
         group = config.num_attention_heads // config.num_key_value_heads
@@ -74,16 +74,15 @@ class LlamaAttention(nn.Module):
         )
         self.o_bias = nn.Parameter(torch.zeros(config.hidden_size), requires_grad=False) if variant.o_bias else None
         qk_heads = self.num_heads + self.num_kv_heads
-        # Qwen3 normalises each q and k head; one norm over all of them with a per-head weight row (the same row for
-        # every head; Cohere's LayerNorms have a row per head). OLMo normalises all of q's heads at once, and all of
-        # k's (qk_norm_full_width; the same weight rows, flattened).
+        # One weight row per q and k head, whatever the norm (ModelVariant.qk_norm): every row the same checkpoint
+        # row for per-head norms, each head its own for Cohere's, the checkpoint's full-width row cut into heads for
+        # OLMo's.
+        self.qk_norm = variant.qk_norm
         self.qk_norm_weight = (
             nn.Parameter(torch.ones(qk_heads, self.head_dim), requires_grad=False)
-            if variant.qk_norm
+            if variant.qk_norm is not None
             else None
         )
-        self.qk_norm_full_width = variant.qk_norm_full_width
-        self.qk_norm_per_head = variant.qk_norm_per_head
         self.full_widths = (config.num_attention_heads * self.head_dim, config.num_key_value_heads * self.head_dim)
         """The checkpoint's q and k widths: what a full-width norm divides its sums of squares by."""
         self.packed: dict[str, torch.Tensor] = {}
@@ -121,15 +120,19 @@ class LlamaAttention(nn.Module):
                           adapters)
         qk = qkv[:, : qk_heads * self.head_dim].reshape(tokens, qk_heads, self.head_dim)
         v = qkv[:, qk_heads * self.head_dim :].reshape(tokens, self.num_kv_heads, self.head_dim)
-        if self.qk_norm_weight is not None and self.qk_norm_full_width:
-            qk = self._full_width_qk_norm(qk, self.qk_norm_weight)
-        elif self.qk_norm_weight is not None and self.qk_norm_per_head:  # Cohere: LayerNorm, weights per head
-            qk = F.layer_norm(qk, (self.head_dim,), eps=self.eps) * self.qk_norm_weight
-        elif self.qk_norm_weight is not None:
-            qk = F.rms_norm(qk, (self.head_dim,), eps=self.eps) * self.qk_norm_weight
-        if self.rotary:
-            qk = (apply_rotary_interleaved if self.rotary_interleaved else apply_rotary)(qk, cos, sin)
+        if self.qk_norm_weight is not None:
+            qk = self._norm_qk(qk, self.qk_norm_weight)
+        if self.rotate is not None:
+            qk = self.rotate(qk, cos, sin)
         return qk[:, : self.num_heads], qk[:, self.num_heads :], v
+
+    def _norm_qk(self, qk: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """q and k [T, H + KVH, D] normed as the variant norms them (ModelVariant.qk_norm)."""
+        if self.qk_norm == "head":
+            return F.rms_norm(qk, (self.head_dim,), eps=self.eps) * weight
+        if self.qk_norm == "head_layer_norm":
+            return F.layer_norm(qk, (self.head_dim,), eps=self.eps) * weight
+        return self._full_width_qk_norm(qk, weight)
 
     def _full_width_qk_norm(self, qk: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """q's heads normed as one vector and k's as another, [T, H + KVH, D] (OLMo: RMSNorm over
@@ -278,13 +281,9 @@ class LlamaDecoderLayer(nn.Module):
         """What the attention reads from the residual stream: its norm (none with OLMo 2's output-only norms)."""
         if self.input_norm_weight is None:
             return hidden
-        if self.input_norm_bias is None:  # inline on the common path: this runs twice per layer and step
+        if self.input_norm_bias is None:
             return self.norm(hidden, self.input_norm_weight, self.eps)
         return layer_norm(hidden, self.input_norm_weight, self.eps, self.input_norm_bias)
-
-    def _normed(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """The variant's norm of x (a LayerNorm whenever there is a bias)."""
-        return self.norm(x, weight, self.eps) if bias is None else layer_norm(x, weight, self.eps, bias)
 
     def add_branches(self, hidden: torch.Tensor, normed: torch.Tensor, attended: torch.Tensor,
                      adapters: AdapterRows | None = None, graph_safe: bool = False) -> torch.Tensor:
@@ -299,7 +298,7 @@ class LlamaDecoderLayer(nn.Module):
     def join_attention(self, hidden: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
         """The residual stream after the attention output ``attended`` joins it."""
         if self.attention_out_norm_weight is not None:
-            attended = self._normed(attended, self.attention_out_norm_weight)
+            attended = self.norm(attended, self.attention_out_norm_weight, self.eps)
         return hidden + self.scale_residual(attended)
 
     def mlp_branch(self, hidden: torch.Tensor, adapters: AdapterRows | None = None, graph_safe: bool = False
@@ -307,11 +306,11 @@ class LlamaDecoderLayer(nn.Module):
         """What the MLP adds to the residual stream ``hidden`` (``graph_safe``: a captured step's forward, in which
         routed experts must not read the host)."""
         norm, bias = self.post_attention_norm_weight, self.post_attention_norm_bias
-        if norm is not None:  # inlined on the common path like attention_input's
+        if norm is not None:
             hidden = self.norm(hidden, norm, self.eps) if bias is None else layer_norm(hidden, norm, self.eps, bias)
         out = self.mlp(hidden, adapters, graph_safe)
         if self.mlp_out_norm_weight is not None:
-            out = self._normed(out, self.mlp_out_norm_weight)
+            out = self.norm(out, self.mlp_out_norm_weight, self.eps)
         return self.scale_residual(out)
 
     def scale_residual(self, out: torch.Tensor) -> torch.Tensor:
@@ -352,10 +351,9 @@ class LlamaModelForCausalLM(nn.Module):
         self.embed_weight = nn.Parameter(torch.empty(end - start, config.hidden_size), requires_grad=False)
         windows = self.variant.layer_windows
         sparse_layers = self.variant.moe.sparse_layers if self.variant.moe else (False,) * len(windows)
-        rotary_layers = self.variant.rope_layers or (True,) * len(windows)
         self.layers = nn.ModuleList(
             [LlamaDecoderLayer(config, attention_backend, tp, self.variant, window, sparse, rotary)
-             for window, sparse, rotary in zip(windows, sparse_layers, rotary_layers)]
+             for window, sparse, rotary in zip(windows, sparse_layers, self.variant.rope_layers)]
         )
         self.norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
         self.norm_bias = (

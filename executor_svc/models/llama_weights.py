@@ -14,14 +14,7 @@ import torch
 
 from executor_svc.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaModelForCausalLM
 from executor_svc.models.moe import SparseMoeBlock
-from executor_svc.models.moe_weights import (
-    GRANITE_MOE_TYPES,
-    granite_checkpoint_name,
-    granite_moe_targets,
-    in_transformers_moe_layout,
-    moe_targets,
-    split_stacked_experts,
-)
+from executor_svc.models.moe_weights import checkpoint_layout, moe_targets
 from executor_svc.models.variants import head_dim_of
 from executor_svc.models.weight_targets import Target, Targets, mlp_targets, part_target, whole_target
 from executor_svc.parallel.tensor_parallel import TensorParallel
@@ -62,12 +55,12 @@ class WeightRouter:
             for part_name, part in _split_fused(name, tensor, self.config):
                 self.load(part_name, part)
             return
-        if getattr(self.config, "model_type", None) in GRANITE_MOE_TYPES:
-            name = granite_checkpoint_name(name)
-        elif self.moe is not None and in_transformers_moe_layout(name, self.config):
-            for part_name, part in split_stacked_experts(name, tensor, self.config, self.moe):
-                self.load(part_name, part)
-            return
+        if self.moe is not None:
+            parts = checkpoint_layout(name, tensor, self.config, self.moe)
+            if parts is not None:
+                for part_name, part in parts:
+                    self.load(part_name, part)
+                return
         target = self.targets.get(name)
         if target is None:
             raise ValueError(f"weights: unexpected tensor {name!r} for this architecture")
@@ -138,20 +131,12 @@ def _layer_targets(
     targets: dict[str, Targets] = {
         f"{prefix}{names.o_proj}.weight": part_target(tp, attn.o_weight.data, 1, q_offset, all_q_rows),
     }
-    if layer.input_norm_weight is not None:
-        targets[prefix + "input_layernorm.weight"] = whole_target(layer.input_norm_weight, norm_offset)
-    if layer.input_norm_bias is not None:
-        targets[prefix + "input_layernorm.bias"] = whole_target(layer.input_norm_bias)
-    if isinstance(mlp, SparseMoeBlock) and getattr(config, "model_type", None) in GRANITE_MOE_TYPES:
-        targets.update(granite_moe_targets(prefix, mlp, tp))
-    elif isinstance(mlp, SparseMoeBlock):
+    if isinstance(mlp, SparseMoeBlock):
         targets.update(moe_targets(prefix, mlp, model))
     else:
         targets.update(mlp_targets(prefix, mlp, tp, config.intermediate_size,
                                     (names.mlp_gate, names.mlp_up, names.mlp_down)))
-    targets.update(_norm_targets(prefix, layer, norm_offset, model.variant.norm_names))
-    if layer.post_attention_norm_bias is not None:
-        targets[prefix + "post_attention_layernorm.bias"] = whole_target(layer.post_attention_norm_bias)
+    targets.update(_norm_targets(prefix, layer, norm_offset, names.sandwich_norms))
     for part, (start, end, offset, full) in qkv_parts.items():
         targets[f"{prefix}self_attn.{part}.weight"] = part_target(tp, attn.qkv_weight.data[start:end], 0, offset, full)
         if attn.qkv_bias is not None:
@@ -164,49 +149,42 @@ def _layer_targets(
 
 def _qk_norm_targets(prefix: str, attn: LlamaAttention, config: PretrainedConfig, norm_offset: float
                      ) -> dict[str, Targets]:
-    """The q and k norms' weights: OLMo's over all heads, Cohere's per head, else one row every head shares."""
-    tp = attn.tp
-    hd = attn.head_dim
-    q_offset, kv_offset = attn.head_offset * hd, attn.kv_head_offset * hd
-    all_q_rows, all_kv_rows = config.num_attention_heads * hd, config.num_key_value_heads * hd
-    targets: dict[str, Targets] = {}
-    if attn.qk_norm_weight is not None and attn.qk_norm_full_width:
-        # OLMo: one weight per feature of all q heads ([heads * head_dim]), and of all k heads; this rank's slices.
-        q_rows, k_rows = attn.qk_norm_weight.data[: attn.num_heads], attn.qk_norm_weight.data[attn.num_heads :]
-        targets[prefix + "self_attn.q_norm.weight"] = part_target(tp, q_rows.view(-1), 0, q_offset, all_q_rows)
-        targets[prefix + "self_attn.k_norm.weight"] = part_target(tp, k_rows.view(-1), 0, kv_offset, all_kv_rows)
-    elif attn.qk_norm_weight is not None and attn.qk_norm_per_head:
-        # Cohere: [heads, head_dim] weights; this rank's heads' rows.
-        q_rows, k_rows = attn.qk_norm_weight.data[: attn.num_heads], attn.qk_norm_weight.data[attn.num_heads :]
-        targets[prefix + "self_attn.q_norm.weight"] = part_target(tp, q_rows, 0, attn.head_offset,
-                                                            config.num_attention_heads)
-        targets[prefix + "self_attn.k_norm.weight"] = part_target(tp, k_rows, 0, attn.kv_head_offset,
-                                                            config.num_key_value_heads)
-    elif attn.qk_norm_weight is not None:
-        head_dim = (attn.head_dim,)
-        q_rows, k_rows = attn.qk_norm_weight.data[: attn.num_heads], attn.qk_norm_weight.data[attn.num_heads :]
-        targets[prefix + "self_attn.q_norm.weight"] = Target(q_rows, head_dim, offset=norm_offset)
-        targets[prefix + "self_attn.k_norm.weight"] = Target(k_rows, head_dim, offset=norm_offset)
-    return targets
+    """The q and k norms' weights (one row per head in the model): OLMo's [heads * head_dim] over all heads and
+    Cohere's [heads, head_dim] sliced to this rank's heads, else the [head_dim] row every head shares."""
+    weight = attn.qk_norm_weight
+    if weight is None:
+        return {}
+    q_rows, k_rows = weight.data[: attn.num_heads], weight.data[attn.num_heads :]
+    q_name, k_name = prefix + "self_attn.q_norm.weight", prefix + "self_attn.k_norm.weight"
+    tp, hd = attn.tp, attn.head_dim
+    if attn.qk_norm == "full_width":
+        return {q_name: part_target(tp, q_rows.view(-1), 0, attn.head_offset * hd, config.num_attention_heads * hd),
+                k_name: part_target(tp, k_rows.view(-1), 0, attn.kv_head_offset * hd,
+                                    config.num_key_value_heads * hd)}
+    if attn.qk_norm == "head_layer_norm":
+        return {q_name: part_target(tp, q_rows, 0, attn.head_offset, config.num_attention_heads),
+                k_name: part_target(tp, k_rows, 0, attn.kv_head_offset, config.num_key_value_heads)}
+    return {q_name: Target(q_rows, (hd,), offset=norm_offset), k_name: Target(k_rows, (hd,), offset=norm_offset)}
 
 
 def _norm_targets(prefix: str, layer: LlamaDecoderLayer, offset: float, sandwich_names: tuple[str, str, str]
-                  ) -> dict[str, Target]:
-    """The layer's norms after the input one: Llama's post_attention_layernorm is the MLP's input norm; with
-    sandwich norms, ``sandwich_names`` name the attention output's, the MLP input's (OLMo 2 has none) and the MLP
-    output's (Gemma 2 and 3: post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm)."""
-    mlp_input, attention_out, mlp_out = (layer.post_attention_norm_weight, layer.attention_out_norm_weight,
-                                         layer.mlp_out_norm_weight)
-    targets = {}
-    if attention_out is None or mlp_out is None:
-        if mlp_input is not None:
-            targets[prefix + "post_attention_layernorm.weight"] = whole_target(mlp_input, offset)
-        return targets
-    attention_out_name, mlp_input_name, mlp_out_name = sandwich_names
-    targets[f"{prefix}{attention_out_name}.weight"] = whole_target(attention_out, offset)
-    targets[f"{prefix}{mlp_out_name}.weight"] = whole_target(mlp_out, offset)
-    if mlp_input is not None:
-        targets[f"{prefix}{mlp_input_name}.weight"] = whole_target(mlp_input, offset)
+                  ) -> dict[str, Targets]:
+    """The layer's norms: input_layernorm (none with OLMo 2's output-only norms) and Llama's post_attention_layernorm,
+    the MLP's input norm (none with a parallel residual), with their biases (LayerNorms: Phi-2, StarCoder2); with
+    sandwich norms, ``sandwich_names`` name the attention output's, the MLP input's and the MLP output's (Gemma 2
+    and 3: post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm)."""
+    attention_out, mlp_out = layer.attention_out_norm_weight, layer.mlp_out_norm_weight
+    sandwich = attention_out is not None and mlp_out is not None
+    mlp_input_name = sandwich_names[1] if sandwich else "post_attention_layernorm"
+    norms = {"input_layernorm": (layer.input_norm_weight, layer.input_norm_bias),
+             mlp_input_name: (layer.post_attention_norm_weight, layer.post_attention_norm_bias)}
+    if sandwich:
+        norms[sandwich_names[0]] = (attention_out, None)
+        norms[sandwich_names[2]] = (mlp_out, None)
+    targets: dict[str, Targets] = {}
+    for name, (weight, bias) in norms.items():
+        if weight is not None:
+            targets[f"{prefix}{name}.weight"] = whole_target(weight, offset)
+        if bias is not None:
+            targets[f"{prefix}{name}.bias"] = whole_target(bias)
     return targets
-
-

@@ -38,9 +38,6 @@ class SparseMoeBlock(nn.Module):
         self.tp = tp
         self.settings = moe
         self.act = act
-        self.top_k = moe.top_k
-        self.normalize_top_k = moe.normalize_top_k
-        self.float32_routing_weights = moe.float32_routing_weights
         start, end = tp.split(moe.expert_intermediate_size, moe.intermediate_size_field)
         self.intermediate_size = end - start
         self.intermediate_offset = start
@@ -72,13 +69,14 @@ class SparseMoeBlock(nn.Module):
         """x [T, hidden] -> [T, hidden]. ``graph_safe``: nothing read on the host (a captured or compiled step),
         else the experts that have tokens run one by one. ``adapters``: handed to the shared expert, which holds no
         adapter either (LoRA adapts a MoE model's attention only)."""
-        weights, ids = route(x, self.router_weight, self.top_k, self.normalize_top_k)
+        settings = self.settings
+        weights, ids = route(x, self.router_weight, settings.top_k, settings.normalize_top_k)
         gate_up, down = self.experts_gate_up_weight, self.experts_down_weight
+        float32_weights = settings.float32_routing_weights
         if graph_safe or torch.compiler.is_compiling():
-            out = graph_safe_experts(x, ids, weights, gate_up, down, self.act, self.float32_routing_weights)
+            out = graph_safe_experts(x, ids, weights, gate_up, down, self.act, float32_weights)
         else:
-            out = grouped_experts(x, ids, weights, gate_up, down, self.act, self.float32_routing_weights,
-                                  self.packed_experts)
+            out = grouped_experts(x, ids, weights, gate_up, down, self.act, float32_weights, self.packed_experts)
         if self.shared_expert is not None:
             shared = cast(SharedExpert, self.shared_expert).partial_output(x, adapters)
             if self.shared_expert_gate_weight is not None:

@@ -49,11 +49,8 @@ def grouped_experts(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, g
 
     x [T, hidden]; ids, weights [T, top_k]; gate_up [E, 2I, hidden]; down [E, hidden, I]; ``packed``: per expert,
     the oneDNN-packed (gate_up, down) of pack_for_cpu_matmul (empty: none). Reads the expert sizes on the host."""
-    top_k = ids.shape[1]
-    order = ids.flatten().argsort(stable=True)
-    token_of_pick = order // top_k
+    order, rows = _sorted_picks(x, ids)
     counts = torch.bincount(ids.flatten(), minlength=gate_up.shape[0]).tolist()
-    rows = x[token_of_pick]
     outputs = torch.empty_like(rows)
     start = 0
     for expert, count in enumerate(counts):
@@ -63,24 +60,19 @@ def grouped_experts(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, g
         hidden = _gated(linear(rows[start : start + count], gate_up[expert], packed=packed_gate_up), act)
         outputs[start : start + count] = linear(hidden, down[expert], packed=packed_down)
         start += count
-    weighted = weigh(outputs, weights.flatten()[order].unsqueeze(1), float32_weights)
-    return _sum_per_token(weighted, order, top_k)
+    return _weighted_sums(outputs, weights, order, float32_weights)
 
 
 def grouped_mm_experts(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, gate_up: torch.Tensor,
                        down: torch.Tensor, act: Activation, float32_weights: bool) -> torch.Tensor:
     """grouped_experts' sums through two grouped GEMMs over the picks sorted by expert; nothing is read on the
     host here (whether torch's kernel for the device and dtype does: see grouped_mm_runs_on_device)."""
-    tokens, top_k = ids.shape
-    picks = ids.flatten()
-    order = picks.argsort(stable=True)
+    order, rows = _sorted_picks(x, ids)
     experts = torch.arange(gate_up.shape[0], device=ids.device, dtype=ids.dtype)
-    group_ends = torch.searchsorted(picks[order], experts, right=True).to(torch.int32)
-    rows = x[order // top_k]
+    group_ends = torch.searchsorted(ids.flatten()[order], experts, right=True).to(torch.int32)
     hidden = _gated(F.grouped_mm(rows, gate_up.transpose(1, 2), offs=group_ends), act)
     outputs = F.grouped_mm(hidden, down.transpose(1, 2), offs=group_ends)
-    weighted = weigh(outputs, weights.flatten()[order].unsqueeze(1), float32_weights)
-    return _sum_per_token(weighted, order, top_k)
+    return _weighted_sums(outputs, weights, order, float32_weights)
 
 
 def grouped_mm_runs_on_device(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> bool:
@@ -127,11 +119,20 @@ def graph_safe_experts(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
     return run(x, ids, weights, gate_up, down, act, float32_weights)
 
 
-def _sum_per_token(weighted: torch.Tensor, order: torch.Tensor, top_k: int) -> torch.Tensor:
-    """Rows of weighted expert outputs in ``order`` (sorted picks) -> [T, hidden], each token's top_k summed in
-    pick order: no atomic adds, so the same sums on every run and every device."""
+def _sorted_picks(x: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The picks ids [T, top_k] sorted by expert (stable): their order in the flat picks, and each one's token row
+    of x."""
+    order = ids.flatten().argsort(stable=True)
+    return order, x[order // ids.shape[1]]
+
+
+def _weighted_sums(outputs: torch.Tensor, weights: torch.Tensor, order: torch.Tensor, float32_weights: bool
+                   ) -> torch.Tensor:
+    """Expert outputs of the sorted picks (rows in ``order``) -> [T, hidden]: weighted (weigh), then each token's
+    top_k summed in pick order: no atomic adds, so the same sums on every run and every device."""
+    weighted = weigh(outputs, weights.flatten()[order].unsqueeze(1), float32_weights)
     by_pick = torch.empty_like(weighted).index_copy_(0, order, weighted)
-    return by_pick.view(-1, top_k, weighted.shape[1]).sum(dim=1)
+    return by_pick.view(-1, weights.shape[1], weighted.shape[1]).sum(dim=1)
 
 
 def _gated(gate_up: torch.Tensor, act: Activation) -> torch.Tensor:

@@ -30,26 +30,26 @@ _MIXTRAL_ROUTER_SUFFIX = "mlp.gate.weight"
 _GRANITE_RENAMES = (("block_sparse_moe.experts.gate_up_proj", "block_sparse_moe.input_linear.weight"),
                     ("block_sparse_moe.experts.down_proj", "block_sparse_moe.output_linear.weight"),
                     ("block_sparse_moe.router.weight", "block_sparse_moe.router.layer.weight"))
-GRANITE_MOE_TYPES = ("granitemoe", "granitemoeshared")
-"""model_types whose experts checkpoints store stacked (granite_moe_targets)."""
+_GRANITE_MOE_TYPES = ("granitemoe", "granitemoeshared")
+"""model_types whose experts checkpoints store stacked (_granite_moe_targets)."""
 
 
-def in_transformers_moe_layout(name: str, config: PretrainedConfig) -> bool:
-    """Whether ``name`` is one of the stacked expert tensors, or Mixtral's router under ``mlp.``."""
+def checkpoint_layout(name: str, tensor: torch.Tensor, config: PretrainedConfig, moe: MoeSettings
+                      ) -> list[tuple[str, torch.Tensor]] | None:
+    """A tensor transformers (v5) names or stacks otherwise than checkpoints do, as the checkpoint's tensors (None:
+    already a checkpoint's): Granite MoE's renamed, the other families' stacked experts split per expert."""
+    if getattr(config, "model_type", None) in _GRANITE_MOE_TYPES:
+        for theirs, ours in _GRANITE_RENAMES:
+            if name.endswith(theirs):
+                return [(name[: -len(theirs)] + ours, tensor)]
+        return None
     mixtral = getattr(config, "model_type", None) == "mixtral"
-    return name.endswith(_STACKED_EXPERT_SUFFIXES) or (mixtral and name.endswith(_MIXTRAL_ROUTER_SUFFIX))
+    if name.endswith(_STACKED_EXPERT_SUFFIXES) or (mixtral and name.endswith(_MIXTRAL_ROUTER_SUFFIX)):
+        return _split_stacked_experts(name, tensor, config, moe)
+    return None
 
 
-def granite_checkpoint_name(name: str) -> str:
-    """Granite MoE's checkpoint name of a tensor transformers (v5) names otherwise (its stacked experts and router
-    are stored stacked in checkpoints too, under other names)."""
-    for theirs, ours in _GRANITE_RENAMES:
-        if name.endswith(theirs):
-            return name[: -len(theirs)] + ours
-    return name
-
-
-def split_stacked_experts(name: str, tensor: torch.Tensor, config: PretrainedConfig, moe: MoeSettings
+def _split_stacked_experts(name: str, tensor: torch.Tensor, config: PretrainedConfig, moe: MoeSettings
                            ) -> list[tuple[str, torch.Tensor]]:
     """transformers' stacked expert tensors (and Mixtral's router under ``mlp.``) as the per-expert checkpoint
     names; ValueError naming the tensor when its experts or rows do not add up."""
@@ -82,8 +82,10 @@ def _moe_names(config: PretrainedConfig) -> tuple[str, tuple[str, str, str]]:
 
 def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) -> dict[str, Targets]:
     """The router and every expert (Mixtral's ``block_sparse_moe.experts.E.w1/w3/w2``, Qwen's
-    ``mlp.experts.E.gate_proj/up_proj/down_proj``), and Qwen2-MoE's shared expert and its gate."""
+    ``mlp.experts.E.gate_proj/up_proj/down_proj``, Granite's stacked ones), and the shared expert and its gate."""
     settings, tp = moe.settings, model.tp
+    if getattr(model.config, "model_type", None) in _GRANITE_MOE_TYPES:
+        return _granite_moe_targets(prefix, moe, tp)
     block_name, projections = _moe_names(model.config)
     block = prefix + block_name
     targets: dict[str, Targets] = {block + "gate.weight": whole_target(moe.router_weight)}
@@ -99,7 +101,7 @@ def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) 
     return targets
 
 
-def granite_moe_targets(prefix: str, moe: SparseMoeBlock, tp: TensorParallel) -> dict[str, Targets]:
+def _granite_moe_targets(prefix: str, moe: SparseMoeBlock, tp: TensorParallel) -> dict[str, Targets]:
     """Granite MoE stores its experts stacked: ``input_linear`` [experts, 2 * intermediate (gate, then up), hidden],
     ``output_linear`` [experts, hidden, intermediate], the router as ``router.layer``; Granite MoE shared adds an
     un-gated ``shared_mlp`` with a fused ``input_linear``."""

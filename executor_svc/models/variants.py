@@ -26,7 +26,6 @@ _OLMO_TYPES = ("olmo2", "olmo3", "olmoe")
 """model_types whose q and k norms span all heads."""
 _GLM_TYPES = ("glm", "glm4")
 """model_types with interleaved RoPE pairs, a fused gate_up_proj in the checkpoint and no o_proj bias."""
-_GLM4_NORM_NAMES = ("post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm")
 _COHERE_TYPES = ("cohere", "cohere2")
 """model_types with LayerNorm, parallel attention and MLP branches and interleaved RoPE."""
 _GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
@@ -35,23 +34,29 @@ _GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 
 @dataclass(frozen=True)
 class CheckpointNames:
-    """A checkpoint's names for the output projection, the MLP's projections and the final norm (Llama's unless a
-    family calls them otherwise); ``mlp_gate`` is None for an MLP without a gate."""
+    """A checkpoint's names for the tensors families name differently (Llama's unless a family calls them
+    otherwise): the output projection, the MLP's projections (``mlp_gate`` None: an MLP without a gate), the final
+    norm, and with sandwich norms those of the attention output's, the MLP input's and the MLP output's norms."""
 
     o_proj: str = "self_attn.o_proj"
     mlp_gate: str | None = "mlp.gate_proj"
     mlp_up: str = "mlp.up_proj"
     mlp_down: str = "mlp.down_proj"
     final_norm: str = "model.norm"
+    sandwich_norms: tuple[str, str, str] = ("post_attention_layernorm", "pre_feedforward_layernorm",
+                                            "post_feedforward_layernorm")
 
 
-_UNGATED_NAMES = {
+_CHECKPOINT_NAMES = {
     "phi": CheckpointNames("self_attn.dense", None, "mlp.fc1", "mlp.fc2", "model.final_layernorm"),
     "starcoder2": CheckpointNames(mlp_gate=None, mlp_up="mlp.c_fc", mlp_down="mlp.c_proj"),
     "nemotron": CheckpointNames(mlp_gate=None),
     "arcee": CheckpointNames(mlp_gate=None),
+    "glm4": CheckpointNames(sandwich_norms=("post_self_attn_layernorm", "post_attention_layernorm",
+                                            "post_mlp_layernorm")),
 }
-"""model_types whose MLP has no gate (act(up), relu^2 for Nemotron and Arcee), and their tensor names."""
+"""model_types naming tensors otherwise than Llama: MLPs without a gate (act(up), relu^2 for Nemotron and Arcee),
+Phi-2's output projection and final norm, GLM-4's sandwich norms."""
 _BIASED_NORM_TYPES = ("phi", "starcoder2", "nemotron")
 """model_types whose norms are LayerNorms with biases (Nemotron's scale by 1 + w)."""
 
@@ -64,16 +69,14 @@ class ModelVariant:
     """transformers' name of the MLP gate's activation (``silu``, ``gelu_pytorch_tanh``, ...)."""
     qkv_bias: bool
     o_bias: bool
-    qk_norm: bool
-    """Per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3)."""
+    qk_norm: str | None
+    """How q and k are normed before RoPE: ``head`` (RMSNorm of each head, one weight row: Qwen3, Gemma 3),
+    ``head_layer_norm`` (LayerNorm of each head, a weight row per head: Cohere's use_qk_norm), ``full_width`` (RMSNorm
+    over all heads at once: OLMo), None (not normed)."""
     sandwich_norms: bool
     """RMSNorm of the attention and MLP outputs too, before they join the residual stream (Gemma 2 and 3, OLMo 2)."""
     pre_norms: bool
     """RMSNorm of the attention's and the MLP's inputs (every family but OLMo 2 and 3, which norm outputs only)."""
-    qk_norm_full_width: bool
-    """The q and k norms span all heads' features at once (OLMo 2 and 3, OLMoE) rather than each head's."""
-    qk_norm_per_head: bool
-    """Each q and k head has its own norm weights (Cohere's use_qk_norm: LayerNorms) rather than one shared row."""
     norm_weight_offset: float
     """Added to every RMSNorm weight at load: Gemma stores w and scales by (1 + w)."""
     embedding_scale: float
@@ -94,6 +97,9 @@ class ModelVariant:
     """Each layer's sliding attention window (None: the whole context)."""
     local_rope_layers: tuple[bool, ...]
     """Layers that rotate by the ``sliding_attention`` RoPE settings (Gemma 3's local layers: another theta)."""
+    rope_layers: tuple[bool, ...]
+    """Per layer, whether q and k are rotated at all (SmolLM3's ``no_rope_layers``: 0 marks a layer without
+    positions; Cohere 2's global layers)."""
     fused_checkpoint: bool
     """The checkpoint stores fused tensors, split at load: Phi-3's ``qkv_proj`` and ``gate_up_proj``, GLM's
     ``gate_up_proj``."""
@@ -101,16 +107,10 @@ class ModelVariant:
     """The routed experts of a mixture-of-experts model (None: every MLP dense)."""
     rotary_interleaved: bool = False
     """RoPE turns interleaved pairs (2i, 2i + 1) rather than halves (GLM)."""
-    norm_names: tuple[str, str, str] = ("post_attention_layernorm", "pre_feedforward_layernorm",
-                                        "post_feedforward_layernorm")
-    """With sandwich norms, the checkpoint's names of the attention output's, the MLP input's and the MLP output's
-    norms (Gemma's; GLM-4 calls them post_self_attn_layernorm, post_attention_layernorm, post_mlp_layernorm)."""
     layer_norm: bool = False
     """LayerNorm (mean removed, no bias) in place of RMSNorm everywhere (Cohere)."""
     parallel_residual: bool = False
     """Attention and MLP read the same normed input and both join the residual stream at once (Cohere)."""
-    mlp_gated: bool = True
-    """act(gate) * up; False: act(up) alone (Phi-2's fc1/fc2, StarCoder2's c_fc/c_proj)."""
     mlp_bias: bool = False
     """The MLP's projections add biases (Phi-2, StarCoder2, Llama's mlp_bias)."""
     norm_bias: bool = False
@@ -119,9 +119,12 @@ class ModelVariant:
     """The LM head adds a bias (Phi-2)."""
     names: CheckpointNames = field(default_factory=lambda: CheckpointNames())
     """The checkpoint's names of the tensors other families name differently."""
-    rope_layers: tuple[bool, ...] = ()
-    """Per layer, whether q and k are rotated at all (SmolLM3's ``no_rope_layers``: 0 marks a layer without
-    positions); empty: every layer is."""
+
+
+    @property
+    def mlp_gated(self) -> bool:
+        """act(gate) * up; False: act(up) alone (Phi-2's fc1/fc2, StarCoder2's c_fc/c_proj, relu^2 MLPs)."""
+        return self.names.mlp_gate is not None
 
     def activation(self) -> Callable[[torch.Tensor], torch.Tensor]:
         """transformers' own implementation of hidden_act, so the MLP computes exactly what HF's does (its
@@ -150,11 +153,9 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         hidden_act=hidden_act_of(config),
         qkv_bias=attention_bias or _qwen2_qkv_bias(config, model_type) or classic_bias,
         o_bias=(attention_bias and model_type not in _GLM_TYPES) or classic_bias,  # GLM biases q, k and v only
-        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text", "exaone4", *_OLMO_TYPES) or _cohere_qk_norm(config),
+        qk_norm=_qk_norm(config, model_type),
         sandwich_norms=model_type in ("gemma2", "gemma3_text", "glm4", *_POST_NORM_TYPES),
         pre_norms=model_type not in _POST_NORM_TYPES,
-        qk_norm_full_width=model_type in _OLMO_TYPES,
-        qk_norm_per_head=_cohere_qk_norm(config),
         norm_weight_offset=1.0 if model_type in (*_GEMMA_TYPES, "nemotron") else 0.0,
         embedding_scale=_embedding_scale(config, model_type),
         residual_scale=float(getattr(config, "residual_multiplier", 1.0)),
@@ -170,19 +171,23 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         rotary_interleaved=model_type in (*_GLM_TYPES, *_COHERE_TYPES),
         layer_norm=model_type in (*_COHERE_TYPES, *_BIASED_NORM_TYPES),
         parallel_residual=model_type in (*_COHERE_TYPES, "phi"),
-        mlp_gated=model_type not in _UNGATED_NAMES,
         mlp_bias=classic_bias or bool(getattr(config, "mlp_bias", False)),
         norm_bias=model_type in _BIASED_NORM_TYPES,
         lm_head_bias=model_type == "phi",
-        names=_UNGATED_NAMES.get(model_type or "", CheckpointNames()),
-        norm_names=_GLM4_NORM_NAMES if model_type == "glm4" else ModelVariant.norm_names,
+        names=_CHECKPOINT_NAMES.get(model_type or "", CheckpointNames()),
         rope_layers=_rope_layers(config),
     )
 
 
-def _cohere_qk_norm(config: PretrainedConfig) -> bool:
-    """Cohere's use_qk_norm (Command R+): a LayerNorm of each q and k head, with weights per head."""
-    return getattr(config, "model_type", None) == "cohere" and bool(getattr(config, "use_qk_norm", False))
+def _qk_norm(config: PretrainedConfig, model_type: str | None) -> str | None:
+    """ModelVariant.qk_norm of a config (Cohere's use_qk_norm: Command R+)."""
+    if model_type in _OLMO_TYPES:
+        return "full_width"
+    if model_type in ("qwen3", "qwen3_moe", "gemma3_text", "exaone4"):
+        return "head"
+    if model_type == "cohere" and bool(getattr(config, "use_qk_norm", False)):
+        return "head_layer_norm"
+    return None
 
 
 def _logits_divisor(config: PretrainedConfig) -> float:
@@ -270,8 +275,9 @@ def layer_windows(config: PretrainedConfig) -> tuple[int | None, ...]:
     only ``sliding_attention`` layers slide), else config.sliding_window for every layer (Mistral, Phi-3)."""
     window = getattr(config, "sliding_window", None)
     layer_types = getattr(config, "layer_types", None)
-    # SmolLM3 slides only with use_sliding_window, whatever its layer_types say.
-    if getattr(config, "use_sliding_window", None) is False and getattr(config, "model_type", None) == "smollm3":
+    # A config with use_sliding_window off slides nowhere, whatever its layer_types say (SmolLM3 reads it so; Qwen2's
+    # configs clear sliding_window themselves).
+    if getattr(config, "use_sliding_window", None) is False:
         return (None,) * config.num_hidden_layers
     if layer_types:
         return tuple(window if kind == "sliding_attention" else None for kind in layer_types)

@@ -68,6 +68,19 @@ class Batch:
                                sliding_window=sliding_window, logit_softcap=logit_softcap)
 
 
+def shuffled_tables(seq_lens: list[int], num_blocks: int, block_size: int, generator: torch.Generator
+                    ) -> list[list[int]]:
+    """Block tables for ``seq_lens``, each sequence's blocks taken in turn from a random permutation of the cache's:
+    non-contiguous and out of order."""
+    blocks = torch.randperm(num_blocks, generator=generator).tolist()
+    tables, used = [], 0
+    for seq_len in seq_lens:
+        width = -(-seq_len // block_size)
+        tables.append(blocks[used : used + width])
+        used += width
+    return tables
+
+
 def make_batch(
     query_lens: list[int],
     seq_lens: list[int],
@@ -83,12 +96,7 @@ def make_batch(
     num_heads, num_kv_heads = heads
     generator = torch.Generator().manual_seed(seed)
     if tables is None:
-        blocks = torch.randperm(NUM_BLOCKS, generator=generator).tolist()
-        tables, used = [], 0
-        for seq_len in seq_lens:
-            width = -(-seq_len // BLOCK_SIZE)
-            tables.append(blocks[used : used + width])
-            used += width
+        tables = shuffled_tables(seq_lens, NUM_BLOCKS, BLOCK_SIZE, generator)
     tokens = sum(query_lens) + padding
     q = torch.randn(tokens, num_heads, HEAD_DIM, generator=generator) * q_gain
     k = torch.randn(tokens, num_kv_heads, HEAD_DIM, generator=generator)

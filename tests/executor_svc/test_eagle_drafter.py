@@ -106,56 +106,49 @@ def test_paged_drafting_equals_the_unrolled_training_forward(target):
     assert len(set(drafts)) > 1 or drafts[0] in head.draft_vocab.tolist()
 
 
+def _target_and_head(directory) -> tuple:
+    """A family's tiny checkpoint loaded as the target, and a random head for it."""
+    config = load_hf_config(directory)
+    return config, load_model(directory, torch.float32, "cpu", TorchAttentionBackend()), random_head(config, 40)
+
+
+def _assert_paged_drafts_equal_training_drafts(config, model, head) -> None:
+    tokens = [5, 9, 17, 3, 22, 9, 17, 41, 8, 30, 12]
+    features = target_features(model, tokens)
+    drafter = make_drafter(config, model, head)
+    feed(drafter, "a", 0, features[: len(tokens)])
+    drafts = drafter.propose([DraftRequest(request_state("a", tokens, list(range(8))), K)])[0]
+    assert drafts == unrolled_drafts(head, model, tokens, features)
+
+
 def test_paged_drafting_equals_the_unrolled_training_forward_for_a_granite_target(tmp_path):
     """Granite scales each residual branch: training and drafting must scale alike."""
-    directory = make_tiny_granite(tmp_path, seed=3, vocab_size=64, residual_multiplier=8.0)
-    config = load_hf_config(directory)
-    model = load_model(directory, torch.float32, "cpu", TorchAttentionBackend())
-    head = random_head(config, 40)
+    config, model, head = _target_and_head(make_tiny_granite(tmp_path, seed=3, vocab_size=64,
+                                                             residual_multiplier=8.0))
     assert head.layer.residual_scale == 8.0
     with torch.no_grad():  # branches strong enough against the residual for their scale to change the drafts
         head.layer.attn.o_weight.mul_(30)
         head.layer.mlp.down_weight.mul_(30)
-    tokens = [5, 9, 17, 3, 22, 9, 17, 41, 8, 30, 12]
-    features = target_features(model, tokens)
-    drafter = make_drafter(config, model, head)
-    feed(drafter, "a", 0, features[: len(tokens)])
-    drafts = drafter.propose([DraftRequest(request_state("a", tokens, list(range(8))), K)])[0]
-    assert drafts == unrolled_drafts(head, model, tokens, features)
+    _assert_paged_drafts_equal_training_drafts(config, model, head)
 
 
 def test_paged_drafting_equals_the_unrolled_training_forward_for_a_gemma2_target(tmp_path):
     """Gemma 2 caps attention scores and norms each branch's output: training and drafting must do both alike."""
-    directory = make_tiny_gemma2(tmp_path, seed=3, vocab_size=64, attn_logit_softcapping=0.5, head_dim=16)
-    config = load_hf_config(directory)
-    model = load_model(directory, torch.float32, "cpu", TorchAttentionBackend())
-    head = random_head(config, 40)
+    config, model, head = _target_and_head(make_tiny_gemma2(tmp_path, seed=3, vocab_size=64,
+                                                            attn_logit_softcapping=0.5, head_dim=16))
     assert head.layer.attn.logit_softcap == 0.5 and head.layer.attention_out_norm_weight is not None
     with torch.no_grad():  # attention peaked enough for the cap to change it
         head.layer.attn.qkv_weight.mul_(20)
-    tokens = [5, 9, 17, 3, 22, 9, 17, 41, 8, 30, 12]
-    features = target_features(model, tokens)
-    drafter = make_drafter(config, model, head)
-    feed(drafter, "a", 0, features[: len(tokens)])
-    drafts = drafter.propose([DraftRequest(request_state("a", tokens, list(range(8))), K)])[0]
-    assert drafts == unrolled_drafts(head, model, tokens, features)
+    _assert_paged_drafts_equal_training_drafts(config, model, head)
 
 
 def test_paged_drafting_equals_the_unrolled_training_forward_for_a_cohere_target(tmp_path):
     """Cohere's MLP reads the attention's normed input and its norms are LayerNorms: training and drafting alike."""
-    directory = make_tiny_cohere(tmp_path, seed=3, vocab_size=64)
-    config = load_hf_config(directory)
-    model = load_model(directory, torch.float32, "cpu", TorchAttentionBackend())
-    head = random_head(config, 40)
+    config, model, head = _target_and_head(make_tiny_cohere(tmp_path, seed=3, vocab_size=64))
     assert head.layer.parallel_residual and head.layer.post_attention_norm_weight is None
     with torch.no_grad():  # an MLP strong enough against the residual for its input to change the drafts
         head.layer.mlp.down_weight.mul_(30)
-    tokens = [5, 9, 17, 3, 22, 9, 17, 41, 8, 30, 12]
-    features = target_features(model, tokens)
-    drafter = make_drafter(config, model, head)
-    feed(drafter, "a", 0, features[: len(tokens)])
-    drafts = drafter.propose([DraftRequest(request_state("a", tokens, list(range(8))), K)])[0]
-    assert drafts == unrolled_drafts(head, model, tokens, features)
+    _assert_paged_drafts_equal_training_drafts(config, model, head)
 
 
 def test_catch_up_over_chunks_and_after_rejected_drafts(target):

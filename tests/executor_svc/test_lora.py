@@ -107,6 +107,13 @@ def test_steps_running_ahead_give_the_tokens_of_steps_run_one_at_a_time(model_di
     assert [list(r.outputs) for r in actual] == [list(r.outputs) for r in expected]
 
 
+def _served_greedy(model_dir, adapter, prompt: list[int]) -> list[int]:
+    """8 greedy tokens of ``prompt`` from an executor serving ``adapter`` alone, the request naming it."""
+    runner = build_runner(lora_config(model_dir, {"a": adapter}))[0]
+    request = with_blocks({"r": PlannedRequest(prompt, GREEDY, lora_adapter="a")})
+    return tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])["r"]
+
+
 def test_per_module_ranks_and_alphas_and_a_subset_of_layers_match_peft(model_dir, tmp_path):
     """rank_pattern and alpha_pattern resolved as peft resolves them (a key matches a module name's suffix), with
     rsLoRA scaling, on layer 1 only."""
@@ -117,20 +124,15 @@ def test_per_module_ranks_and_alphas_and_a_subset_of_layers_match_peft(model_dir
     assert {layer for layer, _ in modules} == {1}
     assert modules[(1, "q_proj")].rank == 8 and modules[(1, "down_proj")].rank == 2
     assert modules[(1, "v_proj")].scaling == pytest.approx(3.0 / 2.0)  # alpha 3 / sqrt(4)
-    runner = build_runner(lora_config(model_dir, {"p": adapter}))[0]
-    request = with_blocks({"r": PlannedRequest(PROMPTS["b"], GREEDY, lora_adapter="p")})
-    got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
-    assert got["r"] == peft_greedy(model_dir, adapter, PROMPTS["b"], 8)
-    assert got["r"] != peft_greedy(model_dir, None, PROMPTS["b"], 8)
+    got = _served_greedy(model_dir, adapter, PROMPTS["b"])
+    assert got == peft_greedy(model_dir, adapter, PROMPTS["b"], 8)
+    assert got != peft_greedy(model_dir, None, PROMPTS["b"], 8)
 
 
 def test_qwen3_adapter_matches_peft(tmp_path):
     model_dir = make_tiny_qwen3(tmp_path / "qwen3", seed=4)
     adapter = make_peft_adapter(model_dir, tmp_path / "q3", seed=5, target_modules=["k_proj", "o_proj", "down_proj"])
-    runner = build_runner(lora_config(model_dir, {"q3": adapter}))[0]
-    request = with_blocks({"r": PlannedRequest([7, 8, 9, 10], GREEDY, lora_adapter="q3")})
-    got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
-    assert got["r"] == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
+    assert _served_greedy(model_dir, adapter, [7, 8, 9, 10]) == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
 
 
 def test_moe_attention_adapters_match_peft_and_mlp_adapters_are_refused(tmp_path):
@@ -138,11 +140,9 @@ def test_moe_attention_adapters_match_peft_and_mlp_adapters_are_refused(tmp_path
     through target_parameters) is refused by name rather than served without them."""
     model_dir = make_tiny_qwen3_moe(tmp_path / "qwen3_moe", seed=4)
     adapter = make_peft_adapter(model_dir, tmp_path / "attn", seed=5, target_modules=["q_proj", "v_proj", "o_proj"])
-    runner = build_runner(lora_config(model_dir, {"attn": adapter}))[0]
-    request = with_blocks({"r": PlannedRequest([7, 8, 9, 10], GREEDY, lora_adapter="attn")})
-    got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
-    assert got["r"] == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
-    assert got["r"] != peft_greedy(model_dir, None, [7, 8, 9, 10], 8)
+    got = _served_greedy(model_dir, adapter, [7, 8, 9, 10])
+    assert got == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
+    assert got != peft_greedy(model_dir, None, [7, 8, 9, 10], 8)
     mlp_adapter = make_peft_adapter(model_dir, tmp_path / "mlp", seed=6, target_modules=["down_proj"])
     with pytest.raises(ValueError, match=r"target_parameters=\['down_proj'\] is not supported \(plain LoRA only\)"):
         read_adapter(LoraModuleSpec("mlp", str(mlp_adapter)), load_hf_config(model_dir))
@@ -164,21 +164,17 @@ def test_phi3_adapters_of_fused_modules_match_peft(tmp_path):
     adapter = make_peft_adapter(model_dir, tmp_path / "p3", seed=5,
                                 target_modules=["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
                                 rank_pattern={"layers.1.self_attn.qkv_proj": 6})
-    runner = build_runner(lora_config(model_dir, {"p3": adapter}))[0]
-    request = with_blocks({"r": PlannedRequest([7, 8, 9, 10], GREEDY, lora_adapter="p3")})
-    got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
-    assert got["r"] == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
-    assert got["r"] != peft_greedy(model_dir, None, [7, 8, 9, 10], 8)
+    got = _served_greedy(model_dir, adapter, [7, 8, 9, 10])
+    assert got == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
+    assert got != peft_greedy(model_dir, None, [7, 8, 9, 10], 8)
 
 
 def test_glm4_adapters_of_its_fused_gate_up_and_separate_qkv_match_peft(tmp_path):
     model_dir = make_tiny_glm4(tmp_path / "glm4", seed=4)
     adapter = make_peft_adapter(model_dir, tmp_path / "g4", seed=5, target_modules=["q_proj", "v_proj", "gate_up_proj"])
-    runner = build_runner(lora_config(model_dir, {"g4": adapter}))[0]
-    request = with_blocks({"r": PlannedRequest([7, 8, 9, 10], GREEDY, lora_adapter="g4")})
-    got = tokens_by_request([runner.execute(step) for step in plan_steps(request, [["r"]] * 8)])
-    assert got["r"] == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
-    assert got["r"] != peft_greedy(model_dir, None, [7, 8, 9, 10], 8)
+    got = _served_greedy(model_dir, adapter, [7, 8, 9, 10])
+    assert got == peft_greedy(model_dir, adapter, [7, 8, 9, 10], 8)
+    assert got != peft_greedy(model_dir, None, [7, 8, 9, 10], 8)
 
 
 def test_an_adapter_of_modules_the_model_does_not_have_is_named(tmp_path, model_dir):

@@ -22,6 +22,8 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton")
 
+from paged_attention_cases import shuffled_tables  # noqa: E402
+
 from executor_svc.attention import triton_backend  # noqa: E402
 from executor_svc.attention.triton_backend import TritonAttentionBackend, triton_available  # noqa: E402
 from executor_svc.attention.triton_kernels import MAX_SPLITS, choose_num_splits, num_query_tiles  # noqa: E402
@@ -62,12 +64,7 @@ def compare_with_reference(
 ) -> torch.Tensor:
     """Runs both backends on the same random batch; asserts equal outputs and caches; returns the output."""
     generator = torch.Generator().manual_seed(seed)
-    blocks = torch.randperm(num_blocks, generator=generator).tolist()
-    tables, used = [], 0
-    for seq_len in seq_lens:
-        width = -(-seq_len // block_size)
-        tables.append(blocks[used : used + width])
-        used += width
+    tables = shuffled_tables(seq_lens, num_blocks, block_size, generator)
     q, k, v, cache = random_inputs(generator, sum(query_lens), heads, kv_heads, num_blocks, head_dim, block_size)
     reference_cache = cache.clone()
     meta = AttentionMetadata.build(query_lens, seq_lens, tables, block_size, DEVICE)

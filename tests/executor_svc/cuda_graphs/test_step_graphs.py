@@ -163,6 +163,9 @@ def family_checkpoint(request, tmp_path_factory):
 
 
 def test_replayed_steps_of_other_families_equal_eager(family_checkpoint):
+    """... and read nothing on the host (the captured forward of each shape, MoE experts included)."""
+    from host_syncs import recorded_host_syncs
+
     twin = Twin(family_checkpoint)
     twin.prefill({"a": 11, "b": 3, "c": 17})
     for work in ({"a": 1, "b": 1, "c": 1}, {"b": 1}, {"a": 3, "c": 2}, {"a": 2, "b": 3, "c": 1}):
@@ -171,11 +174,15 @@ def test_replayed_steps_of_other_families_equal_eager(family_checkpoint):
         with torch.inference_mode():
             got = twin.graphs.run(batch, twin.graphs.shape_for(batch), resolve_unread=lambda ids: None)
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        with torch.inference_mode(), recorded_host_syncs() as syncs:
+            twin.graphs._forward(twin.graphs.shape_for(batch))
+        assert syncs == []
 
 
-# gemma2 has Mistral's windows and Gemma 3's sandwich norms and logit cap too; phi3's partial RoPE and gemma3's
-# second RoPE table are plain indexing: spared CI time.
-@pytest.mark.parametrize("family", ["gemma2"])
+# gemma2 has Mistral's windows and Gemma 3's sandwich norms and logit cap too; mixtral the graph-safe experts;
+# cohere2 LayerNorm, parallel branches, interleaved RoPE and NoPE layers; olmo2 q/k norms over all heads. Phi-3's
+# partial RoPE and gemma3's second RoPE table are plain indexing: spared CI time.
+@pytest.mark.parametrize("family", ["gemma2", "mixtral", "cohere2", "olmo2"])
 def test_captured_steps_of_other_families_compile_as_one_graph(family, tmp_path):
     twin = Twin(OTHER_FAMILIES[family](tmp_path, seed=3, vocab_size=VOCAB), pack=False)
     twin.prefill({"a": 12, "b": 3})
