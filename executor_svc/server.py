@@ -32,6 +32,7 @@ from executor_svc.lora.stacking import stack_adapters
 from executor_svc.metrics import ExecutorMetrics
 from executor_svc.model_loader import load_hf_config, load_model
 from executor_svc.model_runner import ModelRunner
+from executor_svc.models.kv_layout import kv_layout
 from executor_svc.models.rope import rope_context_limit
 from executor_svc.parallel.launch import RankGroup, join_tensor_parallel_group
 from executor_svc.parallel.rank_commands import MirroringComputeLoop, RankChannel, follow
@@ -81,7 +82,8 @@ def build_runner(
     device = torch.device(config.device)
     dtype = getattr(torch, config.torch_dtype_name)
     hf_config = load_hf_config(config.model_dir, config.load_format)
-    backend = build_attention_backend(config.attention_backend, device)
+    head_dim = kv_layout(hf_config).head_dim
+    backend = build_attention_backend(config.attention_backend, device, head_dim)
     max_model_len = _max_model_len(config, hf_config)
     model = load_model(config.model_dir, dtype, device, backend, load_format=config.load_format, tp=tp,
                        pack_cpu_weights=config.cpu_weight_packing)
@@ -96,7 +98,7 @@ def build_runner(
     num_blocks = kv_cache.num_blocks
     # A verify step reads up to K positions past the request's length.
     max_blocks_per_seq = -(-(max_model_len + 1 + config.num_spec_tokens) // config.block_size)
-    draft_backend = build_attention_backend(config.attention_backend, device)
+    draft_backend = build_attention_backend(config.attention_backend, device, head_dim)
     drafter = build_drafter(config, hf_config, num_blocks, draft_backend, make_capture, max_blocks_per_seq,
                             target_model=model, tp=tp)
     _warm_up_eager_kernels(model, kv_cache, backend, drafter, draft_backend, device, tp)
@@ -137,16 +139,13 @@ def _allocate_kv_cache(config: ExecutorConfig, hf_config: Any, dtype: torch.dtyp
                        tp: TensorParallel, scratch_blocks: int) -> PagedKVCache:
     """The target's paged KV cache: --num-kv-blocks, or as many blocks as --kv-cache-memory-gb holds (plus
     ``scratch_blocks`` beyond those the scheduler hands out)."""
-    head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
-    kv_start, kv_end = tp.split(hf_config.num_key_value_heads, "num_key_value_heads")  # as the model splits them
+    layout = kv_layout(hf_config, tp)  # as the model splits the heads
     # Every rank must have the same number of blocks: size them for the rank holding the most KV heads.
-    most_kv_heads = -(-hf_config.num_key_value_heads // tp.world_size)
-    layout = (hf_config.num_hidden_layers, config.block_size, most_kv_heads, head_dim)
-    num_blocks = config.num_kv_blocks or max(
-        1, int(config.kv_cache_memory_gb * 2**30) // PagedKVCache.bytes_per_block(*layout, dtype)
-    )
-    return PagedKVCache(hf_config.num_hidden_layers, num_blocks, config.block_size, kv_end - kv_start, head_dim, dtype,
-                        device, scratch_blocks=scratch_blocks)
+    per_block = PagedKVCache.bytes_per_block(hf_config.num_hidden_layers, config.block_size, layout.most_kv_heads,
+                                             layout.head_dim, dtype)
+    num_blocks = config.num_kv_blocks or max(1, int(config.kv_cache_memory_gb * 2**30) // per_block)
+    return PagedKVCache(hf_config.num_hidden_layers, num_blocks, config.block_size, layout.num_kv_heads,
+                        layout.head_dim, dtype, device, scratch_blocks=scratch_blocks)
 
 
 def _max_model_len(config: ExecutorConfig, hf_config: Any) -> int:

@@ -6,20 +6,30 @@ import torch
 
 from executor_svc.attention.backend import AttentionBackend
 
+TRITON_MAX_HEAD_DIM = 128
+"""The widest head the Triton kernels take (triton_kernels.MAX_HEAD_DIM, kept here so choosing imports nothing)."""
 
-def resolve_backend_name(name: str, device: torch.device) -> str:
-    """``auto`` resolved: triton on CUDA when Triton imports (graph-safe, batched prefill and decode),
-    else torch (the CPU path and the reference). Explicit names are returned as given."""
+
+def resolve_backend_name(name: str, device: torch.device, head_dim: int | None = None) -> str:
+    """``auto`` resolved: triton on CUDA when Triton imports and the heads (``head_dim``, None: unknown) fit its
+    kernels (graph-safe, batched prefill and decode); torch_padded on CUDA for wider heads (graph-safe too:
+    Gemma 2's 256, latent attention's 576); else torch (the CPU path and the reference). Explicit names are
+    returned as given, triton refused with a head wider than its kernels take."""
+    wide = head_dim is not None and head_dim > TRITON_MAX_HEAD_DIM
+    if name == "triton" and wide:
+        raise ValueError(f"attention_backend: triton takes heads up to {TRITON_MAX_HEAD_DIM} wide, this model's "
+                         f"cache holds {head_dim}; use auto or torch_padded")
     if name != "auto":
         return name
     if device.type == "cuda" and _triton_importable():
-        return "triton"
+        return "torch_padded" if wide else "triton"
     return "torch"
 
 
-def build_attention_backend(name: str, device: torch.device) -> AttentionBackend:
-    """A fresh backend instance for ``name`` (auto, torch, torch_padded or triton) on ``device``."""
-    resolved = resolve_backend_name(name, device)
+def build_attention_backend(name: str, device: torch.device, head_dim: int | None = None) -> AttentionBackend:
+    """A fresh backend instance for ``name`` (auto, torch, torch_padded or triton) on ``device`` for heads
+    ``head_dim`` wide (see resolve_backend_name)."""
+    resolved = resolve_backend_name(name, device, head_dim)
     if resolved == "torch":
         from executor_svc.attention.torch_backend import TorchAttentionBackend
 

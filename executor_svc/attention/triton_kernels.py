@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-MAX_HEAD_DIM = 128
+MAX_HEAD_DIM = 128  # selection.TRITON_MAX_HEAD_DIM says the same without importing triton
 MAX_SPLITS = 16
 """Upper bound of ``choose_num_splits``; a caller may ask for more."""
 SPLIT_VARIANTS = (1, 2, 4, 8, 16)

@@ -14,6 +14,7 @@ import torch
 
 from executor_svc.host_batch import HostBatch
 from executor_svc.kv_cache import PagedKVCache
+from executor_svc.models.kv_layout import kv_layout
 
 BLOCK_SIZE = 16
 
@@ -82,9 +83,9 @@ class SelfDistiller:
     def _kv_cache(self, num_blocks: int) -> PagedKVCache:
         config = self.model.config
         if self._cache is None or self._cache.num_blocks < num_blocks:
-            head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-            self._cache = PagedKVCache(config.num_hidden_layers, num_blocks, BLOCK_SIZE, config.num_key_value_heads,
-                                       head_dim, self.model.embed_weight.dtype, self.device)
+            layout = kv_layout(config)
+            self._cache = PagedKVCache(config.num_hidden_layers, num_blocks, BLOCK_SIZE, layout.num_kv_heads,
+                                       layout.head_dim, self.model.embed_weight.dtype, self.device)
         return self._cache
 
     def _prefill(self, seqs: list[_Growing], cache: PagedKVCache) -> torch.Tensor:

@@ -62,7 +62,7 @@ def unrolled_forward(head: EagleHead, batch: PackedBatch, embed: torch.Tensor, l
         features = features + (noise * 2 - 1) * input_noise
     causal = (batch.seq_ids.unsqueeze(1) == batch.seq_ids.unsqueeze(0)) & (index.unsqueeze(1) >= index.unsqueeze(0))
     layer = head.layer
-    attention = _ChainAttention(causal, layer.attn.scale, layer.attn.logit_softcap)
+    attention = _ChainAttention(causal, head.attention.scale, head.attention.logit_softcap)
     outputs: list[StepOutput] = []
     tokens = batch.next_tokens
     for step in range(1, num_steps + 1):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -24,7 +24,8 @@ from torch import nn
 from executor_svc.attention.backend import AttentionBackend
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.models.layers import linear, rms_norm
-from executor_svc.models.llama import LlamaDecoderLayer
+from executor_svc.models.llama import LlamaAttention, LlamaDecoderLayer
+from executor_svc.models.mla_settings import mla_settings_for
 from executor_svc.models.variants import norm_eps_of
 
 if TYPE_CHECKING:
@@ -77,6 +78,9 @@ class EagleHead(nn.Module):
     def __init__(self, target_config: PretrainedConfig, draft_vocab_size: int,
                  attention_backend: AttentionBackend | None = None) -> None:
         super().__init__()
+        if mla_settings_for(target_config) is not None:
+            raise ValueError(f"model_type: EAGLE-style drafters are not built for latent-attention targets "
+                             f"({target_config.model_type}); use --spec-method ngram or draft_model")
         hidden = target_config.hidden_size
         self.eps = norm_eps_of(target_config)
         self.fc_weight = nn.Parameter(torch.empty(hidden, 2 * hidden), requires_grad=False)
@@ -85,6 +89,11 @@ class EagleHead(nn.Module):
         self.draft_vocab: torch.Tensor
         self.register_buffer("draft_vocab", torch.arange(draft_vocab_size, dtype=torch.int64))
         """int64 [N]: the target id of each draft-vocabulary entry (most frequent first)."""
+
+    @property
+    def attention(self) -> LlamaAttention:
+        """The layer's attention (never latent attention: refused for such targets at construction)."""
+        return cast(LlamaAttention, self.layer.attn)
 
     def combine(self, features: torch.Tensor, token_embeds: torch.Tensor) -> torch.Tensor:
         """[T, hidden] features and [T, hidden] embeddings -> the layer's input [T, hidden]."""

@@ -18,6 +18,7 @@ from executor_svc.drafters.eagle_ngram import EagleNgramDrafter
 from executor_svc.drafters.ngram import NgramDrafter
 from executor_svc.drafters.shared_target import SharedTargetTensors, shared_target_tensors
 from executor_svc.drafters.shipped import shipped_drafter_for
+from executor_svc.models.kv_layout import kv_layout
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
 
 
@@ -80,7 +81,7 @@ def build_eagle_drafter(eagle_dir: str, target_config: Any, target_model: Any, n
 
     dtype, device = target_model.embed_weight.dtype, target_model.embed_weight.device
     head, _ = load_head(eagle_dir, target_config, attention_backend, dtype, device)
-    attn = head.layer.attn
+    attn = head.attention
     kv_cache = PagedKVCache(1, num_blocks, block_size, attn.num_kv_heads, attn.head_dim, dtype, device,
                             scratch_blocks=1 if scratch_block else 0)
     return EagleDrafter(head, target_model, kv_cache, block_size, device, eagle_dir, tp)
@@ -109,10 +110,10 @@ def _draft_model(
     dtype = getattr(torch, config.torch_dtype_name)
     model = load_model(config.draft_model_dir, dtype, device, attention_backend,
                        pack_cpu_weights=config.cpu_weight_packing)
-    head_dim = getattr(draft_config, "head_dim", None) or draft_config.hidden_size // draft_config.num_attention_heads
+    layout = kv_layout(draft_config)
     kv_cache = PagedKVCache(
-        draft_config.num_hidden_layers, num_blocks, config.block_size, draft_config.num_key_value_heads,
-        head_dim, dtype, device, scratch_blocks=1 if make_capture is not None else 0,
+        draft_config.num_hidden_layers, num_blocks, config.block_size, layout.num_kv_heads,
+        layout.head_dim, dtype, device, scratch_blocks=1 if make_capture is not None else 0,
     )
     graphs = None
     if make_capture is not None:

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from executor_svc.lora.module_spec import LoraModuleSpec
+from executor_svc.models.mla_settings import mla_settings_for
 from executor_svc.models.moe_settings import is_moe
 from executor_svc.models.variants import has_fused_checkpoint, has_fused_qkv
 
@@ -100,6 +101,9 @@ def read_adapter(spec: LoraModuleSpec, hf_config: Any) -> LoraAdapter:
     and what is wrong."""
     directory = Path(spec.path)
     where = f"lora_modules: adapter {spec.name!r} ({directory})"
+    if mla_settings_for(hf_config) is not None:
+        raise ValueError(f"{where}: LoRA adapters of latent-attention models ({hf_config.model_type}) are not "
+                         "supported: their attention's projections are not adapted and their experts neither")
     for file in (_CONFIG_FILE, _WEIGHTS_FILE):
         if not (directory / file).is_file():
             raise FileNotFoundError(f"{where}: {file} is missing")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
@@ -51,6 +52,9 @@ class LoraStack:
         them) and installs them in the model's layers; sets ``model.lora_num_slots`` and ``model.lora_rank``."""
         if num_slots < 1 or rank < 1:
             raise ValueError(f"lora: need at least one slot of rank >= 1, got {num_slots} slots of rank {rank}")
+        if model.variant.mla is not None:
+            raise ValueError(f"lora: LoRA adapters of latent-attention models ({model.config.model_type}) are not "
+                             "supported")
         self.model = model
         self.num_slots = num_slots
         self.rank = rank
@@ -59,7 +63,7 @@ class LoraStack:
         like = model.embed_weight
         for index, module in enumerate(model.layers):
             layer: LlamaDecoderLayer = module  # type: ignore[assignment]
-            for attribute, owner, parts, fused in _layer_parts(layer.attn, layer.mlp):
+            for attribute, owner, parts, fused in _layer_parts(cast(LlamaAttention, layer.attn), layer.mlp):
                 if not any(part.projection in self.projections for part in parts):
                     continue
                 columns = len(parts) * num_slots * rank

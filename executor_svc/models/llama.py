@@ -14,6 +14,7 @@ from executor_svc.attention.softcap import soft_cap
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.lora.projection import AdapterRows, LoraProjection, with_update
 from executor_svc.models.layers import layer_norm, linear, pack_for_cpu_matmul, rms_norm
+from executor_svc.models.mla import MlaAttention
 from executor_svc.models.moe import SparseMoeBlock
 from executor_svc.models.rope import apply_rotary, apply_rotary_interleaved, rope_frequencies
 from executor_svc.models.variants import ModelVariant, head_dim_of, norm_eps_of, variant_for
@@ -78,6 +79,7 @@ class LlamaAttention(nn.Module):
         # row for per-head norms, each head its own for Cohere's, the checkpoint's full-width row cut into heads for
         # OLMo's.
         self.qk_norm = variant.qk_norm
+        self.qk_norm_after_rope = variant.qk_norm_after_rope
         self.qk_norm_weight = (
             nn.Parameter(torch.ones(qk_heads, self.head_dim), requires_grad=False)
             if variant.qk_norm is not None
@@ -120,10 +122,12 @@ class LlamaAttention(nn.Module):
                           adapters)
         qk = qkv[:, : qk_heads * self.head_dim].reshape(tokens, qk_heads, self.head_dim)
         v = qkv[:, qk_heads * self.head_dim :].reshape(tokens, self.num_kv_heads, self.head_dim)
-        if self.qk_norm_weight is not None:
+        if self.qk_norm_weight is not None and not self.qk_norm_after_rope:
             qk = self._norm_qk(qk, self.qk_norm_weight)
         if self.rotate is not None:
             qk = self.rotate(qk, cos, sin)
+        if self.qk_norm_weight is not None and self.qk_norm_after_rope:
+            qk = self._norm_qk(qk, self.qk_norm_weight)
         return qk[:, : self.num_heads], qk[:, self.num_heads :], v
 
     def _norm_qk(self, qk: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -259,7 +263,10 @@ class LlamaDecoderLayer(nn.Module):
         sandwich = variant.sandwich_norms
         self.attention_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
         self.mlp_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
-        self.attn = LlamaAttention(config, attention_backend, tp, variant, sliding_window, rotary)
+        self.attn: LlamaAttention | MlaAttention = (
+            MlaAttention(config, variant.mla, attention_backend, tp, sliding_window) if variant.mla is not None
+            else LlamaAttention(config, attention_backend, tp, variant, sliding_window, rotary)
+        )
         self.mlp: LlamaMLP | SparseMoeBlock = _sparse_mlp(config, tp, variant) if sparse else LlamaMLP(config, tp,
                                                                                                      variant)
 

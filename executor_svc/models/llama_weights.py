@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, cast
 import torch
 
 from executor_svc.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaModelForCausalLM
+from executor_svc.models.mla import MlaAttention
+from executor_svc.models.mla_weights import mla_targets
 from executor_svc.models.moe import SparseMoeBlock
 from executor_svc.models.moe_weights import checkpoint_layout, moe_targets
 from executor_svc.models.variants import head_dim_of
@@ -49,7 +51,7 @@ class WeightRouter:
 
     def load(self, name: str, tensor: torch.Tensor) -> None:
         """Copy one tensor into its place (cast to the parameter's dtype and device)."""
-        if name.endswith(_IGNORED_SUFFIXES) or (self.tied and name == "lm_head.weight"):
+        if name.endswith(_IGNORED_SUFFIXES) or (self.tied and name == "lm_head.weight") or self._is_mtp(name):
             return
         if self.fused_checkpoint and name.endswith(_FUSED_SUFFIXES):
             for part_name, part in _split_fused(name, tensor, self.config):
@@ -70,6 +72,14 @@ class WeightRouter:
             with torch.no_grad():
                 slice_target.view.copy_(slice_target.take(tensor))
         self.loaded.add(name)
+
+    def _is_mtp(self, name: str) -> bool:
+        """Whether ``name`` belongs to a multi-token-prediction layer the checkpoint appends after the decoder's
+        (DeepSeek-V3's and GLM-4.5's ``model.layers.{num_hidden_layers + i}``), which serving does not run."""
+        if not getattr(self.config, "num_nextn_predict_layers", 0) or not name.startswith("model.layers."):
+            return False
+        index = name.split(".", 3)[2]
+        return index.isdigit() and int(index) >= self.config.num_hidden_layers
 
     def finish(self) -> None:
         """Raise ValueError naming the tensors that never arrived."""
@@ -116,8 +126,25 @@ def _model_targets(model: LlamaModelForCausalLM) -> dict[str, Targets]:
 def _layer_targets(
     prefix: str, layer: LlamaDecoderLayer, model: LlamaModelForCausalLM, tp: TensorParallel
 ) -> dict[str, Targets]:
-    config, norm_offset = model.config, model.variant.norm_weight_offset
-    attn, mlp = layer.attn, layer.mlp
+    config, names = model.config, model.variant.names
+    mlp = layer.mlp
+    if isinstance(layer.attn, MlaAttention):
+        targets = mla_targets(prefix, layer.attn, config, names.o_proj)
+    else:
+        targets = _attention_targets(prefix, layer.attn, model, tp)
+    if isinstance(mlp, SparseMoeBlock):
+        targets.update(moe_targets(prefix, mlp, model))
+    else:
+        targets.update(mlp_targets(prefix, mlp, tp, config.intermediate_size,
+                                    (names.mlp_gate, names.mlp_up, names.mlp_down)))
+    targets.update(_norm_targets(prefix, layer, model.variant.norm_weight_offset, names.sandwich_norms))
+    return targets
+
+
+def _attention_targets(prefix: str, attn: LlamaAttention, model: LlamaModelForCausalLM, tp: TensorParallel
+                       ) -> dict[str, Targets]:
+    """q/k/v (fused here, with their biases), the output projection and the q/k norms."""
+    config, names = model.config, model.variant.names
     hd = attn.head_dim
     q_rows, kv_rows = attn.num_heads * hd, attn.num_kv_heads * hd
     all_q_rows, all_kv_rows = config.num_attention_heads * hd, config.num_key_value_heads * hd
@@ -127,35 +154,28 @@ def _layer_targets(
         "k_proj": (q_rows, q_rows + kv_rows, kv_offset, all_kv_rows),
         "v_proj": (q_rows + kv_rows, q_rows + 2 * kv_rows, kv_offset, all_kv_rows),
     }
-    names = model.variant.names
     targets: dict[str, Targets] = {
         f"{prefix}{names.o_proj}.weight": part_target(tp, attn.o_weight.data, 1, q_offset, all_q_rows),
     }
-    if isinstance(mlp, SparseMoeBlock):
-        targets.update(moe_targets(prefix, mlp, model))
-    else:
-        targets.update(mlp_targets(prefix, mlp, tp, config.intermediate_size,
-                                    (names.mlp_gate, names.mlp_up, names.mlp_down)))
-    targets.update(_norm_targets(prefix, layer, norm_offset, names.sandwich_norms))
     for part, (start, end, offset, full) in qkv_parts.items():
         targets[f"{prefix}self_attn.{part}.weight"] = part_target(tp, attn.qkv_weight.data[start:end], 0, offset, full)
         if attn.qkv_bias is not None:
             targets[f"{prefix}self_attn.{part}.bias"] = part_target(tp, attn.qkv_bias.data[start:end], 0, offset, full)
     if attn.o_bias is not None:
         targets[f"{prefix}{names.o_proj}.bias"] = whole_target(attn.o_bias)
-    targets.update(_qk_norm_targets(prefix, attn, config, norm_offset))
+    targets.update(_qk_norm_targets(prefix, attn, config, model.variant.norm_weight_offset, names.qk_norms))
     return targets
 
 
-def _qk_norm_targets(prefix: str, attn: LlamaAttention, config: PretrainedConfig, norm_offset: float
-                     ) -> dict[str, Targets]:
+def _qk_norm_targets(prefix: str, attn: LlamaAttention, config: PretrainedConfig, norm_offset: float,
+                     names: tuple[str, str]) -> dict[str, Targets]:
     """The q and k norms' weights (one row per head in the model): OLMo's [heads * head_dim] over all heads and
     Cohere's [heads, head_dim] sliced to this rank's heads, else the [head_dim] row every head shares."""
     weight = attn.qk_norm_weight
     if weight is None:
         return {}
     q_rows, k_rows = weight.data[: attn.num_heads], weight.data[attn.num_heads :]
-    q_name, k_name = prefix + "self_attn.q_norm.weight", prefix + "self_attn.k_norm.weight"
+    q_name, k_name = (f"{prefix}{name}.weight" for name in names)
     tp, hd = attn.tp, attn.head_dim
     if attn.qk_norm == "full_width":
         return {q_name: part_target(tp, q_rows.view(-1), 0, attn.head_offset * hd, config.num_attention_heads * hd),

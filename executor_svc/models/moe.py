@@ -1,5 +1,5 @@
-"""The routed-experts MLP of Mixtral, Qwen2-MoE, Qwen3-MoE and Granite MoE (with a shared expert: Qwen2-MoE's gated,
-Granite MoE shared's not)."""
+"""The routed-experts MLP of the MoE families (with a shared expert: Qwen2-MoE's gated, Granite MoE shared's and the
+DeepSeek-style routers' not)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from torch import nn
 
 from executor_svc.lora.projection import AdapterRows
 from executor_svc.models.layers import linear, pack_for_cpu_matmul
-from executor_svc.models.moe_experts import graph_safe_experts, grouped_experts, route
+from executor_svc.models.moe_experts import graph_safe_experts, grouped_experts
+from executor_svc.models.moe_routing import route
 from executor_svc.models.moe_settings import MoeSettings
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
 
@@ -43,6 +44,10 @@ class SparseMoeBlock(nn.Module):
         self.intermediate_offset = start
         """The first row of each expert's gate/up (column of its down) projection that this rank holds."""
         self.router_weight = nn.Parameter(torch.empty(moe.num_experts, hidden_size), requires_grad=False)
+        self.router_correction_bias = (
+            nn.Parameter(torch.zeros(moe.num_experts), requires_grad=False) if moe.score_correction_bias else None
+        )
+        """Added to the scores for the choice of experts only (DeepSeek-V3's e_score_correction_bias)."""
         self.experts_gate_up_weight = nn.Parameter(
             torch.empty(moe.num_experts, 2 * self.intermediate_size, hidden_size), requires_grad=False
         )
@@ -70,7 +75,7 @@ class SparseMoeBlock(nn.Module):
         else the experts that have tokens run one by one. ``adapters``: handed to the shared expert, which holds no
         adapter either (LoRA adapts a MoE model's attention only)."""
         settings = self.settings
-        weights, ids = route(x, self.router_weight, settings.top_k, settings.normalize_top_k)
+        weights, ids = route(x, self.router_weight, settings, self.router_correction_bias)
         gate_up, down = self.experts_gate_up_weight, self.experts_down_weight
         float32_weights = settings.float32_routing_weights
         if graph_safe or torch.compiler.is_compiling():
@@ -82,4 +87,6 @@ class SparseMoeBlock(nn.Module):
             if self.shared_expert_gate_weight is not None:
                 shared = torch.sigmoid(linear(x, self.shared_expert_gate_weight)) * shared
             out = out + shared
-        return self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out
+        out = self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out
+        shared_bias = getattr(self.shared_expert, "down_bias", None)  # ERNIE's biased shared experts: added once
+        return out if shared_bias is None else out + shared_bias

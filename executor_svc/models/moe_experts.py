@@ -1,4 +1,4 @@
-"""Routing tokens to experts and four ways to run the chosen experts, all computing the same sums.
+"""Four ways to run the chosen experts, all computing the same sums.
 
 - ``grouped_experts``: the picks sorted by expert, one pair of matmuls per expert that has any (what HF does);
   the least work, but the expert sizes are read on the host: for eager steps (the CPU, GPU prefill chunks).
@@ -21,17 +21,6 @@ import torch.nn.functional as F
 from executor_svc.models.layers import linear
 
 Activation = Callable[[torch.Tensor], torch.Tensor]
-
-
-def route(x: torch.Tensor, router_weight: torch.Tensor, top_k: int, normalize: bool
-          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [T, hidden] -> (float32 weights [T, top_k], expert ids int64 [T, top_k]): the top_k of the router's
-    softmax (taken in float32), divided by their sum when ``normalize``."""
-    probs = torch.softmax(linear(x, router_weight).float(), dim=-1)
-    weights, ids = torch.topk(probs, top_k, dim=-1)
-    if normalize:
-        weights = weights / weights.sum(dim=-1, keepdim=True)
-    return weights, ids
 
 
 def weigh(outputs: torch.Tensor, weights: torch.Tensor, float32_weights: bool) -> torch.Tensor:

@@ -1,15 +1,20 @@
 """What a mixture-of-experts checkpoint's config says about its sparse MLPs (Mixtral, Qwen2-MoE, Qwen3-MoE, Granite
-MoE, OLMoE)."""
+MoE, OLMoE, GLM-4.5, dots.llm1)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
-_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared", "olmoe")
+_SIGMOID_ROUTED_TYPES = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite")
+"""model_types routing as DeepSeek-V3 does (moe_routing.py): sigmoid scores, a correction bias, expert groups,
+shared experts and dense first layers."""
+_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared", "olmoe", "deepseek_v2",
+              "ernie4_5_moe", *_SIGMOID_ROUTED_TYPES)
 """model_types whose MLPs are routed experts."""
 
 
@@ -35,7 +40,19 @@ class MoeSettings:
     """The config field expert_intermediate_size comes from (named in errors)."""
     shared_expert_gated: bool = True
     """The shared expert's output is scaled by sigmoid(x . shared_expert_gate) (Qwen2-MoE) rather than added as it
-    is (Granite MoE shared)."""
+    is (Granite MoE shared, the DeepSeek-style routers' shared experts)."""
+    scoring: str = "softmax"
+    """How the router scores experts: ``softmax`` over them all, or ``sigmoid`` each (DeepSeek-V3 style)."""
+    score_correction_bias: bool = False
+    """A learned per-expert bias is added to the scores for the choice only (e_score_correction_bias)."""
+    num_groups: int = 1
+    top_groups: int = 1
+    """The experts form ``num_groups`` equal groups and each token chooses within its ``top_groups`` best (n_group,
+    topk_group; as many as groups: no limit)."""
+    routed_scaling_factor: float = 1.0
+    """Multiplies the routing weights (after any normalisation)."""
+    float32_router: bool = False
+    """The router's matmul runs in float32 from the activations cast up (HF keeps those routers in float32)."""
 
     def __post_init__(self) -> None:
         if self.num_experts < 1:
@@ -44,6 +61,21 @@ class MoeSettings:
             raise ValueError(f"num_experts_per_tok: must be in [1, {self.num_experts}], got {self.top_k}")
         if self.expert_intermediate_size < 1:
             raise ValueError(f"{self.intermediate_size_field}: must be >= 1, got {self.expert_intermediate_size}")
+        if self.scoring not in ("softmax", "sigmoid"):
+            raise ValueError(f"scoring_func: {self.scoring!r} not supported (softmax or sigmoid)")
+        self._check_groups()
+
+    def _check_groups(self) -> None:
+        if self.num_groups < 1 or self.num_experts % self.num_groups:
+            raise ValueError(f"n_group: must divide the {self.num_experts} experts, got {self.num_groups}")
+        if not 1 <= self.top_groups <= self.num_groups:
+            raise ValueError(f"topk_group: must be in [1, {self.num_groups}], got {self.top_groups}")
+        per_group = self.num_experts // self.num_groups
+        if self.top_groups < self.num_groups and self.scoring == "sigmoid" and per_group < 2:
+            raise ValueError(f"n_group: groups score their two best experts, so need >= 2 each, got {per_group}")
+        if self.top_groups * per_group < self.top_k:
+            raise ValueError(f"topk_group: {self.top_groups} groups of {per_group} experts hold fewer than "
+                             f"num_experts_per_tok ({self.top_k})")
 
 
 def is_moe(config: PretrainedConfig) -> bool:
@@ -73,7 +105,93 @@ def moe_settings_for(config: PretrainedConfig) -> MoeSettings | None:
             shared_expert_intermediate_size=int(shared) if shared else None,
             sparse_layers=_qwen_sparse_layers(config),
         )
+    if model_type == "glm4_moe_lite":
+        return sigmoid_routed_settings(config, _mlp_layer_types(config))
+    if model_type in _SIGMOID_ROUTED_TYPES:
+        return sigmoid_routed_settings(config)
+    if model_type == "deepseek_v2":
+        return _deepseek_v2_settings(config)
+    if model_type == "ernie4_5_moe":
+        return _ernie_settings(config)
     return None
+
+
+def _ernie_settings(config: PretrainedConfig) -> MoeSettings:
+    """ERNIE 4.5's router: the top-k of a float32 softmax chosen with a correction bias (moe_statics), weighed by
+    the unbiased probabilities normalised; moe_num_shared_experts shared experts; every moe_layer_interval-th
+    layer from moe_layer_start_index to moe_layer_end_index routes."""
+    for name in ("num_experts", "num_experts_per_tok", "moe_intermediate_size"):
+        if not isinstance(getattr(config, name, None), int):
+            raise ValueError(f"{name}: must be an integer >= 1, got {getattr(config, name, None)!r}")
+    interval = int(config.moe_layer_interval)
+    if interval < 1:
+        raise ValueError(f"moe_layer_interval: must be >= 1, got {interval}")
+    start, end = int(config.moe_layer_start_index), int(config.moe_layer_end_index)
+    shared = int(config.moe_num_shared_experts or 0) * int(config.moe_intermediate_size)
+    return MoeSettings(
+        num_experts=int(config.num_experts),
+        top_k=int(config.num_experts_per_tok),
+        expert_intermediate_size=int(config.moe_intermediate_size),
+        normalize_top_k=True,
+        float32_routing_weights=False,
+        shared_expert_intermediate_size=shared or None,
+        sparse_layers=tuple((index + 1) % interval == 0 and start <= index <= end
+                            for index in range(config.num_hidden_layers)),
+        shared_expert_gated=False,
+        score_correction_bias=True,
+        float32_router=True,
+    )
+
+
+def _deepseek_v2_settings(config: PretrainedConfig) -> MoeSettings:
+    """DeepSeek-V2's router: the top-k of a softmax, within the best topk_group of n_group groups (by their best
+    expert) under topk_method group_limited_greedy, never normalised, scaled by routed_scaling_factor."""
+    method = getattr(config, "topk_method", "greedy")
+    if method not in ("greedy", "group_limited_greedy"):
+        raise ValueError(f"topk_method: {method!r} not supported (greedy or group_limited_greedy)")
+    limited = method == "group_limited_greedy"
+    sigmoid = sigmoid_routed_settings(config)
+    return dataclasses.replace(
+        sigmoid, normalize_top_k=False, scoring="softmax", score_correction_bias=False,
+        num_groups=sigmoid.num_groups if limited else 1, top_groups=sigmoid.top_groups if limited else 1)
+
+
+def _mlp_layer_types(config: PretrainedConfig) -> tuple[bool, ...]:
+    """GLM-4.7-Flash's mlp_layer_types: ``sparse`` layers route, ``dense`` ones do not."""
+    kinds = list(config.mlp_layer_types)
+    if len(kinds) != config.num_hidden_layers or set(kinds) - {"dense", "sparse"}:
+        raise ValueError(f"mlp_layer_types: needs one of dense or sparse per layer ({config.num_hidden_layers}), "
+                         f"got {kinds}")
+    return tuple(kind == "sparse" for kind in kinds)
+
+
+def sigmoid_routed_settings(config: PretrainedConfig, sparse_layers: tuple[bool, ...] | None = None) -> MoeSettings:
+    """DeepSeek-V3-style settings: sigmoid scores with a correction bias, expert groups, n_shared_experts ungated
+    shared experts of moe_intermediate_size each, and dense MLPs in the first first_k_dense_replace layers (unless
+    ``sparse_layers`` says otherwise)."""
+    for name in ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"):
+        if not isinstance(getattr(config, name, None), int):
+            raise ValueError(f"{name}: must be an integer >= 1, got {getattr(config, name, None)!r}")
+    shared = int(getattr(config, "n_shared_experts", 0) or 0) * int(config.moe_intermediate_size)
+    first_dense = int(getattr(config, "first_k_dense_replace", 0) or 0)
+    if sparse_layers is None:
+        sparse_layers = tuple(index >= first_dense for index in range(config.num_hidden_layers))
+    return MoeSettings(
+        num_experts=int(config.n_routed_experts),
+        top_k=int(config.num_experts_per_tok),
+        expert_intermediate_size=int(config.moe_intermediate_size),
+        normalize_top_k=bool(config.norm_topk_prob),
+        float32_routing_weights=True,
+        shared_expert_intermediate_size=shared or None,
+        sparse_layers=sparse_layers,
+        shared_expert_gated=False,
+        scoring="sigmoid",
+        score_correction_bias=True,
+        num_groups=int(getattr(config, "n_group", 1) or 1),
+        top_groups=int(getattr(config, "topk_group", 1) or 1),
+        routed_scaling_factor=float(getattr(config, "routed_scaling_factor", 1.0) or 1.0),
+        float32_router=True,
+    )
 
 
 def _every_layer_sparse(config: PretrainedConfig, experts_field: str, normalize: bool, float32_weights: bool = False,

@@ -11,6 +11,7 @@ from executor_svc.models.llama import LlamaMLP, LlamaModelForCausalLM
 from executor_svc.models.moe import SparseMoeBlock
 from executor_svc.models.moe_settings import MoeSettings
 from executor_svc.models.weight_targets import (
+    Target,
     Targets,
     gate_up_halves,
     gated_targets,
@@ -81,23 +82,32 @@ def _moe_names(config: PretrainedConfig) -> tuple[str, tuple[str, str, str]]:
 
 
 def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) -> dict[str, Targets]:
-    """The router and every expert (Mixtral's ``block_sparse_moe.experts.E.w1/w3/w2``, Qwen's
-    ``mlp.experts.E.gate_proj/up_proj/down_proj``, Granite's stacked ones), and the shared expert and its gate."""
+    """The router (and its correction bias), every expert (Mixtral's ``block_sparse_moe.experts.E.w1/w3/w2``, the
+    others' ``mlp.experts.E.gate_proj/up_proj/down_proj``, Granite's stacked ones), and the shared expert (Qwen's
+    ``shared_expert`` and its gate, DeepSeek-style ``shared_experts``)."""
     settings, tp = moe.settings, model.tp
     if getattr(model.config, "model_type", None) in _GRANITE_MOE_TYPES:
         return _granite_moe_targets(prefix, moe, tp)
     block_name, projections = _moe_names(model.config)
     block = prefix + block_name
     targets: dict[str, Targets] = {block + "gate.weight": whole_target(moe.router_weight)}
+    bias = moe.router_correction_bias
+    if bias is not None and getattr(model.config, "model_type", None) == "ernie4_5_moe":  # stored [1, experts]
+        targets[block + "moe_statics.e_score_correction_bias"] = Target(bias.data.view(1, -1), (1, bias.shape[0]))
+    elif bias is not None:
+        targets[block + "gate.e_score_correction_bias"] = whole_target(bias)
     for expert, (gate_up, down) in enumerate(zip(moe.experts_gate_up_weight.data, moe.experts_down_weight.data)):
         names = tuple(f"{block}experts.{expert}.{projection}" for projection in projections)
         targets.update(gated_targets(cast(tuple[str, str, str], names), gate_up, down, tp, moe.intermediate_offset,
                                       settings.expert_intermediate_size))
     shared = moe.shared_expert
-    if isinstance(shared, LlamaMLP) and moe.shared_expert_gate_weight is not None:
+    if isinstance(shared, LlamaMLP):
         full_shared = settings.shared_expert_intermediate_size or 0
-        targets.update(mlp_targets(block + "shared_expert.", shared, tp, full_shared))  # Qwen's names
-        targets[block + "shared_expert_gate.weight"] = whole_target(moe.shared_expert_gate_weight)
+        if moe.shared_expert_gate_weight is not None:  # Qwen's gated one
+            targets.update(mlp_targets(block + "shared_expert.", shared, tp, full_shared))
+            targets[block + "shared_expert_gate.weight"] = whole_target(moe.shared_expert_gate_weight)
+        else:  # the DeepSeek-style routers' shared experts, one MLP as wide as all of them
+            targets.update(mlp_targets(block + "shared_experts.", shared, tp, full_shared))
     return targets
 
 

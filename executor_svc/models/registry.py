@@ -19,7 +19,11 @@ MODEL_CLASSES: dict[str, type] = {
                          "Olmo2ForCausalLM", "Olmo3ForCausalLM", "OlmoeForCausalLM", "SmolLM3ForCausalLM",
                          "MinistralForCausalLM", "GlmForCausalLM", "Glm4ForCausalLM", "CohereForCausalLM",
                          "Cohere2ForCausalLM", "PhiForCausalLM", "Starcoder2ForCausalLM", "NemotronForCausalLM",
-                         "ArceeForCausalLM", "Exaone4ForCausalLM", *VISION_LANGUAGE_ARCHITECTURES)
+                         "ArceeForCausalLM", "Exaone4ForCausalLM", "Glm4MoeForCausalLM", "Dots1ForCausalLM",
+                         "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Glm4MoeLiteForCausalLM",
+                         "SeedOssForCausalLM", "Ernie4_5ForCausalLM", "HunYuanDenseV1ForCausalLM",
+                         "Ernie4_5_MoeForCausalLM",
+                         *VISION_LANGUAGE_ARCHITECTURES)
 }
 """Vision-language architectures are served as their language model (models/vision_language.py)."""
 
@@ -37,7 +41,12 @@ _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForC
                                 "glm": "GlmForCausalLM", "glm4": "Glm4ForCausalLM", "cohere": "CohereForCausalLM",
                                 "cohere2": "Cohere2ForCausalLM", "phi": "PhiForCausalLM",
                                 "starcoder2": "Starcoder2ForCausalLM", "nemotron": "NemotronForCausalLM",
-                                "arcee": "ArceeForCausalLM", "exaone4": "Exaone4ForCausalLM"}
+                                "arcee": "ArceeForCausalLM", "exaone4": "Exaone4ForCausalLM",
+                                "glm4_moe": "Glm4MoeForCausalLM", "dots1": "Dots1ForCausalLM",
+                                "deepseek_v2": "DeepseekV2ForCausalLM", "deepseek_v3": "DeepseekV3ForCausalLM",
+                                "glm4_moe_lite": "Glm4MoeLiteForCausalLM", "seed_oss": "SeedOssForCausalLM",
+                                "ernie4_5": "Ernie4_5ForCausalLM", "hunyuan_v1_dense": "HunYuanDenseV1ForCausalLM",
+                                "ernie4_5_moe": "Ernie4_5_MoeForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

@@ -1,8 +1,9 @@
 """What each supported HF architecture changes in the shared Llama-family decoder.
 
 Llama, Mistral, Qwen2/3, Phi-3, Gemma, Gemma 2, Gemma 3 (text), Granite, OLMo 2/3 and the MoE models Mixtral,
-Qwen2-MoE, Qwen3-MoE, Granite MoE and OLMoE are one decoder (attention then a gated MLP or routed experts, RoPE,
-RMSNorm) that differ in constants and a few switches; ModelVariant holds them, read once from the HF config."""
+Qwen2-MoE, Qwen3-MoE, Granite MoE, OLMoE, GLM-4.5, dots.llm1 and DeepSeek-V2/V3 (latent attention) are one decoder
+(attention then a gated MLP or routed experts, RoPE, RMSNorm) that differ in constants and a few switches;
+ModelVariant holds them, read once from the HF config."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from executor_svc.models.mla_settings import MlaSettings, mla_settings_for
 from executor_svc.models.moe_settings import MoeSettings, moe_settings_for
 from executor_svc.models.rope import is_per_layer_type, rope_parameters
 
@@ -26,8 +28,12 @@ _OLMO_TYPES = ("olmo2", "olmo3", "olmoe")
 """model_types whose q and k norms span all heads."""
 _GLM_TYPES = ("glm", "glm4")
 """model_types with interleaved RoPE pairs, a fused gate_up_proj in the checkpoint and no o_proj bias."""
+_ERNIE_TYPES = ("ernie4_5", "ernie4_5_moe")
+"""model_types whose use_bias biases every projection and whose RoPE turns interleaved pairs."""
 _COHERE_TYPES = ("cohere", "cohere2")
 """model_types with LayerNorm, parallel attention and MLP branches and interleaved RoPE."""
+_NO_O_BIAS_TYPES = (*_GLM_TYPES, "glm4_moe")
+"""model_types whose attention_bias biases q, k and v but not o_proj."""
 _GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 """model_types whose RMSNorms scale by 1 + w and whose embeddings are scaled by sqrt(hidden_size)."""
 
@@ -45,6 +51,7 @@ class CheckpointNames:
     final_norm: str = "model.norm"
     sandwich_norms: tuple[str, str, str] = ("post_attention_layernorm", "pre_feedforward_layernorm",
                                             "post_feedforward_layernorm")
+    qk_norms: tuple[str, str] = ("self_attn.q_norm", "self_attn.k_norm")
 
 
 _CHECKPOINT_NAMES = {
@@ -54,9 +61,10 @@ _CHECKPOINT_NAMES = {
     "arcee": CheckpointNames(mlp_gate=None),
     "glm4": CheckpointNames(sandwich_norms=("post_self_attn_layernorm", "post_attention_layernorm",
                                             "post_mlp_layernorm")),
+    "hunyuan_v1_dense": CheckpointNames(qk_norms=("self_attn.query_layernorm", "self_attn.key_layernorm")),
 }
 """model_types naming tensors otherwise than Llama: MLPs without a gate (act(up), relu^2 for Nemotron and Arcee),
-Phi-2's output projection and final norm, GLM-4's sandwich norms."""
+Phi-2's output projection and final norm, GLM-4's sandwich norms, Hunyuan's q/k norms."""
 _BIASED_NORM_TYPES = ("phi", "starcoder2", "nemotron")
 """model_types whose norms are LayerNorms with biases (Nemotron's scale by 1 + w)."""
 
@@ -119,6 +127,10 @@ class ModelVariant:
     """The LM head adds a bias (Phi-2)."""
     names: CheckpointNames = field(default_factory=lambda: CheckpointNames())
     """The checkpoint's names of the tensors other families name differently."""
+    qk_norm_after_rope: bool = False
+    """q and k are normed after they are rotated rather than before (Hunyuan)."""
+    mla: MlaSettings | None = None
+    """Multi-head latent attention in place of q/k/v heads (DeepSeek-V2/V3: models/mla.py); None: ordinary."""
 
 
     @property
@@ -147,12 +159,14 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
     attention_bias = bool(getattr(config, "attention_bias", False))
     rotary_factor = float(rope_parameters(config).get("partial_rotary_factor", 1.0))
     softcap = getattr(config, "final_logit_softcapping", None)
+    mla = mla_settings_for(config)
     # Phi-2 biases every projection; StarCoder2 as its use_bias says.
-    classic_bias = model_type == "phi" or (model_type == "starcoder2" and bool(getattr(config, "use_bias", True)))
+    classic_bias = model_type == "phi" or (model_type in ("starcoder2", *_ERNIE_TYPES)
+                                           and bool(getattr(config, "use_bias", True)))
     return ModelVariant(
         hidden_act=hidden_act_of(config),
         qkv_bias=attention_bias or _qwen2_qkv_bias(config, model_type) or classic_bias,
-        o_bias=(attention_bias and model_type not in _GLM_TYPES) or classic_bias,  # GLM biases q, k and v only
+        o_bias=_o_bias(config, model_type, attention_bias) or classic_bias,
         qk_norm=_qk_norm(config, model_type),
         sandwich_norms=model_type in ("gemma2", "gemma3_text", "glm4", *_POST_NORM_TYPES),
         pre_norms=model_type not in _POST_NORM_TYPES,
@@ -163,19 +177,22 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         attention_softcap=_optional_float(getattr(config, "attn_logit_softcapping", None)),
         logits_divisor=_logits_divisor(config),
         logits_softcap=_optional_float(softcap),
-        rotary_dim=int(head_dim * rotary_factor),
+        rotary_dim=mla.qk_rope_head_dim if mla else int(head_dim * rotary_factor),
         layer_windows=layer_windows(config),
         local_rope_layers=_local_rope_layers(config),
         fused_checkpoint=has_fused_checkpoint(config),
         moe=moe_settings_for(config),
-        rotary_interleaved=model_type in (*_GLM_TYPES, *_COHERE_TYPES),
+        rotary_interleaved=(model_type in (*_GLM_TYPES, *_COHERE_TYPES, *_ERNIE_TYPES)
+                            or bool(mla and mla.rope_interleaved)),
         layer_norm=model_type in (*_COHERE_TYPES, *_BIASED_NORM_TYPES),
         parallel_residual=model_type in (*_COHERE_TYPES, "phi"),
         mlp_bias=classic_bias or bool(getattr(config, "mlp_bias", False)),
         norm_bias=model_type in _BIASED_NORM_TYPES,
-        lm_head_bias=model_type == "phi",
+        lm_head_bias=model_type == "phi" or (model_type == "ernie4_5_moe" and bool(getattr(config, "use_bias", False))),
         names=_CHECKPOINT_NAMES.get(model_type or "", CheckpointNames()),
         rope_layers=_rope_layers(config),
+        qk_norm_after_rope=model_type == "hunyuan_v1_dense",
+        mla=mla,
     )
 
 
@@ -183,11 +200,21 @@ def _qk_norm(config: PretrainedConfig, model_type: str | None) -> str | None:
     """ModelVariant.qk_norm of a config (Cohere's use_qk_norm: Command R+)."""
     if model_type in _OLMO_TYPES:
         return "full_width"
-    if model_type in ("qwen3", "qwen3_moe", "gemma3_text", "exaone4"):
+    if model_type in ("qwen3", "qwen3_moe", "gemma3_text", "exaone4", "dots1", "hunyuan_v1_dense"):
+        return "head"
+    if model_type == "glm4_moe" and bool(getattr(config, "use_qk_norm", False)):
         return "head"
     if model_type == "cohere" and bool(getattr(config, "use_qk_norm", False)):
         return "head_layer_norm"
     return None
+
+
+def _o_bias(config: PretrainedConfig, model_type: str | None, attention_bias: bool) -> bool:
+    """Whether o_proj adds a bias: as attention_bias says, but never for GLM's, and as attention_out_bias says
+    for Seed-OSS (whose attention_bias biases q, k and v only)."""
+    if model_type == "seed_oss":
+        return bool(getattr(config, "attention_out_bias", False))
+    return attention_bias and model_type not in _NO_O_BIAS_TYPES
 
 
 def _logits_divisor(config: PretrainedConfig) -> float:

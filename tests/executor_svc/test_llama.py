@@ -11,6 +11,11 @@ from tiny_models import (
     make_tiny_arcee,
     make_tiny_cohere,
     make_tiny_cohere2,
+    make_tiny_deepseek_v2,
+    make_tiny_deepseek_v3,
+    make_tiny_dots1,
+    make_tiny_ernie4_5,
+    make_tiny_ernie4_5_moe,
     make_tiny_exaone4,
     make_tiny_gemma,
     make_tiny_gemma2,
@@ -18,8 +23,11 @@ from tiny_models import (
     make_tiny_gemma3_vision,
     make_tiny_glm,
     make_tiny_glm4,
+    make_tiny_glm4_moe,
+    make_tiny_glm4_moe_lite,
     make_tiny_granite,
     make_tiny_granite_moe,
+    make_tiny_hunyuan_dense,
     make_tiny_llama,
     make_tiny_ministral,
     make_tiny_mistral,
@@ -35,6 +43,7 @@ from tiny_models import (
     make_tiny_qwen2_moe,
     make_tiny_qwen3,
     make_tiny_qwen3_moe,
+    make_tiny_seed_oss,
     make_tiny_smollm3,
     make_tiny_starcoder2,
 )
@@ -43,6 +52,7 @@ from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.attention.torch_backend import TorchAttentionBackend
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.model_loader import load_model
+from executor_svc.models.kv_layout import kv_layout
 from executor_svc.models.layers import PACKED_MIN_ROWS, linear, pack_for_cpu_matmul, weight_stationary_rows
 from executor_svc.models.llama_weights import load_weights
 from executor_svc.models.rope import rope_context_limit, rope_frequencies, rope_parameters
@@ -83,6 +93,16 @@ MAKERS = {
     "olmo2_output_norms": make_tiny_olmo2,
     "olmo3_sliding_layers": make_tiny_olmo3,
     "olmoe": make_tiny_olmoe,
+    # DeepSeek-V3-style routing (sigmoid scores, correction bias, expert groups, shared experts, a dense first layer)
+    "glm4_moe_grouped_sigmoid_routing": make_tiny_glm4_moe,
+    "dots1_sigmoid_routing": make_tiny_dots1,
+    # Latent attention (models/mla.py): DeepSeek-V3 (a q latent, biases, V3's routing), V2-Lite (q straight, softmax
+    # routing within groups), GLM-4.7-Flash; and V3 with YaRN's mscale in the softmax scale.
+    "deepseek_v3_latent_attention_biased": lambda path, seed: make_tiny_deepseek_v3(path, seed, attention_bias=True),
+    "deepseek_v3_yarn_mscale": lambda path, seed: make_tiny_deepseek_v3(path, seed, rope_parameters={
+        **YARN_ROPE, "mscale": 0.8, "mscale_all_dim": 0.8}),
+    "deepseek_v2_lite_latent_attention": make_tiny_deepseek_v2,
+    "glm4_moe_lite_latent_attention": make_tiny_glm4_moe_lite,
     # SmolLM3: layer 1 uses no positions (NoPE) and, here, slides over 6 of them.
     "smollm3_nope_layers": lambda path, seed: make_tiny_smollm3(path, seed, use_sliding_window=True,
                                                                 sliding_window=6),
@@ -103,6 +123,10 @@ MAKERS = {
     "nemotron_layernorm_1p_relu2": make_tiny_nemotron,
     "arcee_relu2": make_tiny_arcee,
     "exaone4_output_norms_nope_global": make_tiny_exaone4,
+    "seed_oss_attention_out_bias": make_tiny_seed_oss,
+    "ernie4_5_biases_interleaved_rope": make_tiny_ernie4_5,
+    "ernie4_5_moe_biased_softmax_routing": make_tiny_ernie4_5_moe,
+    "hunyuan_dense_qk_norm_after_rope": make_tiny_hunyuan_dense,
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,
@@ -153,9 +177,9 @@ class PagedSession:
         self.model = load_model(checkpoint, torch.float32, torch.device("cpu"), backend)
         self.hf_model = hf_model
         config = self.model.config
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        layout = kv_layout(config)
         self.cache = PagedKVCache(
-            config.num_hidden_layers, NUM_BLOCKS, BLOCK_SIZE, config.num_key_value_heads, head_dim, torch.float32, "cpu"
+            config.num_hidden_layers, NUM_BLOCKS, BLOCK_SIZE, layout.num_kv_heads, layout.head_dim, torch.float32, "cpu"
         )
         self.free_blocks = torch.randperm(NUM_BLOCKS, generator=torch.Generator().manual_seed(7)).tolist()
         self.tokens: dict[str, list[int]] = {}

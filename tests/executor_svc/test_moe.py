@@ -1,10 +1,13 @@
-"""Routed experts (Mixtral, Qwen2-MoE, Qwen3-MoE): the three ways to run them agree, the graph-safe one reads nothing
-on the host and compiles as one graph, and the config's MoE fields are read as HF reads them.
+"""Routed experts (Mixtral, Qwen2-MoE, Qwen3-MoE, the DeepSeek-style routers): each router picks as its
+family's does, the ways to run the experts agree, the graph-safe one reads nothing on the host and compiles as one
+graph, and the config's MoE fields are read as HF reads them.
 
 The models themselves are checked against HF transformers in test_llama.py (logits) and, captured, in
 cuda_graphs/test_step_graphs.py."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
@@ -18,8 +21,8 @@ from executor_svc.models.moe_experts import (
     grouped_experts,
     grouped_mm_experts,
     grouped_mm_runs_on_device,
-    route,
 )
+from executor_svc.models.moe_routing import route
 from executor_svc.models.moe_settings import MoeSettings, moe_settings_for
 
 HIDDEN, INTERMEDIATE, EXPERTS = 32, 24, 6  # multiples of 8: what a grouped GEMM kernel needs
@@ -31,6 +34,13 @@ def _weights(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     gate_up = torch.randn(EXPERTS, 2 * INTERMEDIATE, HIDDEN, generator=generator) * 0.2
     down = torch.randn(EXPERTS, HIDDEN, INTERMEDIATE, generator=generator) * 0.2
     return router, gate_up, down
+
+
+def _routing(top_k: int, normalize: bool, **fields) -> MoeSettings:
+    """Settings of a softmax router over EXPERTS (or as ``fields`` say)."""
+    return MoeSettings(num_experts=EXPERTS, top_k=top_k, expert_intermediate_size=INTERMEDIATE,
+                       normalize_top_k=normalize, float32_routing_weights=False, shared_expert_intermediate_size=None,
+                       sparse_layers=(True,), **fields)
 
 
 def _reference(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, gate_up: torch.Tensor,
@@ -50,7 +60,7 @@ def _reference(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, gate_u
 def test_grouped_gathered_and_dense_experts_compute_the_same_sums(tokens, top_k, float32_weights):
     router, gate_up, down = _weights(tokens * 10 + top_k)
     x = torch.randn(tokens, HIDDEN, generator=torch.Generator().manual_seed(tokens))
-    weights, ids = route(x, router, top_k, normalize=top_k > 1)
+    weights, ids = route(x, router, _routing(top_k, normalize=top_k > 1))
     expected = _reference(x, ids, weights, gate_up, down)
     for run in (grouped_experts, grouped_mm_experts, gathered_experts, dense_experts, graph_safe_experts):
         got = run(x, ids, weights, gate_up, down, F.silu, float32_weights)
@@ -62,12 +72,70 @@ def test_routing_takes_the_top_k_of_the_softmax_and_normalises_them_only_when_as
     x = torch.zeros(1, HIDDEN)
     x[0, :EXPERTS] = torch.tensor([0.0, 3.0, 1.0, 2.0, -1.0, 0.5])
     probs = torch.softmax(x[0, :EXPERTS], dim=-1)
-    weights, ids = route(x, router, 2, normalize=False)
+    weights, ids = route(x, router, _routing(2, normalize=False))
     assert ids.tolist() == [[1, 3]]
     torch.testing.assert_close(weights[0], probs[[1, 3]])
-    normalised, _ = route(x, router, 2, normalize=True)
+    normalised, _ = route(x, router, _routing(2, normalize=True))
     torch.testing.assert_close(normalised[0], probs[[1, 3]] / probs[[1, 3]].sum())
     assert weights.dtype == torch.float32
+
+
+def test_sigmoid_routing_chooses_by_score_plus_bias_within_the_best_groups_and_weighs_by_score():
+    """DeepSeek-V3's router on hand-made scores: 6 experts in 3 groups of 2, the best 2 groups kept."""
+    router = torch.eye(EXPERTS, HIDDEN)
+    x = torch.zeros(1, HIDDEN)
+    x[0, :EXPERTS] = torch.tensor([2.0, -1.0, 0.0, 0.1, 1.5, 1.4])  # logits; groups (0, 1), (2, 3), (4, 5)
+    scores = torch.sigmoid(x[0, :EXPERTS])
+    bias = torch.tensor([0.0, 0.0, 0.0, 3.0, 0.0, 0.0])  # lifts expert 3 (and its group) into the choice
+    settings = _routing(2, normalize=False, scoring="sigmoid", score_correction_bias=True, num_groups=3,
+                        top_groups=2, routed_scaling_factor=2.0, float32_router=True)
+    weights, ids = route(x, router, settings, bias)
+    # group sums of the two best biased scores: group 1 (3.0 + ...) and group 2 beat group 0
+    assert sorted(ids[0].tolist()) == [3, 4]
+    torch.testing.assert_close(weights[0].sort().values, (2.0 * scores[[3, 4]]).sort().values)
+    # without the bias, expert 0 (best alone) wins a place: groups 0 and 2
+    unbiased, unbiased_ids = route(x, router, settings, torch.zeros(EXPERTS))
+    assert sorted(unbiased_ids[0].tolist()) == [0, 4]
+    normalised, _ = route(x, router, dataclasses.replace(settings, normalize_top_k=True), torch.zeros(EXPERTS))
+    torch.testing.assert_close(normalised.sum(), torch.tensor(2.0))
+
+
+def test_group_limited_softmax_routing_keeps_the_groups_of_the_best_experts():
+    """DeepSeek-V2's group_limited_greedy: a group scores its best expert's probability."""
+    router = torch.eye(EXPERTS, HIDDEN)
+    x = torch.zeros(1, HIDDEN)
+    x[0, :EXPERTS] = torch.tensor([3.0, -5.0, 2.9, 2.8, 1.0, 0.0])
+    probs = torch.softmax(x[0, :EXPERTS], dim=-1)
+    limited = _routing(2, normalize=False, num_groups=3, top_groups=1)
+    weights, ids = route(x, router, limited)
+    assert sorted(ids[0].tolist()) == [0, 1]  # only group 0 may be chosen, however small expert 1's score
+    torch.testing.assert_close(weights[0].sort().values, probs[[0, 1]].sort().values)
+    _, free_ids = route(x, router, dataclasses.replace(limited, num_groups=1, top_groups=1))
+    assert sorted(free_ids[0].tolist()) == [0, 2]
+
+
+def test_deepseek_style_settings_are_read_and_refused_by_field():
+    from transformers import DeepseekV2Config, DeepseekV3Config, Glm4MoeLiteConfig
+
+    v3 = moe_settings_for(DeepseekV3Config(num_hidden_layers=5, first_k_dense_replace=2, n_routed_experts=16,
+                                           num_experts_per_tok=4, n_group=4, topk_group=2, n_shared_experts=2,
+                                           moe_intermediate_size=8))
+    assert v3 is not None and v3.sparse_layers == (False, False, True, True, True)
+    assert (v3.scoring, v3.num_groups, v3.top_groups, v3.shared_expert_intermediate_size) == ("sigmoid", 4, 2, 16)
+    assert not v3.shared_expert_gated and v3.score_correction_bias and v3.float32_router
+    greedy = moe_settings_for(DeepseekV2Config(num_hidden_layers=2, n_group=2, topk_group=1, topk_method="greedy",
+                                               num_experts_per_tok=6))
+    assert greedy is not None and (greedy.scoring, greedy.num_groups, greedy.normalize_top_k) == ("softmax", 1, False)
+    lite = moe_settings_for(Glm4MoeLiteConfig(num_hidden_layers=3, mlp_layer_types=["dense", "sparse", "dense"]))
+    assert lite is not None and lite.sparse_layers == (False, True, False)
+    refused = [(DeepseekV2Config(topk_method="noaux_tc", num_experts_per_tok=6), "topk_method"),
+               (DeepseekV2Config(), "num_experts_per_tok"),
+               (DeepseekV3Config(n_routed_experts=16, n_group=3, topk_group=1), "n_group"),
+               (DeepseekV3Config(n_routed_experts=16, num_experts_per_tok=8, n_group=8, topk_group=2), "topk_group"),
+               (Glm4MoeLiteConfig(num_hidden_layers=2, mlp_layer_types=["dense", "mixed"]), "mlp_layer_types")]
+    for config, field in refused:
+        with pytest.raises(ValueError, match=field):
+            moe_settings_for(config)
 
 
 def test_experts_with_no_token_are_skipped_and_get_nothing():

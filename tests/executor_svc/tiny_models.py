@@ -196,6 +196,120 @@ def make_tiny_olmoe(path: str | Path, seed: int = 0, vocab_size: int = 256, **ov
     return _save(OlmoeForCausalLM, config, path, seed)
 
 
+def make_tiny_glm4_moe(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Glm4MoeForCausalLM checkpoint (GLM-4.5: q/k/v biases, per-head q/k norms, half-rotated heads;
+    layer 0 dense, layer 1 routing 2 of 8 experts by sigmoid scores plus a random correction bias within the best 2
+    of 4 groups, normalised and scaled, beside a shared expert) into `path`."""
+    from transformers import Glm4MoeConfig, Glm4MoeForCausalLM
+
+    experts = {"n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "n_shared_experts": 1,
+               "first_k_dense_replace": 1, "n_group": 4, "topk_group": 2, "norm_topk_prob": True,
+               "routed_scaling_factor": 2.5, "use_qk_norm": True, "attention_bias": True, "head_dim": 16,
+               "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}}
+    config = Glm4MoeConfig(**{**TINY_LLAMA_DEFAULTS, **experts, "vocab_size": vocab_size, **overrides})
+    return _save(Glm4MoeForCausalLM, config, path, seed)
+
+
+def make_tiny_dots1(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Dots1ForCausalLM checkpoint (dots.llm1: per-head q/k norms; layer 0 dense, layer 1 routing 2
+    of 6 experts by sigmoid scores plus a random correction bias, un-normalised and scaled, beside two shared
+    experts) into `path`."""
+    from transformers import Dots1Config, Dots1ForCausalLM
+
+    experts = {"n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "n_shared_experts": 2,
+               "first_k_dense_replace": 1, "norm_topk_prob": False, "routed_scaling_factor": 1.5, "head_dim": 16}
+    config = Dots1Config(**{**TINY_LLAMA_DEFAULTS, **experts, "vocab_size": vocab_size, **overrides})
+    return _save(Dots1ForCausalLM, config, path, seed)
+
+
+MLA_DEFAULTS: dict[str, Any] = {"kv_lora_rank": 24, "qk_nope_head_dim": 12, "qk_rope_head_dim": 8, "v_head_dim": 10,
+                                "num_key_value_heads": 4, "head_dim": 8}
+"""Latent attention in miniature: 4 heads of 12 + 8 query/key dims and 10 value dims over a 24-wide latent (HF's
+configs keep head_dim at the rotary part)."""
+
+
+def make_tiny_deepseek_v3(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random DeepseekV3ForCausalLM checkpoint (latent attention with a q latent and interleaved RoPE; layer
+    0 dense, layer 1 routing 2 of 8 experts by sigmoid scores plus a correction bias within the best 2 of 4 groups,
+    normalised and scaled, beside a shared expert) into `path`."""
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    experts = {"n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "n_shared_experts": 1,
+               "first_k_dense_replace": 1, "n_group": 4, "topk_group": 2, "norm_topk_prob": True,
+               "routed_scaling_factor": 2.5, "q_lora_rank": 20}
+    config = DeepseekV3Config(**{**TINY_LLAMA_DEFAULTS, **MLA_DEFAULTS, **experts, "vocab_size": vocab_size,
+                                 **overrides})
+    return _save(DeepseekV3ForCausalLM, config, path, seed)
+
+
+def make_tiny_deepseek_v2(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random DeepseekV2ForCausalLM checkpoint (DeepSeek-V2-Lite's shape: latent attention with q projected
+    straight; every layer routing 2 of 6 experts by softmax, within the best 2 of 3 groups, scaled, beside two
+    shared experts) into `path`."""
+    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
+
+    experts = {"n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "n_shared_experts": 2,
+               "first_k_dense_replace": 0, "topk_method": "group_limited_greedy", "n_group": 3, "topk_group": 2,
+               "routed_scaling_factor": 1.5, "q_lora_rank": None}
+    config = DeepseekV2Config(**{**TINY_LLAMA_DEFAULTS, **MLA_DEFAULTS, **experts, "vocab_size": vocab_size,
+                                 **overrides})
+    return _save(DeepseekV2ForCausalLM, config, path, seed)
+
+
+def make_tiny_glm4_moe_lite(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Glm4MoeLiteForCausalLM checkpoint (GLM-4.7-Flash: latent attention, layer 0 dense and layer 1
+    routing 2 of 6 experts by sigmoid scores plus a correction bias, scaled) into `path`."""
+    from transformers import Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM
+
+    experts = {"n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "n_shared_experts": 1,
+               "norm_topk_prob": True, "routed_scaling_factor": 1.8, "q_lora_rank": 20}
+    mla = {key: value for key, value in MLA_DEFAULTS.items() if key != "head_dim"}  # GLM maps it to the rope dims
+    config = Glm4MoeLiteConfig(**{**TINY_LLAMA_DEFAULTS, **mla, **experts, "vocab_size": vocab_size, **overrides})
+    return _save(Glm4MoeLiteForCausalLM, config, path, seed)
+
+
+def make_tiny_seed_oss(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random SeedOssForCausalLM checkpoint (q/k/v biases from attention_bias, an o_proj bias from
+    attention_out_bias, MLP biases) into `path`."""
+    from transformers import SeedOssConfig, SeedOssForCausalLM
+
+    biases = {"attention_bias": True, "attention_out_bias": True, "mlp_bias": True, "head_dim": 16}
+    config = SeedOssConfig(**{**TINY_LLAMA_DEFAULTS, **biases, "vocab_size": vocab_size, **overrides})
+    return _save(SeedOssForCausalLM, config, path, seed)
+
+
+def make_tiny_ernie4_5(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Ernie4_5ForCausalLM checkpoint (use_bias: biases on every projection; RoPE over interleaved
+    pairs) into `path`."""
+    from transformers import Ernie4_5Config, Ernie4_5ForCausalLM
+
+    config = Ernie4_5Config(**{**TINY_LLAMA_DEFAULTS, "use_bias": True, "head_dim": 16, "vocab_size": vocab_size,
+                               **overrides})
+    return _save(Ernie4_5ForCausalLM, config, path, seed)
+
+
+def make_tiny_ernie4_5_moe(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Ernie4_5_MoeForCausalLM checkpoint (biases on every projection and the LM head; layer 0 dense,
+    layer 1 routing 2 of 6 experts by softmax plus a random correction bias, beside a shared expert) into `path`."""
+    from transformers import Ernie4_5_MoeConfig, Ernie4_5_MoeForCausalLM
+
+    experts = {"num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "moe_num_shared_experts": 1,
+               "moe_layer_start_index": 1, "moe_layer_end_index": 1, "use_bias": True, "head_dim": 16,
+               "tie_word_embeddings": False}
+    config = Ernie4_5_MoeConfig(**{**TINY_LLAMA_DEFAULTS, **experts, "vocab_size": vocab_size, **overrides})
+    return _save(Ernie4_5_MoeForCausalLM, config, path, seed)
+
+
+def make_tiny_hunyuan_dense(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random HunYuanDenseV1ForCausalLM checkpoint (per-head q/k norms applied after RoPE, attention biases)
+    into `path`."""
+    from transformers import HunYuanDenseV1Config, HunYuanDenseV1ForCausalLM
+
+    config = HunYuanDenseV1Config(**{**TINY_LLAMA_DEFAULTS, "attention_bias": True, "head_dim": 16,
+                                     "vocab_size": vocab_size, **overrides})
+    return _save(HunYuanDenseV1ForCausalLM, config, path, seed)
+
+
 def make_tiny_smollm3(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random SmolLM3ForCausalLM checkpoint (layer 1 a NoPE layer: no positions in its attention) into
     `path`."""
@@ -341,8 +455,12 @@ def _save(model_class: Any, config: Any, path: str | Path, seed: int) -> Path:
 
 
 def _randomise_small_params(model: torch.nn.Module) -> None:
-    """Give norms and biases random values too, so a weight routed to the wrong place changes the output."""
+    """Give norms and biases random values too, so a weight routed to the wrong place changes the output (and the
+    routers' correction biases, buffers HF starts at zero)."""
     with torch.no_grad():
+        for name, tensor in [*model.named_buffers(), *model.named_parameters()]:
+            if name.endswith("e_score_correction_bias"):
+                tensor.copy_(0.1 * torch.randn_like(tensor))
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
                 param.copy_(1.0 + 0.1 * torch.randn_like(param))

@@ -1,9 +1,10 @@
-"""A non-Llama architecture through the whole stack: a tiny Mixtral (routed experts, and a 16-position sliding window
-shorter than every sequence here) gives HF generate's greedy tokens, with chunked prefill, preemption, running ahead
-and n-gram speculation forced at once, and frees every block. (Each family's logits are checked against HF's in
-tests/executor_svc/test_llama.py; this shows the window and the expert routing survive the scheduler's chunks,
-recomputation after preemption and verify steps.) A tiny Gemma 3 vision-language checkpoint serves its language
-model the same way."""
+"""Non-Llama architectures through the whole stack: a tiny Mixtral (routed experts, and a 16-position sliding window
+shorter than every sequence here) and a tiny DeepSeek-V3 (latent attention over a paged cache of latents, grouped
+sigmoid routing) give HF generate's greedy tokens, with chunked prefill, preemption, running ahead and n-gram
+speculation forced at once, and free every block. (Each family's logits are checked against HF's in
+tests/executor_svc/test_llama.py; this shows the window, the latents and the expert routing survive the scheduler's
+chunks, recomputation after preemption and verify steps.) A tiny Gemma 3 vision-language checkpoint serves its
+language model the same way."""
 
 from __future__ import annotations
 
@@ -20,28 +21,29 @@ FORCED_EXECUTOR = ["--num-kv-blocks", "24", "--spec-method", "ngram", "--num-spe
 FORCED_SCHEDULER = ["--max-num-batched-tokens", "32", "--max-inflight-steps", "2"]
 
 
-@pytest.fixture(scope="module")
-def tiny_mixtral_dir(tmp_path_factory):
-    from tiny_models import make_tiny_mixtral
+def _tiny_checkpoint(family: str, directory):
+    from tiny_models import make_tiny_deepseek_v3, make_tiny_mixtral
+
+    if family == "mixtral_window":
+        return make_tiny_mixtral(directory, seed=0, vocab_size=400, sliding_window=WINDOW)
+    return make_tiny_deepseek_v3(directory, seed=0, vocab_size=400)
+
+
+@pytest.mark.parametrize("family", ["mixtral_window", "deepseek_v3"])
+def test_a_moe_model_keeps_hf_tokens_under_chunking_preemption_and_speculation(family, tmp_path,
+                                                                               launch_module_stack):
     from tiny_tokenizers import build_byte_level
-
-    directory = tmp_path_factory.mktemp("tiny_mixtral")
-    build_byte_level(directory)
-    return make_tiny_mixtral(directory, seed=0, vocab_size=400, sliding_window=WINDOW)
-
-
-def test_a_moe_model_with_a_sliding_window_keeps_hf_tokens_under_chunking_preemption_and_speculation(
-    tiny_mixtral_dir, launch_module_stack
-):
     from transformers import AutoModelForCausalLM
 
-    stack = launch_module_stack.with_scheduler(tiny_mixtral_dir, FORCED_EXECUTOR, FORCED_SCHEDULER)
+    build_byte_level(tmp_path)
+    model_dir = _tiny_checkpoint(family, tmp_path)
+    stack = launch_module_stack.with_scheduler(model_dir, FORCED_EXECUTOR, FORCED_SCHEDULER)
     ours = run_all(stack.address, make_prompts())
     assert_all_blocks_free(stack.address)
     with Client(stack.address) as client:
         stats = client.model_info().stats
     assert stats.num_preemptions > 0 and stats.spec_drafted > 0, stats
-    model = AutoModelForCausalLM.from_pretrained(tiny_mixtral_dir, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     for prompt, tokens in zip(make_prompts(), ours):
         with torch.inference_mode():
             out = model.generate(torch.tensor([prompt]), max_new_tokens=MAX_TOKENS, min_new_tokens=MAX_TOKENS,

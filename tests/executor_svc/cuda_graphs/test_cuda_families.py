@@ -3,7 +3,8 @@
 
 Routed experts (Mixtral; captured steps run the graph-safe experts), interleaved RoPE and a fused gate/up (GLM-4),
 LayerNorm with parallel branches and NoPE layers (Cohere 2), biases and an ungated MLP (Phi-2), q/k norms over all
-heads with output-only norms (OLMo 2). The CPU tests of the same steps use a stand-in for the graph
+heads with output-only norms (OLMo 2), latent attention with grouped sigmoid routing (DeepSeek-V3: one cached
+latent per token that every query head attends to). The CPU tests of the same steps use a stand-in for the graph
 (test_step_graphs.py); skipped without CUDA."""
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import make_tiny_cohere2, make_tiny_glm4, make_tiny_mixtral, make_tiny_olmo2, make_tiny_phi2
+from tiny_models import (
+    make_tiny_cohere2,
+    make_tiny_deepseek_v3,
+    make_tiny_glm4,
+    make_tiny_mixtral,
+    make_tiny_olmo2,
+    make_tiny_phi2,
+)
 
 from executor_svc.attention.backend import AttentionBackend
 from executor_svc.attention.torch_backend import TorchAttentionBackend
@@ -22,12 +30,12 @@ from executor_svc.cuda_graphs.step_graphs import GraphCapture, StepGraphs
 from executor_svc.host_batch import HostBatch
 from executor_svc.kv_cache import PagedKVCache
 from executor_svc.model_loader import load_model
-from executor_svc.models.variants import head_dim_of
+from executor_svc.models.kv_layout import kv_layout
 
 pytestmark = pytest.mark.gpu
 
 FAMILIES = {"mixtral": make_tiny_mixtral, "glm4": make_tiny_glm4, "cohere2": make_tiny_cohere2,
-            "phi2": make_tiny_phi2, "olmo2": make_tiny_olmo2}
+            "phi2": make_tiny_phi2, "olmo2": make_tiny_olmo2, "deepseek_v3": make_tiny_deepseek_v3}
 BLOCK_SIZE = 4
 NUM_BLOCKS = 40
 BLOCKS_PER_SEQ = 6
@@ -42,8 +50,8 @@ def replays_against_eager(checkpoint: Path, device: torch.device, backend: Atten
     eager = load_model(checkpoint, torch.float32, device, TorchAttentionBackend())
     graphed = load_model(checkpoint, torch.float32, device, backend)
     config = eager.config
-    layout = (config.num_hidden_layers, NUM_BLOCKS, BLOCK_SIZE, config.num_key_value_heads, head_dim_of(config),
-              torch.float32, device)
+    kv = kv_layout(config)
+    layout = (config.num_hidden_layers, NUM_BLOCKS, BLOCK_SIZE, kv.num_kv_heads, kv.head_dim, torch.float32, device)
     eager_cache, graph_cache = PagedKVCache(*layout), PagedKVCache(*layout, scratch_blocks=1)
     graphs = StepGraphs(graphed, graph_cache, 4, 3, BLOCKS_PER_SEQ, make_capture=make_capture)
     graphs.capture_all()

@@ -11,6 +11,9 @@ from gloo_ranks import results_on_ranks
 from step_plans import BATCHES, outputs_of, plan_steps, requests_plain
 from tiny_models import (
     make_tiny_cohere,
+    make_tiny_deepseek_v2,
+    make_tiny_deepseek_v3,
+    make_tiny_ernie4_5_moe,
     make_tiny_glm4,
     make_tiny_granite_moe,
     make_tiny_llama,
@@ -42,6 +45,12 @@ MAKERS = {
     "cohere_qk_norm": lambda path, seed: make_tiny_cohere(path, seed, use_qk_norm=True),
     # biases of row-parallel projections added once, after the sum; the LM head's bias sliced with its rows
     "phi2": make_tiny_phi2,
+    # latent attention: query heads (q_b_proj / q_proj, kv_b_proj rows, o_proj columns) split, the latent cached
+    # whole on each rank; V3's grouped sigmoid routing, biased latent projections and o_proj
+    "deepseek_v3_biased": lambda path, seed: make_tiny_deepseek_v3(path, seed, attention_bias=True),
+    "deepseek_v2": make_tiny_deepseek_v2,
+    # the biased shared expert's down bias added once, after the sum over ranks
+    "ernie4_5_moe": make_tiny_ernie4_5_moe,
     # 3 KV heads over 2 ranks: groups split unevenly (2 + 1), as for the default model's 9 heads / 3 KV heads
     "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
                                                            num_key_value_heads=3),
