@@ -25,6 +25,7 @@ class AttentionBackend(Protocol):
         scale: float,
         sliding_window: int | None = None,
         logit_softcap: float | None = None,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """q [T, H, D], k/v [T, KVH, D], kv_layer [num_blocks, 2, block_size, KVH, D] -> [T, H, D].
 
@@ -32,6 +33,8 @@ class AttentionBackend(Protocol):
         last w, itself included: HF transformers' sliding window); None attends to every earlier key.
         ``logit_softcap`` c caps every score s = scale * q.k to c * tanh(s / c) before the mask and the
         softmax (Gemma 2's attn_logit_softcapping); None leaves the scores as they are.
+        ``sinks`` [H]: each head's learned sink logit joins every softmax's denominator without a value (GPT-OSS's
+        attention sinks); None: no sink.
         Every new token's K/V is written to the cache either way.
         """
         ...
@@ -56,3 +59,18 @@ def check_logit_softcap(logit_softcap: float | None) -> None:
         or logit_softcap <= 0
     ):
         raise ValueError(f"logit_softcap: must be a positive finite float or None, got {logit_softcap!r}")
+
+
+def check_sinks(sinks: torch.Tensor | None, q: torch.Tensor) -> None:
+    """Raise ValueError unless ``sinks`` is None or one value per query head of ``q``."""
+    if sinks is not None and tuple(sinks.shape) != (q.shape[1],):
+        raise ValueError(f"sinks: expected one per query head ({q.shape[1]},), got {tuple(sinks.shape)}")
+
+
+def grouped_sinks(sinks: torch.Tensor | None, num_kv_heads: int, query_len: int) -> torch.Tensor | None:
+    """Sinks [H] laid out for queries grouped by KV head as [..., KVH, group * query_len, D] rows: [1, KVH,
+    group * query_len, 1] (None stays None)."""
+    if sinks is None:
+        return None
+    group = sinks.shape[0] // num_kv_heads
+    return sinks.view(num_kv_heads, group, 1).expand(num_kv_heads, group, query_len).reshape(1, num_kv_heads, -1, 1)

@@ -5,7 +5,8 @@ whole block table (all of ``block_tables``' columns), masked by position. That c
 kernel does not pay, so it is a fallback and a reference: it is what a captured graph or
 ``torch.compile(fullgraph=True)`` can run on any device, including the CPU tests of the graph machinery.
 
-Layers with soft-capped scores attend explicitly (``softcapped_attention``) over the same padded batch and mask.
+Layers with soft-capped scores or attention sinks attend explicitly (``explicit_attention``) over the same padded
+batch and mask.
 
 Padded tokens (slot -1) write their K/V into the cache's last slot, which must belong to a scratch block
 no sequence uses (``PagedKVCache(..., scratch_blocks=1)``).
@@ -16,9 +17,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from executor_svc.attention.backend import check_logit_softcap, check_sliding_window
+from executor_svc.attention.backend import check_logit_softcap, check_sinks, check_sliding_window, grouped_sinks
+from executor_svc.attention.explicit import explicit_attention
 from executor_svc.attention.metadata import AttentionMetadata
-from executor_svc.attention.softcap import softcapped_attention
 
 
 class PaddedTorchAttentionBackend:
@@ -40,13 +41,16 @@ class PaddedTorchAttentionBackend:
         scale: float,
         sliding_window: int | None = None,
         logit_softcap: float | None = None,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache
-        (over its last ``sliding_window`` positions, if set; scores capped by ``logit_softcap``, if set)."""
+        (over its last ``sliding_window`` positions, if set; scores capped by ``logit_softcap``, if set; with a
+        sink logit per head in every softmax, if ``sinks`` [H] is set)."""
         check_sliding_window(sliding_window)
         check_logit_softcap(logit_softcap)
+        check_sinks(sinks, q)
         _write_kv(kv_layer, k, v, meta.slot_mapping)
-        return _attend(q, kv_layer, meta, scale, sliding_window, logit_softcap)
+        return _attend(q, kv_layer, meta, scale, sliding_window, logit_softcap, sinks)
 
 
 def _write_kv(kv_layer: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor) -> None:
@@ -66,6 +70,7 @@ def _attend(
     scale: float,
     sliding_window: int | None,
     logit_softcap: float | None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     num_tokens, num_heads, head_dim = q.shape
     num_kv_heads, block_size = kv_layer.shape[3], kv_layer.shape[2]
@@ -86,10 +91,11 @@ def _attend(
     mask = _visible(query_positions, width * block_size, sliding_window)
     mask = mask.unsqueeze(1).expand(num_seqs, group, max_q, -1).reshape(num_seqs, 1, group * max_q, -1)
     keys, values = keys.transpose(1, 2), values.transpose(1, 2)
-    if logit_softcap is None:
+    if logit_softcap is None and sinks is None:
         out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)
     else:
-        out = softcapped_attention(queries, keys, values, mask, scale, logit_softcap)
+        out = explicit_attention(queries, keys, values, mask, scale, logit_softcap,
+                                 grouped_sinks(sinks, num_kv_heads, max_q))
     out = out.view(num_seqs, num_kv_heads, group, max_q, head_dim).permute(0, 3, 1, 2, 4)
     out = out.reshape(num_seqs * max_q, num_heads, head_dim)
     # Flat token t belongs to sequence s (the last whose start is <= t) at query offset t - starts[s].

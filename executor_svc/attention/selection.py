@@ -10,26 +10,31 @@ TRITON_MAX_HEAD_DIM = 128
 """The widest head the Triton kernels take (triton_kernels.MAX_HEAD_DIM, kept here so choosing imports nothing)."""
 
 
-def resolve_backend_name(name: str, device: torch.device, head_dim: int | None = None) -> str:
-    """``auto`` resolved: triton on CUDA when Triton imports and the heads (``head_dim``, None: unknown) fit its
-    kernels (graph-safe, batched prefill and decode); torch_padded on CUDA for wider heads (graph-safe too:
-    Gemma 2's 256, latent attention's 576); else torch (the CPU path and the reference). Explicit names are
-    returned as given, triton refused with a head wider than its kernels take."""
+def resolve_backend_name(name: str, device: torch.device, head_dim: int | None = None, sinks: bool = False) -> str:
+    """``auto`` resolved: triton on CUDA when Triton imports and the model's attention fits its kernels (heads up to
+    128 wide, ``head_dim`` None: unknown; no attention ``sinks``), graph-safe with batched prefill and decode;
+    torch_padded on CUDA otherwise (graph-safe too: Gemma 2's 256-wide heads, latent attention's 576, GPT-OSS's
+    sinks); else torch (the CPU path and the reference). Explicit names are returned as given, triton refused for
+    attention its kernels do not take."""
     wide = head_dim is not None and head_dim > TRITON_MAX_HEAD_DIM
     if name == "triton" and wide:
         raise ValueError(f"attention_backend: triton takes heads up to {TRITON_MAX_HEAD_DIM} wide, this model's "
                          f"cache holds {head_dim}; use auto or torch_padded")
+    if name == "triton" and sinks:
+        raise ValueError("attention_backend: the triton kernels take no attention sinks (this model has them); "
+                         "use auto or torch_padded")
     if name != "auto":
         return name
     if device.type == "cuda" and _triton_importable():
-        return "torch_padded" if wide else "triton"
+        return "torch_padded" if wide or sinks else "triton"
     return "torch"
 
 
-def build_attention_backend(name: str, device: torch.device, head_dim: int | None = None) -> AttentionBackend:
-    """A fresh backend instance for ``name`` (auto, torch, torch_padded or triton) on ``device`` for heads
-    ``head_dim`` wide (see resolve_backend_name)."""
-    resolved = resolve_backend_name(name, device, head_dim)
+def build_attention_backend(name: str, device: torch.device, head_dim: int | None = None,
+                            sinks: bool = False) -> AttentionBackend:
+    """A fresh backend instance for ``name`` (auto, torch, torch_padded or triton) on ``device`` for a model with
+    heads ``head_dim`` wide and maybe attention ``sinks`` (see resolve_backend_name)."""
+    resolved = resolve_backend_name(name, device, head_dim, sinks)
     if resolved == "torch":
         from executor_svc.attention.torch_backend import TorchAttentionBackend
 

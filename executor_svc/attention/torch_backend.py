@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from executor_svc.attention.backend import check_logit_softcap, check_sliding_window
+from executor_svc.attention.backend import check_logit_softcap, check_sinks, check_sliding_window, grouped_sinks
+from executor_svc.attention.explicit import explicit_attention
 from executor_svc.attention.length_groups import length_groups
 from executor_svc.attention.metadata import AttentionMetadata
-from executor_svc.attention.softcap import softcapped_attention
 from executor_svc.host_transfer import host_list_to_device
 
 # What one more padded group costs, in KV blocks of padding it would save (one more gather, attention
@@ -69,8 +69,8 @@ class _Plan:
 class TorchAttentionBackend:
     """Paged attention with torch ops. Short queries (decode, draft verification) run as padded batches
     of sequences of similar length; long queries (prefill chunks) run per sequence with
-    scaled_dot_product_attention. Layers with soft-capped scores compute the same batches explicitly
-    (``softcapped_attention``) over the same masks.
+    scaled_dot_product_attention. Layers with soft-capped scores or attention sinks compute the same batches
+    explicitly (``explicit_attention``) over the same masks.
 
     ``group_overhead_blocks`` is the padding (in KV blocks) worth one more padded batch; 0 would put
     every distinct length in its own batch, a huge value puts all short queries in one.
@@ -96,11 +96,14 @@ class TorchAttentionBackend:
         scale: float,
         sliding_window: int | None = None,
         logit_softcap: float | None = None,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache
-        (over its last ``sliding_window`` positions, if set; scores capped by ``logit_softcap``, if set)."""
+        (over its last ``sliding_window`` positions, if set; scores capped by ``logit_softcap``, if set; with a
+        sink logit per head in every softmax, if ``sinks`` [H] is set)."""
         check_sliding_window(sliding_window)
         check_logit_softcap(logit_softcap)
+        check_sinks(sinks, q)
         num_kv_heads = kv_layer.shape[3]
         group = q.shape[1] // num_kv_heads
         window = _effective_window(meta, sliding_window)
@@ -111,12 +114,13 @@ class TorchAttentionBackend:
         )
         _write_kv(kv_layer, k, v, plan)
         if plan.output_is_batched:
-            return _attend_batched(q, kv_layer, plan.batched[0], scale, logit_softcap)
+            return _attend_batched(q, kv_layer, plan.batched[0], scale, logit_softcap, sinks)
         out = torch.empty_like(q)
         for batch in plan.batched:
-            _scatter_batched(out, _attend_batched(q, kv_layer, batch, scale, logit_softcap), batch)
+            _scatter_batched(out, _attend_batched(q, kv_layer, batch, scale, logit_softcap, sinks), batch)
         for single in plan.singles:
-            out[single.start : single.end] = _attend_single(q, k, v, kv_layer, single, scale, meta, logit_softcap)
+            out[single.start : single.end] = _attend_single(q, k, v, kv_layer, single, scale, meta, logit_softcap,
+                                                            sinks)
         return out
 
 
@@ -133,7 +137,8 @@ def _gather(kv_layer: torch.Tensor, which: int, block_ids: torch.Tensor) -> torc
 
 
 def _attend_batched(
-    q: torch.Tensor, kv_layer: torch.Tensor, batch: _BatchedGroup, scale: float, logit_softcap: float | None
+    q: torch.Tensor, kv_layer: torch.Tensor, batch: _BatchedGroup, scale: float, logit_softcap: float | None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention of the padded batch; returns [num_seqs * max_query_len, H, D] rows."""
     num_heads, head_dim = q.shape[1], q.shape[2]
@@ -146,10 +151,11 @@ def _attend_batched(
     queries = queries.reshape(seqs, num_kv_heads, group * qlen, head_dim)
     keys = _gather(kv_layer, 0, batch.block_ids).view(seqs, -1, num_kv_heads, head_dim).transpose(1, 2)
     values = _gather(kv_layer, 1, batch.block_ids).view(seqs, -1, num_kv_heads, head_dim).transpose(1, 2)
-    if logit_softcap is None:
+    if logit_softcap is None and sinks is None:
         out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=batch.mask, scale=scale)
     else:
-        out = softcapped_attention(queries, keys, values, batch.mask, scale, logit_softcap)
+        out = explicit_attention(queries, keys, values, batch.mask, scale, logit_softcap,
+                                 grouped_sinks(sinks, num_kv_heads, qlen))
     out = out.reshape(seqs, num_kv_heads, group, qlen, head_dim).permute(0, 3, 1, 2, 4)
     return out.reshape(seqs * qlen, num_heads, head_dim)
 
@@ -170,6 +176,7 @@ def _attend_single(
     scale: float,
     meta: AttentionMetadata,
     logit_softcap: float | None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention of one sequence's queries; returns [query_len, H, D]."""
     if single.block_ids is None:
@@ -177,9 +184,9 @@ def _attend_single(
     else:
         keys = _gather(kv_layer, 0, single.block_ids)[: single.num_keys]
         values = _gather(kv_layer, 1, single.block_ids)[: single.num_keys]
-    if logit_softcap is not None:
+    if logit_softcap is not None or sinks is not None:
         mask = single.mask if single.mask is not None else _causal_mask(meta, single.end - single.start)
-        return _attend_single_capped(q[single.start : single.end], keys, values, mask, scale, logit_softcap)
+        return _attend_single_explicit(q[single.start : single.end], keys, values, mask, scale, logit_softcap, sinks)
     queries = q[single.start : single.end].transpose(0, 1).unsqueeze(0)
     out = F.scaled_dot_product_attention(
         queries,
@@ -193,26 +200,28 @@ def _attend_single(
     return out.squeeze(0).transpose(0, 1)
 
 
-def _attend_single_capped(
+def _attend_single_explicit(
     queries: torch.Tensor,
     keys: torch.Tensor,
     values: torch.Tensor,
     mask: torch.Tensor,
     scale: float,
-    logit_softcap: float,
+    logit_softcap: float | None,
+    sinks: torch.Tensor | None,
 ) -> torch.Tensor:
-    """Capped attention of queries [n, H, D] over keys/values [S, KVH, D] with mask [n, S]; returns [n, H, D].
-    GQA without repeating K/V: each KV head's group of query heads is a broadcast dim."""
+    """Explicit (capped, or with sinks) attention of queries [n, H, D] over keys/values [S, KVH, D] with mask
+    [n, S]; returns [n, H, D]. GQA without repeating K/V: each KV head's group of query heads is a broadcast dim."""
     n, num_heads, head_dim = queries.shape
     num_kv_heads = keys.shape[1]
     grouped = queries.unflatten(1, (num_kv_heads, -1)).permute(1, 2, 0, 3)
-    out = softcapped_attention(
+    out = explicit_attention(
         grouped,  # [KVH, group, n, D]
         keys.transpose(0, 1).unsqueeze(1),  # [KVH, 1, S, D]
         values.transpose(0, 1).unsqueeze(1),
         mask,
         scale,
         logit_softcap,
+        None if sinks is None else sinks.view(num_kv_heads, -1, 1, 1),
     )
     return out.permute(2, 0, 1, 3).reshape(n, num_heads, head_dim)
 

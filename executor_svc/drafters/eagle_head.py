@@ -26,7 +26,7 @@ from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.models.layers import linear, rms_norm
 from executor_svc.models.llama import LlamaAttention, LlamaDecoderLayer
 from executor_svc.models.mla_settings import mla_settings_for
-from executor_svc.models.variants import norm_eps_of
+from executor_svc.models.variants import norm_eps_of, variant_for
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -78,9 +78,9 @@ class EagleHead(nn.Module):
     def __init__(self, target_config: PretrainedConfig, draft_vocab_size: int,
                  attention_backend: AttentionBackend | None = None) -> None:
         super().__init__()
-        if mla_settings_for(target_config) is not None:
-            raise ValueError(f"model_type: EAGLE-style drafters are not built for latent-attention targets "
-                             f"({target_config.model_type}); use --spec-method ngram or draft_model")
+        if mla_settings_for(target_config) is not None or variant_for(target_config).attention_sinks:
+            raise ValueError(f"model_type: EAGLE-style drafters are not built for latent-attention or attention-sink "
+                             f"targets ({target_config.model_type}); use --spec-method ngram or draft_model")
         hidden = target_config.hidden_size
         self.eps = norm_eps_of(target_config)
         self.fc_weight = nn.Parameter(torch.empty(hidden, 2 * hidden), requires_grad=False)

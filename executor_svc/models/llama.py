@@ -74,6 +74,10 @@ class LlamaAttention(nn.Module):
             torch.empty(config.hidden_size, self.num_heads * self.head_dim), requires_grad=False
         )
         self.o_bias = nn.Parameter(torch.zeros(config.hidden_size), requires_grad=False) if variant.o_bias else None
+        self.sinks = (
+            nn.Parameter(torch.zeros(self.num_heads), requires_grad=False) if variant.attention_sinks else None
+        )
+        """Each of this rank's heads' sink logit (GPT-OSS; None: no sinks)."""
         qk_heads = self.num_heads + self.num_kv_heads
         # One weight row per q and k head, whatever the norm (ModelVariant.qk_norm): every row the same checkpoint
         # row for per-head norms, each head its own for Cohere's, the checkpoint's full-width row cut into heads for
@@ -110,7 +114,7 @@ class LlamaAttention(nn.Module):
         each row, None when no row uses one)."""
         q, k, v = self.project_qkv(x, cos, sin, adapters)
         out = self.backend.forward(q, k, v, kv_layer, meta, self.scale, sliding_window=self.sliding_window,
-                                   logit_softcap=self.logit_softcap)
+                                   logit_softcap=self.logit_softcap, sinks=self.sinks)
         return self.project_out(out, adapters)
 
     def project_qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, adapters: AdapterRows | None = None

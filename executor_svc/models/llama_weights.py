@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
+from executor_svc.models.gpt_oss_weights import GptOssExpertLayout
 from executor_svc.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaModelForCausalLM
 from executor_svc.models.mla import MlaAttention
 from executor_svc.models.mla_weights import mla_targets
@@ -47,6 +48,8 @@ class WeightRouter:
         self.config = model.config
         self.fused_checkpoint = model.variant.fused_checkpoint
         self.moe = model.variant.moe
+        self.gpt_oss = GptOssExpertLayout(model.config) if getattr(model.config, "model_type", None) == "gpt_oss" \
+            else None
         self.loaded: set[str] = set()
 
     def load(self, name: str, tensor: torch.Tensor) -> None:
@@ -57,7 +60,13 @@ class WeightRouter:
             for part_name, part in _split_fused(name, tensor, self.config):
                 self.load(part_name, part)
             return
-        if self.moe is not None:
+        if self.gpt_oss is not None:
+            parts = self.gpt_oss.parts(name, tensor)
+            if parts is not None:
+                for part_name, part in parts:
+                    self.load(part_name, part)
+                return
+        elif self.moe is not None:
             parts = checkpoint_layout(name, tensor, self.config, self.moe)
             if parts is not None:
                 for part_name, part in parts:
@@ -83,7 +92,8 @@ class WeightRouter:
 
     def finish(self) -> None:
         """Raise ValueError naming the tensors that never arrived."""
-        missing = sorted(set(self.targets) - self.loaded)
+        unpaired = self.gpt_oss.unpaired() if self.gpt_oss else []  # what the missing experts' weights wait on
+        missing = unpaired + sorted(set(self.targets) - self.loaded)
         if missing:
             shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             raise ValueError(f"weights: missing tensors {shown}")
@@ -163,6 +173,9 @@ def _attention_targets(prefix: str, attn: LlamaAttention, model: LlamaModelForCa
             targets[f"{prefix}self_attn.{part}.bias"] = part_target(tp, attn.qkv_bias.data[start:end], 0, offset, full)
     if attn.o_bias is not None:
         targets[f"{prefix}{names.o_proj}.bias"] = whole_target(attn.o_bias)
+    if attn.sinks is not None:
+        targets[f"{prefix}self_attn.sinks"] = part_target(tp, attn.sinks.data, 0, attn.head_offset,
+                                                          config.num_attention_heads)
     targets.update(_qk_norm_targets(prefix, attn, config, model.variant.norm_weight_offset, names.qk_norms))
     return targets
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from executor_svc.lora.projection import AdapterRows
 from executor_svc.models.layers import linear, pack_for_cpu_matmul
-from executor_svc.models.moe_experts import graph_safe_experts, grouped_experts
+from executor_svc.models.moe_experts import clamped_swiglu, glu, graph_safe_experts, grouped_experts
 from executor_svc.models.moe_routing import route
 from executor_svc.models.moe_settings import MoeSettings
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
@@ -38,12 +38,14 @@ class SparseMoeBlock(nn.Module):
         super().__init__()
         self.tp = tp
         self.settings = moe
-        self.act = act
+        self.gated = clamped_swiglu(*moe.clamped_swiglu) if moe.clamped_swiglu else glu(act)
+        """An expert's hidden activations from its gate/up projection."""
         start, end = tp.split(moe.expert_intermediate_size, moe.intermediate_size_field)
         self.intermediate_size = end - start
         self.intermediate_offset = start
         """The first row of each expert's gate/up (column of its down) projection that this rank holds."""
         self.router_weight = nn.Parameter(torch.empty(moe.num_experts, hidden_size), requires_grad=False)
+        self.router_bias = nn.Parameter(torch.zeros(moe.num_experts), requires_grad=False) if moe.router_bias else None
         self.router_correction_bias = (
             nn.Parameter(torch.zeros(moe.num_experts), requires_grad=False) if moe.score_correction_bias else None
         )
@@ -54,6 +56,15 @@ class SparseMoeBlock(nn.Module):
         self.experts_down_weight = nn.Parameter(
             torch.empty(moe.num_experts, hidden_size, self.intermediate_size), requires_grad=False
         )
+        biased = moe.expert_biases
+        self.experts_gate_up_bias = (
+            nn.Parameter(torch.zeros(moe.num_experts, 2 * self.intermediate_size), requires_grad=False) if biased
+            else None
+        )
+        self.experts_down_bias = (
+            nn.Parameter(torch.zeros(moe.num_experts, hidden_size), requires_grad=False) if biased else None
+        )
+        """Added by rank 0 only under tensor parallelism: the ranks' partial outputs are summed."""
         self.shared_expert = shared_expert
         gated = shared_expert is not None and moe.shared_expert_gated
         self.shared_expert_gate_weight = (
@@ -75,13 +86,16 @@ class SparseMoeBlock(nn.Module):
         else the experts that have tokens run one by one. ``adapters``: handed to the shared expert, which holds no
         adapter either (LoRA adapts a MoE model's attention only)."""
         settings = self.settings
-        weights, ids = route(x, self.router_weight, settings, self.router_correction_bias)
+        weights, ids = route(x, self.router_weight, settings, self.router_correction_bias, self.router_bias)
         gate_up, down = self.experts_gate_up_weight, self.experts_down_weight
         float32_weights = settings.float32_routing_weights
+        down_bias = self.experts_down_bias if not self.tp.enabled or self.tp.rank == 0 else None
+        biases = (self.experts_gate_up_bias, down_bias)
         if graph_safe or torch.compiler.is_compiling():
-            out = graph_safe_experts(x, ids, weights, gate_up, down, self.act, float32_weights)
+            out = graph_safe_experts(x, ids, weights, gate_up, down, self.gated, float32_weights, biases)
         else:
-            out = grouped_experts(x, ids, weights, gate_up, down, self.act, float32_weights, self.packed_experts)
+            out = grouped_experts(x, ids, weights, gate_up, down, self.gated, float32_weights, self.packed_experts,
+                                  biases)
         if self.shared_expert is not None:
             shared = cast(SharedExpert, self.shared_expert).partial_output(x, adapters)
             if self.shared_expert_gate_weight is not None:

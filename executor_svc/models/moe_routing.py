@@ -19,15 +19,17 @@ from executor_svc.models.moe_settings import MoeSettings
 
 
 def route(x: torch.Tensor, router_weight: torch.Tensor, settings: MoeSettings,
-          correction_bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+          correction_bias: torch.Tensor | None = None, router_bias: torch.Tensor | None = None
+          ) -> tuple[torch.Tensor, torch.Tensor]:
     """x [T, hidden] -> (float32 weights [T, top_k], expert ids int64 [T, top_k]).
 
-    ``correction_bias`` [E]: added to the sigmoid scores for the choice only (DeepSeek-V3's
-    e_score_correction_bias)."""
+    ``correction_bias`` [E]: added to the scores for the choice only (DeepSeek-V3's e_score_correction_bias);
+    ``router_bias`` [E]: added to the logits (GPT-OSS, whose softmax over the top-k logits is the top-k of the
+    softmax normalised)."""
     if settings.float32_router:
-        logits = F.linear(x.float(), router_weight.float())
+        logits = F.linear(x.float(), router_weight.float(), None if router_bias is None else router_bias.float())
     else:
-        logits = linear(x, router_weight).float()
+        logits = linear(x, router_weight, router_bias).float()
     sigmoid = settings.scoring == "sigmoid"
     scores = logits.sigmoid() if sigmoid else torch.softmax(logits, dim=-1)
     choice = scores + correction_bias.float() if correction_bias is not None else scores

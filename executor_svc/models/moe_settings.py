@@ -14,7 +14,7 @@ _SIGMOID_ROUTED_TYPES = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite")
 """model_types routing as DeepSeek-V3 does (moe_routing.py): sigmoid scores, a correction bias, expert groups,
 shared experts and dense first layers."""
 _MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared", "olmoe", "deepseek_v2",
-              "ernie4_5_moe", *_SIGMOID_ROUTED_TYPES)
+              "ernie4_5_moe", "gpt_oss", *_SIGMOID_ROUTED_TYPES)
 """model_types whose MLPs are routed experts."""
 
 
@@ -53,6 +53,13 @@ class MoeSettings:
     """Multiplies the routing weights (after any normalisation)."""
     float32_router: bool = False
     """The router's matmul runs in float32 from the activations cast up (HF keeps those routers in float32)."""
+    router_bias: bool = False
+    """The router adds a bias to its logits (GPT-OSS)."""
+    expert_biases: bool = False
+    """Each expert's gate/up and down projections add biases (GPT-OSS)."""
+    clamped_swiglu: tuple[float, float] | None = None
+    """GPT-OSS's expert activation (alpha, limit): (clamp(up) + 1) * g * sigmoid(alpha * g), g = gate clamped
+    above at limit; None: act(gate) * up."""
 
     def __post_init__(self) -> None:
         if self.num_experts < 1:
@@ -113,6 +120,10 @@ def moe_settings_for(config: PretrainedConfig) -> MoeSettings | None:
         return _deepseek_v2_settings(config)
     if model_type == "ernie4_5_moe":
         return _ernie_settings(config)
+    if model_type == "gpt_oss":
+        return dataclasses.replace(
+            _every_layer_sparse(config, "num_local_experts", normalize=True), router_bias=True, expert_biases=True,
+            clamped_swiglu=(float(config.swiglu_alpha), float(config.swiglu_limit)))
     return None
 
 

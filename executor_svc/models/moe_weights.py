@@ -90,7 +90,10 @@ def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) 
         return _granite_moe_targets(prefix, moe, tp)
     block_name, projections = _moe_names(model.config)
     block = prefix + block_name
-    targets: dict[str, Targets] = {block + "gate.weight": whole_target(moe.router_weight)}
+    router = "router." if moe.router_bias is not None else "gate."  # GPT-OSS's router, with its bias
+    targets: dict[str, Targets] = {block + router + "weight": whole_target(moe.router_weight)}
+    if moe.router_bias is not None:
+        targets[block + "router.bias"] = whole_target(moe.router_bias)
     bias = moe.router_correction_bias
     if bias is not None and getattr(model.config, "model_type", None) == "ernie4_5_moe":  # stored [1, experts]
         targets[block + "moe_statics.e_score_correction_bias"] = Target(bias.data.view(1, -1), (1, bias.shape[0]))
@@ -100,6 +103,7 @@ def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) 
         names = tuple(f"{block}experts.{expert}.{projection}" for projection in projections)
         targets.update(gated_targets(cast(tuple[str, str, str], names), gate_up, down, tp, moe.intermediate_offset,
                                       settings.expert_intermediate_size))
+        targets.update(_expert_bias_targets(names, moe, expert))
     shared = moe.shared_expert
     if isinstance(shared, LlamaMLP):
         full_shared = settings.shared_expert_intermediate_size or 0
@@ -109,6 +113,18 @@ def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) 
         else:  # the DeepSeek-style routers' shared experts, one MLP as wide as all of them
             targets.update(mlp_targets(block + "shared_experts.", shared, tp, full_shared))
     return targets
+
+
+def _expert_bias_targets(names: tuple[str, ...], moe: SparseMoeBlock, expert: int) -> dict[str, Targets]:
+    """GPT-OSS's per-expert gate, up (this rank's rows) and down biases (whole: rank 0 adds them)."""
+    if moe.experts_gate_up_bias is None or moe.experts_down_bias is None:
+        return {}
+    gate, up, down = names
+    size, offset, full = moe.intermediate_size, moe.intermediate_offset, moe.settings.expert_intermediate_size
+    bias = moe.experts_gate_up_bias.data[expert]
+    return {f"{gate}.bias": part_target(moe.tp, bias[:size], 0, offset, full),
+            f"{up}.bias": part_target(moe.tp, bias[size:], 0, offset, full),
+            f"{down}.bias": whole_target(moe.experts_down_bias.data[expert])}
 
 
 def _granite_moe_targets(prefix: str, moe: SparseMoeBlock, tp: TensorParallel) -> dict[str, Targets]:

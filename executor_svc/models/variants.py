@@ -127,6 +127,8 @@ class ModelVariant:
     """The LM head adds a bias (Phi-2)."""
     names: CheckpointNames = field(default_factory=lambda: CheckpointNames())
     """The checkpoint's names of the tensors other families name differently."""
+    attention_sinks: bool = False
+    """Each head has a learned sink logit in its softmax (GPT-OSS)."""
     qk_norm_after_rope: bool = False
     """q and k are normed after they are rotated rather than before (Hunyuan)."""
     mla: MlaSettings | None = None
@@ -192,6 +194,7 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         names=_CHECKPOINT_NAMES.get(model_type or "", CheckpointNames()),
         rope_layers=_rope_layers(config),
         qk_norm_after_rope=model_type == "hunyuan_v1_dense",
+        attention_sinks=model_type == "gpt_oss",
         mla=mla,
     )
 

@@ -61,11 +61,13 @@ class Batch:
         meta: AttentionMetadata | None = None,
         sliding_window: int | None = None,
         logit_softcap: float | None = None,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The backend's output over a fresh copy of the cache (the batch's own metadata unless ``meta``)."""
         meta = self.metadata() if meta is None else meta
+        extra = {} if sinks is None else {"sinks": sinks.to(DEVICE)}
         return backend.forward(self.q, self.k, self.v, self.cache.clone(), meta, self.scale,
-                               sliding_window=sliding_window, logit_softcap=logit_softcap)
+                               sliding_window=sliding_window, logit_softcap=logit_softcap, **extra)
 
 
 def shuffled_tables(seq_lens: list[int], num_blocks: int, block_size: int, generator: torch.Generator
@@ -112,9 +114,11 @@ def make_batch(
                  scale)
 
 
-def dense_reference(batch: Batch, window: int | None = None, cap: float | None = None) -> torch.Tensor:
+def dense_reference(batch: Batch, window: int | None = None, cap: float | None = None,
+                    sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Per sequence, its queries over its keys gathered from the written cache, as HF's eager attention: scores
-    capped (if ``cap``), then masked (causal, within the window if any), softmax in float32."""
+    capped (if ``cap``), then masked (causal, within the window if any), softmax in float32 (with each head's
+    sink logit as one more column, then dropped, if ``sinks`` [H])."""
     outputs = []
     group = batch.q.shape[1] // batch.k.shape[1]
     for query, query_len, seq_len, table in zip(
@@ -133,7 +137,12 @@ def dense_reference(batch: Batch, window: int | None = None, cap: float | None =
         if cap is not None:
             scores = torch.tanh(scores / cap) * cap
         scores = scores.masked_fill(~visible, float("-inf"))
-        weights = scores.softmax(-1, dtype=torch.float32).to(query.dtype)
+        if sinks is not None:
+            sink_column = sinks.view(-1, 1, 1).expand(-1, query_len, 1)
+            weights = torch.cat((scores, sink_column), dim=-1).softmax(-1, dtype=torch.float32)[..., :-1]
+        else:
+            weights = scores.softmax(-1, dtype=torch.float32)
+        weights = weights.to(query.dtype)
         outputs.append(torch.einsum("hqk,khd->qhd", weights, values))
     return torch.cat(outputs)
 

@@ -113,7 +113,7 @@ def test_uncapped_layers_keep_scaled_dot_product_attention(monkeypatch, make_bac
         raise AssertionError("an uncapped layer took the explicit path")
 
     for module in (torch_backend, padded_torch_backend):
-        monkeypatch.setattr(module, "softcapped_attention", explicit)
+        monkeypatch.setattr(module, "explicit_attention", explicit)
     batch = make_batch(QUERY_LENS, SEQ_LENS, seed=6, scale=SCALE, q_gain=Q_GAIN)
     for window in WINDOWS:
         batch.forward(make_backend(), sliding_window=window, logit_softcap=None)

@@ -25,6 +25,7 @@ from tiny_models import (
     make_tiny_glm4,
     make_tiny_glm4_moe,
     make_tiny_glm4_moe_lite,
+    make_tiny_gpt_oss,
     make_tiny_granite,
     make_tiny_granite_moe,
     make_tiny_hunyuan_dense,
@@ -126,6 +127,8 @@ MAKERS = {
     "seed_oss_attention_out_bias": make_tiny_seed_oss,
     "ernie4_5_biases_interleaved_rope": make_tiny_ernie4_5,
     "ernie4_5_moe_biased_softmax_routing": make_tiny_ernie4_5_moe,
+    # GPT-OSS: attention sinks, sliding and full layers, biased experts with the clamped activation
+    "gpt_oss_sinks_biased_experts": make_tiny_gpt_oss,
     "hunyuan_dense_qk_norm_after_rope": make_tiny_hunyuan_dense,
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,

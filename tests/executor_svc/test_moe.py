@@ -15,8 +15,10 @@ import torch.nn.functional as F
 
 from executor_svc.models.moe import SparseMoeBlock
 from executor_svc.models.moe_experts import (
+    clamped_swiglu,
     dense_experts,
     gathered_experts,
+    glu,
     graph_safe_experts,
     grouped_experts,
     grouped_mm_experts,
@@ -25,6 +27,7 @@ from executor_svc.models.moe_experts import (
 from executor_svc.models.moe_routing import route
 from executor_svc.models.moe_settings import MoeSettings, moe_settings_for
 
+SILU_GLU = glu(F.silu)
 HIDDEN, INTERMEDIATE, EXPERTS = 32, 24, 6  # multiples of 8: what a grouped GEMM kernel needs
 
 
@@ -63,8 +66,37 @@ def test_grouped_gathered_and_dense_experts_compute_the_same_sums(tokens, top_k,
     weights, ids = route(x, router, _routing(top_k, normalize=top_k > 1))
     expected = _reference(x, ids, weights, gate_up, down)
     for run in (grouped_experts, grouped_mm_experts, gathered_experts, dense_experts, graph_safe_experts):
-        got = run(x, ids, weights, gate_up, down, F.silu, float32_weights)
+        got = run(x, ids, weights, gate_up, down, SILU_GLU, float32_weights)
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5, msg=lambda m, run=run: f"{run.__name__}: {m}")
+
+
+def _biased_reference(x, ids, weights, gate_up, down, gate_up_bias, down_bias, alpha, limit):
+    """GPT-OSS's experts token by token, written from HF's definition (interleaving aside: gate rows first)."""
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        for k in range(ids.shape[1]):
+            e = ids[t, k]
+            gate, up = (gate_up[e] @ x[t] + gate_up_bias[e]).chunk(2)
+            gate, up = gate.clamp(max=limit), up.clamp(-limit, limit)
+            out[t] += weights[t, k] * (down[e] @ ((up + 1) * gate * torch.sigmoid(alpha * gate)) + down_bias[e])
+    return out
+
+
+@pytest.mark.parametrize("tokens", [1, 3, 40])
+def test_biased_experts_with_the_clamped_activation_agree_on_every_path(tokens):
+    router, gate_up, down = _weights(tokens + 100)
+    generator = torch.Generator().manual_seed(tokens)
+    gate_up = gate_up * 8  # pre-activations well past the clamp limit
+    biases = (torch.randn(EXPERTS, 2 * INTERMEDIATE, generator=generator),
+              torch.randn(EXPERTS, HIDDEN, generator=generator))
+    x = torch.randn(tokens, HIDDEN, generator=generator)
+    weights, ids = route(x, router, _routing(2, normalize=True))
+    expected = _biased_reference(x, ids, weights, gate_up, down, *biases, alpha=1.702, limit=1.5)
+    gated = clamped_swiglu(1.702, 1.5)
+    assert (gate_up[ids[0, 0]] @ x[0]).abs().max() > 1.5  # the clamp bites
+    for run in (grouped_experts, grouped_mm_experts, gathered_experts, dense_experts, graph_safe_experts):
+        got = run(x, ids, weights, gate_up, down, gated, False, biases=biases)
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-5, msg=lambda m, run=run: f"{run.__name__}: {m}")
 
 
 def test_routing_takes_the_top_k_of_the_softmax_and_normalises_them_only_when_asked():
@@ -146,8 +178,8 @@ def test_experts_with_no_token_are_skipped_and_get_nothing():
     expected = _reference(x, ids, weights, gate_up, down)
     gate_up_broken = gate_up.clone()
     gate_up_broken[[0, 1, 3, 4]] = float("nan")  # never picked: must not be touched (dense weighs them by zero)
-    torch.testing.assert_close(grouped_experts(x, ids, weights, gate_up_broken, down, F.silu, False), expected)
-    torch.testing.assert_close(gathered_experts(x, ids, weights, gate_up_broken, down, F.silu, False), expected)
+    torch.testing.assert_close(grouped_experts(x, ids, weights, gate_up_broken, down, SILU_GLU, False), expected)
+    torch.testing.assert_close(gathered_experts(x, ids, weights, gate_up_broken, down, SILU_GLU, False), expected)
 
 
 def test_the_grouped_gemm_path_reads_nothing_on_the_host_and_compiles_as_one_graph():
@@ -161,13 +193,13 @@ def test_the_grouped_gemm_path_reads_nothing_on_the_host_and_compiles_as_one_gra
     x = torch.randn(5, 16, generator=generator).bfloat16()
     ids = torch.tensor([[0, 3], [3, 5], [5, 0], [2, 3], [3, 1]])
     weights = torch.rand(5, 2, generator=generator)
-    expected = grouped_experts(x, ids, weights, gate_up, down, F.silu, True)
+    expected = grouped_experts(x, ids, weights, gate_up, down, SILU_GLU, True)
     with recorded_host_syncs() as syncs:
-        got = grouped_mm_experts(x, ids, weights, gate_up, down, F.silu, True)
+        got = grouped_mm_experts(x, ids, weights, gate_up, down, SILU_GLU, True)
     assert syncs == []
     assert torch.equal(got, expected)
     compiled = torch.compile(grouped_mm_experts, fullgraph=True, dynamic=False)
-    torch.testing.assert_close(compiled(x, ids, weights, gate_up, down, F.silu, True), expected, atol=0.05, rtol=0.02)
+    torch.testing.assert_close(compiled(x, ids, weights, gate_up, down, SILU_GLU, True), expected, atol=0.05, rtol=0.02)
     assert not grouped_mm_runs_on_device(x, gate_up, down)  # on the CPU the eager steps group on the host instead
 
 

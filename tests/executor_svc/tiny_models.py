@@ -300,6 +300,20 @@ def make_tiny_ernie4_5_moe(path: str | Path, seed: int = 0, vocab_size: int = 25
     return _save(Ernie4_5_MoeForCausalLM, config, path, seed)
 
 
+def make_tiny_gpt_oss(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random GptOssForCausalLM checkpoint (attention sinks, q/k/v/o biases, layer 0 sliding over 6
+    positions, YaRN RoPE; 2 of 6 biased experts per token with a biased router and the clamped activation, its
+    limit low enough to bite) into `path` (HF's layout: stacked experts, gate and up columns interleaved)."""
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    experts = {"num_local_experts": 6, "num_experts_per_tok": 2, "intermediate_size": 48, "head_dim": 16,
+               "sliding_window": 6, "layer_types": ["sliding_attention", "full_attention"], "swiglu_limit": 0.5,
+               "rope_parameters": {"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
+                                   "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 16}}
+    config = GptOssConfig(**{**TINY_LLAMA_DEFAULTS, **experts, "vocab_size": vocab_size, **overrides})
+    return _save(GptOssForCausalLM, config, path, seed)
+
+
 def make_tiny_hunyuan_dense(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random HunYuanDenseV1ForCausalLM checkpoint (per-head q/k norms applied after RoPE, attention biases)
     into `path`."""
@@ -464,8 +478,10 @@ def _randomise_small_params(model: torch.nn.Module) -> None:
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
                 param.copy_(1.0 + 0.1 * torch.randn_like(param))
-            elif name.endswith(".bias"):
+            elif name.endswith((".bias", "_proj_bias")):  # GPT-OSS's experts' too
                 param.copy_(0.1 * torch.randn_like(param))
+            elif name.endswith(".sinks"):
+                param.copy_(torch.randn_like(param))
 
 
 def make_tiny_llama_gguf(path: str | Path, seed: int = 0, vocab_size: int = 256) -> Path:

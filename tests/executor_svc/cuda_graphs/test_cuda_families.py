@@ -4,8 +4,8 @@
 Routed experts (Mixtral; captured steps run the graph-safe experts), interleaved RoPE and a fused gate/up (GLM-4),
 LayerNorm with parallel branches and NoPE layers (Cohere 2), biases and an ungated MLP (Phi-2), q/k norms over all
 heads with output-only norms (OLMo 2), latent attention with grouped sigmoid routing (DeepSeek-V3: one cached
-latent per token that every query head attends to). The CPU tests of the same steps use a stand-in for the graph
-(test_step_graphs.py); skipped without CUDA."""
+latent per token that every query head attends to), attention sinks and biased experts (GPT-OSS). The CPU tests of
+the same steps use a stand-in for the graph (test_step_graphs.py); skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tiny_models import (
     make_tiny_cohere2,
     make_tiny_deepseek_v3,
     make_tiny_glm4,
+    make_tiny_gpt_oss,
     make_tiny_mixtral,
     make_tiny_olmo2,
     make_tiny_phi2,
@@ -35,7 +36,8 @@ from executor_svc.models.kv_layout import kv_layout
 pytestmark = pytest.mark.gpu
 
 FAMILIES = {"mixtral": make_tiny_mixtral, "glm4": make_tiny_glm4, "cohere2": make_tiny_cohere2,
-            "phi2": make_tiny_phi2, "olmo2": make_tiny_olmo2, "deepseek_v3": make_tiny_deepseek_v3}
+            "phi2": make_tiny_phi2, "olmo2": make_tiny_olmo2, "deepseek_v3": make_tiny_deepseek_v3,
+            "gpt_oss": make_tiny_gpt_oss}
 BLOCK_SIZE = 4
 NUM_BLOCKS = 40
 BLOCKS_PER_SEQ = 6
@@ -91,4 +93,6 @@ def test_families_replay_cuda_graphs_to_eager_logits(family, tmp_path):
 
     device = torch.device("cuda")
     checkpoint = FAMILIES[family](tmp_path, seed=3, vocab_size=VOCAB)
-    replays_against_eager(checkpoint, device, build_attention_backend("auto", device), cuda_graph_factory())
+    sinks = family == "gpt_oss"  # the backend auto picks for a model with sinks: torch_padded
+    replays_against_eager(checkpoint, device, build_attention_backend("auto", device, sinks=sinks),
+                          cuda_graph_factory())

@@ -17,6 +17,7 @@ from tiny_models import (
     make_tiny_gemma3,
     make_tiny_glm4,
     make_tiny_glm4_moe,
+    make_tiny_gpt_oss,
     make_tiny_llama,
     make_tiny_mistral,
     make_tiny_mixtral,
@@ -152,12 +153,14 @@ def test_batches_outside_the_captured_shapes_run_eagerly(checkpoint):
 # with their own RoPE and soft-capped logits, Gemma 2's soft-capped attention scores, in the captured, padded steps.
 # MoE models: captured steps run the graph-safe experts, gathered for one sequence (fewer picks than experts), dense
 # for more; Qwen2-MoE's shared expert, Qwen3-MoE's dense layer; OLMo's output-only norms and q/k norms over all heads;
-# DeepSeek-V3's latent attention over the padded backend and its grouped sigmoid routing, GLM-4.5's.
+# DeepSeek-V3's latent attention over the padded backend and its grouped sigmoid routing, GLM-4.5's; GPT-OSS's sinks
+# and biased experts.
 OTHER_FAMILIES = {"mistral": make_tiny_mistral, "phi3": make_tiny_phi3, "gemma": make_tiny_gemma,
                   "gemma2": make_tiny_gemma2, "gemma3": make_tiny_gemma3, "mixtral": make_tiny_mixtral,
                   "qwen2_moe": make_tiny_qwen2_moe, "qwen3_moe": make_tiny_qwen3_moe, "olmo2": make_tiny_olmo2,
                   "olmoe": make_tiny_olmoe, "glm4": make_tiny_glm4, "cohere2": make_tiny_cohere2,
-                  "phi2": make_tiny_phi2, "deepseek_v3": make_tiny_deepseek_v3, "glm4_moe": make_tiny_glm4_moe}
+                  "phi2": make_tiny_phi2, "deepseek_v3": make_tiny_deepseek_v3, "glm4_moe": make_tiny_glm4_moe,
+                  "gpt_oss": make_tiny_gpt_oss}
 
 
 @pytest.fixture(scope="module", params=sorted(OTHER_FAMILIES))
@@ -184,9 +187,9 @@ def test_replayed_steps_of_other_families_equal_eager(family_checkpoint):
 
 # gemma2 has Mistral's windows and Gemma 3's sandwich norms and logit cap too; mixtral the graph-safe experts;
 # cohere2 LayerNorm, parallel branches, interleaved RoPE and NoPE layers; olmo2 q/k norms over all heads; deepseek_v3
-# latent attention and grouped routing. Phi-3's
+# latent attention and grouped routing; gpt_oss sinks and biased experts. Phi-3's
 # partial RoPE and gemma3's second RoPE table are plain indexing: spared CI time.
-@pytest.mark.parametrize("family", ["gemma2", "mixtral", "cohere2", "olmo2", "deepseek_v3"])
+@pytest.mark.parametrize("family", ["gemma2", "mixtral", "cohere2", "olmo2", "deepseek_v3", "gpt_oss"])
 def test_captured_steps_of_other_families_compile_as_one_graph(family, tmp_path):
     twin = Twin(OTHER_FAMILIES[family](tmp_path, seed=3, vocab_size=VOCAB), pack=False)
     twin.prefill({"a": 12, "b": 3})
