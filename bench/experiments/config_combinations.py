@@ -14,7 +14,8 @@ afterwards, no error.
 ``default``: the real default model with its shipped head instead of the tiny checkpoint (no draft model).
 ``moe``: a tiny Qwen2-MoE checkpoint (routed experts, a shared expert) as the target; its adapters adapt the
 attention only (what LoRA serves on MoE models). ``FAMILY``: the target from tiny_models' ``make_tiny_FAMILY``
-(``cohere2``, ``phi2``, ``olmo2``, ...), its adapters on q and v only (every family names those alike).
+(``cohere2``, ``phi2``, ``olmo2``, ...), its adapters on q and v only (every family names those alike); no EAGLE head
+for latent-attention and attention-sink families, no adapters for latent-attention ones.
 """
 import random
 import sys
@@ -64,6 +65,11 @@ FORMATS = {1: {"regex": r"[0-9]{2,5}-[a-z]{2,9}!"}, 3: {"json_object": True},
 must match the reference too."""
 ADAPTER_OF = {0: "one", 1: "two", 6: "one", 7: "two", 8: "one"}
 """The LoRA adapter each request (by index; sampled ones too) names as its model."""
+NO_EAGLE = {"deepseek_v2", "deepseek_v3", "glm4_moe_lite", "gpt_oss"}
+"""Families EAGLE-style drafters are refused for (latent attention, attention sinks)."""
+NO_LORA = {"deepseek_v2", "deepseek_v3", "glm4_moe_lite"}
+"""Families LoRA is refused for (latent attention): their requests name no adapter."""
+ADAPTERS = True
 
 
 def run_all(address: str, stagger_s: float, counts: dict | None = None,
@@ -77,7 +83,7 @@ def run_all(address: str, stagger_s: float, counts: dict | None = None,
             params["priority"] = index % 3 - 1
         with Client(address) as client:
             result = client.generate(token_ids=prompts()[index % len(prompts())], max_tokens=MAX_TOKENS,
-                                     ignore_eos=True, model=ADAPTER_OF.get(index, ""), **params)
+                                     ignore_eos=True, model=ADAPTER_OF.get(index, "") if ADAPTERS else "", **params)
         assert result.finish_reason == "length", result
         if counts is not None:
             counts["preemptions"] = counts.get("preemptions", 0) + result.usage.num_preemptions
@@ -130,19 +136,23 @@ def main() -> None:
     else:
         family = sys.argv[3] if len(sys.argv) > 3 else "llama"
         model, other = tiny_model(root, "target", 0, family), tiny_model(root, "draft", 1)
-        eagle = root / "eagle"
-        train_tiny_drafter(model, eagle)
         drafts = {"none": ["--spec-method", "none"], "ngram": ["--spec-method", "ngram"],
-                  "draft_model": ["--spec-method", "draft_model", "--draft-model", str(other)],
-                  "eagle": ["--spec-method", "eagle", "--eagle-drafter", str(eagle)],
-                  "eagle_ngram": ["--spec-method", "eagle_ngram", "--eagle-drafter", str(eagle)]}
+                  "draft_model": ["--spec-method", "draft_model", "--draft-model", str(other)]}
+        if family not in NO_EAGLE:
+            eagle = root / "eagle"
+            train_tiny_drafter(model, eagle)
+            drafts |= {"eagle": ["--spec-method", "eagle", "--eagle-drafter", str(eagle)],
+                       "eagle_ngram": ["--spec-method", "eagle_ngram", "--eagle-drafter", str(eagle)]}
     pool = ["--num-kv-blocks", "256"] if "default" in sys.argv[3:] else ["--kv-cache-memory-gb", "0.02"]
     family = sys.argv[3] if len(sys.argv) > 3 else "llama"
     one_targets = {"llama": None, "default": None, "moe": ["q_proj", "k_proj", "v_proj", "o_proj"]}.get(
         family, ["q_proj", "v_proj"])
+    global ADAPTERS
+    ADAPTERS = family not in NO_LORA
     lora = ["--lora-modules",
             f"one={make_peft_adapter(model, root / 'one', seed=1, scale=0.1, target_modules=one_targets)}",
-            f"two={make_peft_adapter(model, root / 'two', seed=2, rank=8, target_modules=['q_proj', 'v_proj'])}"]
+            f"two={make_peft_adapter(model, root / 'two', seed=2, rank=8, target_modules=['q_proj', 'v_proj'])}"
+            ] if ADAPTERS else []
     pool += lora
     base = LocalStack(str(model), ["--num-threads", "1", "--spec-method", "none", *pool],
                       ["--max-inflight-steps", "1"])

@@ -1,7 +1,8 @@
 """Which experts each token runs, and with what weights: the router of every MoE family served.
 
-- softmax routers (Mixtral, Qwen-MoE, Granite, OLMoE, DeepSeek-V2): the top-k of the router's softmax; DeepSeek-V2's
-  ``group_limited_greedy`` first keeps the experts of the groups whose best expert scores highest.
+- softmax routers (Mixtral, Qwen-MoE, Granite, OLMoE, DeepSeek-V2, ERNIE 4.5, GPT-OSS): the top-k of the router's
+  softmax; DeepSeek-V2's ``group_limited_greedy`` first keeps the experts of the groups whose best expert scores
+  highest, ERNIE's chooses with a correction bias added, GPT-OSS's router adds a bias to its logits.
 - sigmoid routers (DeepSeek-V3, GLM-4.5, dots.llm1): each expert scored by a sigmoid; the choice adds a
   learned per-expert correction bias (load balancing) to the scores and keeps the groups whose two best experts
   score highest, while the weights are the scores themselves.
