@@ -478,9 +478,9 @@ def _randomise_small_params(model: torch.nn.Module) -> None:
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
                 param.copy_(1.0 + 0.1 * torch.randn_like(param))
-            elif name.endswith((".bias", "_proj_bias")):  # GPT-OSS's experts' too
+            elif name.endswith((".bias", "experts.gate_up_proj_bias", "experts.down_proj_bias")):  # GPT-OSS's too
                 param.copy_(0.1 * torch.randn_like(param))
-            elif name.endswith(".sinks"):
+            elif name.endswith("self_attn.sinks"):
                 param.copy_(torch.randn_like(param))
 
 
