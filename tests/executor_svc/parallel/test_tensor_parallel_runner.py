@@ -11,7 +11,6 @@ from gloo_ranks import results_on_ranks
 from step_plans import BATCHES, outputs_of, plan_steps, requests_plain
 from tiny_models import (
     make_tiny_cohere,
-    make_tiny_deepseek_v2,
     make_tiny_deepseek_v3,
     make_tiny_ernie4_5_moe,
     make_tiny_glm4,
@@ -21,7 +20,6 @@ from tiny_models import (
     make_tiny_olmo2,
     make_tiny_phi2,
     make_tiny_phi3,
-    make_tiny_qwen2,
     make_tiny_qwen2_moe,
     make_tiny_qwen3,
 )
@@ -31,8 +29,7 @@ from executor_svc.parallel.tensor_parallel import TensorParallel
 from executor_svc.server import build_runner
 
 MAKERS = {
-    "llama": make_tiny_llama,
-    "qwen2": make_tiny_qwen2,
+    # plain Llama: llama_3_kv_heads below; q/k/v biases sliced: phi2, deepseek_v3_biased
     "qwen3": make_tiny_qwen3,
     "phi3": make_tiny_phi3,  # fused checkpoint tensors split, then sliced per rank
     # every expert's and the shared expert's intermediate rows split (48 and 80 over 2), the router replicated
@@ -49,7 +46,6 @@ MAKERS = {
     # latent attention: query heads (q_b_proj / q_proj, kv_b_proj rows, o_proj columns) split, the latent cached
     # whole on each rank; V3's grouped sigmoid routing, biased latent projections and o_proj
     "deepseek_v3_biased": lambda path, seed: make_tiny_deepseek_v3(path, seed, attention_bias=True),
-    "deepseek_v2": make_tiny_deepseek_v2,
     # the biased shared expert's down bias added once, after the sum over ranks
     "ernie4_5_moe": make_tiny_ernie4_5_moe,
     # each rank's heads' sinks; the experts' gate/up biases sliced with their rows, the down biases added by rank 0
