@@ -102,5 +102,6 @@ class SparseMoeBlock(nn.Module):
                 shared = torch.sigmoid(linear(x, self.shared_expert_gate_weight)) * shared
             out = out + shared
         out = self.tp.all_reduce(out.contiguous()) if self.tp.enabled else out
-        shared_bias = getattr(self.shared_expert, "down_bias", None)  # ERNIE's biased shared experts: added once
+        # ERNIE's biased shared experts: added once. Read here, not kept from __init__: to_empty() replaces parameters.
+        shared_bias = getattr(self.shared_expert, "down_bias", None)
         return out if shared_bias is None else out + shared_bias

@@ -131,9 +131,7 @@ def _ernie_settings(config: PretrainedConfig) -> MoeSettings:
     """ERNIE 4.5's router: the top-k of a float32 softmax chosen with a correction bias (moe_statics), weighed by
     the unbiased probabilities normalised; moe_num_shared_experts shared experts; every moe_layer_interval-th
     layer from moe_layer_start_index to moe_layer_end_index routes."""
-    for name in ("num_experts", "num_experts_per_tok", "moe_intermediate_size"):
-        if not isinstance(getattr(config, name, None), int):
-            raise ValueError(f"{name}: must be an integer >= 1, got {getattr(config, name, None)!r}")
+    _require_ints(config, ("num_experts", "num_experts_per_tok", "moe_intermediate_size"))
     interval = int(config.moe_layer_interval)
     if interval < 1:
         raise ValueError(f"moe_layer_interval: must be >= 1, got {interval}")
@@ -167,6 +165,13 @@ def _deepseek_v2_settings(config: PretrainedConfig) -> MoeSettings:
         num_groups=sigmoid.num_groups if limited else 1, top_groups=sigmoid.top_groups if limited else 1)
 
 
+def _require_ints(config: PretrainedConfig, names: tuple[str, ...]) -> None:
+    """ValueError naming the first of ``names`` the config leaves unset or not an integer (HF's defaults are None)."""
+    for name in names:
+        if not isinstance(getattr(config, name, None), int):
+            raise ValueError(f"{name}: must be an integer >= 1, got {getattr(config, name, None)!r}")
+
+
 def _mlp_layer_types(config: PretrainedConfig) -> tuple[bool, ...]:
     """GLM-4.7-Flash's mlp_layer_types: ``sparse`` layers route, ``dense`` ones do not."""
     kinds = list(config.mlp_layer_types)
@@ -180,9 +185,7 @@ def sigmoid_routed_settings(config: PretrainedConfig, sparse_layers: tuple[bool,
     """DeepSeek-V3-style settings: sigmoid scores with a correction bias, expert groups, n_shared_experts ungated
     shared experts of moe_intermediate_size each, and dense MLPs in the first first_k_dense_replace layers (unless
     ``sparse_layers`` says otherwise)."""
-    for name in ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"):
-        if not isinstance(getattr(config, name, None), int):
-            raise ValueError(f"{name}: must be an integer >= 1, got {getattr(config, name, None)!r}")
+    _require_ints(config, ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"))
     shared = int(getattr(config, "n_shared_experts", 0) or 0) * int(config.moe_intermediate_size)
     first_dense = int(getattr(config, "first_k_dense_replace", 0) or 0)
     if sparse_layers is None:
