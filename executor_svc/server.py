@@ -142,11 +142,10 @@ def _allocate_kv_cache(config: ExecutorConfig, hf_config: Any, dtype: torch.dtyp
     ``scratch_blocks`` beyond those the scheduler hands out)."""
     layout = kv_layout(hf_config, tp)  # as the model splits the heads
     # Every rank must have the same number of blocks: size them for the rank holding the most KV heads.
-    per_block = PagedKVCache.bytes_per_block(hf_config.num_hidden_layers, config.block_size, layout.most_kv_heads,
-                                             layout.head_dim, dtype)
+    per_block = layout.bytes_per_block(hf_config.num_hidden_layers, config.block_size, dtype)
     num_blocks = config.num_kv_blocks or max(1, int(config.kv_cache_memory_gb * 2**30) // per_block)
-    return PagedKVCache(hf_config.num_hidden_layers, num_blocks, config.block_size, layout.num_kv_heads,
-                        layout.head_dim, dtype, device, scratch_blocks=scratch_blocks)
+    return layout.cache(hf_config.num_hidden_layers, num_blocks, config.block_size, dtype, device,
+                        scratch_blocks=scratch_blocks)
 
 
 def _max_model_len(config: ExecutorConfig, hf_config: Any) -> int:

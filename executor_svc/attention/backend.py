@@ -27,7 +27,10 @@ class AttentionBackend(Protocol):
         logit_softcap: float | None = None,
         sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """q [T, H, D], k/v [T, KVH, D], kv_layer [num_blocks, 2, block_size, KVH, D] -> [T, H, D].
+        """q [T, H, D], k/v [T, KVH, D], kv_layer [num_blocks, planes, block_size, KVH, D] -> [T, H, D].
+
+        Two planes hold keys and values; one plane (``PagedKVCache`` with ``values_are_keys``) is read as both, and
+        then ``v`` must be ``k`` (``value_plane``).
 
         ``sliding_window`` w limits a query at position p to the keys at positions p - w < j <= p (the
         last w, itself included: HF transformers' sliding window); None attends to every earlier key.
@@ -59,6 +62,19 @@ def check_logit_softcap(logit_softcap: float | None) -> None:
         or logit_softcap <= 0
     ):
         raise ValueError(f"logit_softcap: must be a positive finite float or None, got {logit_softcap!r}")
+
+
+def value_plane(kv_layer: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
+    """The plane of ``kv_layer`` values are read from: 1, or 0 for a one-plane cache, whose values are its keys
+    (ValueError unless ``v`` is ``k`` then: values that differ would be lost)."""
+    planes = kv_layer.shape[1]
+    if planes == 2:
+        return 1
+    if planes != 1:
+        raise ValueError(f"kv_layer: expected 1 or 2 planes, got {planes}")
+    if v is not k:
+        raise ValueError("v: a one-plane KV cache stores keys that are also the values; v must be k")
+    return 0
 
 
 def check_sinks(sinks: torch.Tensor | None, q: torch.Tensor) -> None:

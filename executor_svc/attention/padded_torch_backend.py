@@ -17,7 +17,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from executor_svc.attention.backend import check_logit_softcap, check_sinks, check_sliding_window, grouped_sinks
+from executor_svc.attention.backend import (
+    check_logit_softcap,
+    check_sinks,
+    check_sliding_window,
+    grouped_sinks,
+    value_plane,
+)
 from executor_svc.attention.explicit import explicit_attention
 from executor_svc.attention.metadata import AttentionMetadata
 
@@ -49,18 +55,20 @@ class PaddedTorchAttentionBackend:
         check_sliding_window(sliding_window)
         check_logit_softcap(logit_softcap)
         check_sinks(sinks, q)
-        _write_kv(kv_layer, k, v, meta.slot_mapping)
+        _write_kv(kv_layer, k, v, meta.slot_mapping, value_plane(kv_layer, k, v))
         return _attend(q, kv_layer, meta, scale, sliding_window, logit_softcap, sinks)
 
 
-def _write_kv(kv_layer: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor) -> None:
-    block_size = kv_layer.shape[2]
+def _write_kv(kv_layer: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, values_at: int) -> None:
+    """Keys into plane 0, values into plane ``values_at`` (0: a one-plane cache, whose values are the keys)."""
+    planes, block_size = kv_layer.shape[1], kv_layer.shape[2]
     scratch = kv_layer.shape[0] * block_size - 1
     slots = torch.where(slots >= 0, slots, scratch)
-    key_rows = (slots // block_size) * (2 * block_size) + slots % block_size
+    key_rows = (slots // block_size) * (planes * block_size) + slots % block_size
     rows = kv_layer.view(-1, kv_layer.shape[3], kv_layer.shape[4])
     rows.index_copy_(0, key_rows, k)
-    rows.index_copy_(0, key_rows + block_size, v)
+    if values_at:
+        rows.index_copy_(0, key_rows + values_at * block_size, v)
 
 
 def _attend(
@@ -86,7 +94,8 @@ def _attend(
     queries = queries.permute(0, 2, 3, 1, 4).reshape(num_seqs, num_kv_heads, group * max_q, head_dim)
     blocks = meta.block_tables.flatten()
     keys = kv_layer[:, 0].index_select(0, blocks).view(num_seqs, width * block_size, num_kv_heads, head_dim)
-    values = kv_layer[:, 1].index_select(0, blocks).view(num_seqs, width * block_size, num_kv_heads, head_dim)
+    values = keys if kv_layer.shape[1] == 1 else (
+        kv_layer[:, 1].index_select(0, blocks).view(num_seqs, width * block_size, num_kv_heads, head_dim))
     query_positions = meta.seq_lens.unsqueeze(1) - query_lens.unsqueeze(1) + offsets  # [B, max_q]
     mask = _visible(query_positions, width * block_size, sliding_window)
     mask = mask.unsqueeze(1).expand(num_seqs, group, max_q, -1).reshape(num_seqs, 1, group * max_q, -1)

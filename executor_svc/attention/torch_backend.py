@@ -7,7 +7,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from executor_svc.attention.backend import check_logit_softcap, check_sinks, check_sliding_window, grouped_sinks
+from executor_svc.attention.backend import (
+    check_logit_softcap,
+    check_sinks,
+    check_sliding_window,
+    grouped_sinks,
+    value_plane,
+)
 from executor_svc.attention.explicit import explicit_attention
 from executor_svc.attention.length_groups import length_groups
 from executor_svc.attention.metadata import AttentionMetadata
@@ -58,7 +64,8 @@ class _Plan:
     """Everything the backend derives from the metadata once per forward and reuses in every layer."""
 
     key_rows: torch.Tensor
-    value_rows: torch.Tensor
+    value_rows: torch.Tensor | None
+    """None: a one-plane cache, whose values are its keys."""
     batched: list[_BatchedGroup]
     """Short-query sequences in groups of similar length (see ``length_groups``)."""
     singles: list[_SingleSequence]
@@ -104,13 +111,14 @@ class TorchAttentionBackend:
         check_sliding_window(sliding_window)
         check_logit_softcap(logit_softcap)
         check_sinks(sinks, q)
-        num_kv_heads = kv_layer.shape[3]
+        num_kv_heads, planes = kv_layer.shape[3], kv_layer.shape[1]
+        value_plane(kv_layer, k, v)
         group = q.shape[1] // num_kv_heads
         window = _effective_window(meta, sliding_window)
         # Layers with different windows (or none) in one forward each get their own plan.
         plan = meta.cached(
-            f"torch/{group}/{window}",
-            lambda: _build_plan(meta, group, window, self.max_batched_query_len, self.group_overhead_blocks),
+            f"torch/{group}/{window}/{planes}",
+            lambda: _build_plan(meta, group, window, planes, self.max_batched_query_len, self.group_overhead_blocks),
         )
         _write_kv(kv_layer, k, v, plan)
         if plan.output_is_batched:
@@ -127,7 +135,15 @@ class TorchAttentionBackend:
 def _write_kv(kv_layer: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: _Plan) -> None:
     rows = kv_layer.view(-1, kv_layer.shape[3], kv_layer.shape[4])
     rows.index_copy_(0, plan.key_rows, k)
-    rows.index_copy_(0, plan.value_rows, v)
+    if plan.value_rows is not None:
+        rows.index_copy_(0, plan.value_rows, v)
+
+
+def _keys_and_values(kv_layer: torch.Tensor, block_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values of the given blocks, each [len(block_ids) * block_size, KVH, D] (one tensor twice for a
+    one-plane cache, whose values are its keys)."""
+    keys = _gather(kv_layer, 0, block_ids)
+    return keys, keys if kv_layer.shape[1] == 1 else _gather(kv_layer, 1, block_ids)
 
 
 def _gather(kv_layer: torch.Tensor, which: int, block_ids: torch.Tensor) -> torch.Tensor:
@@ -149,8 +165,8 @@ def _attend_batched(
     # GQA without repeating K/V: the queries sharing a KV head become that head's "query sequence".
     queries = rows.view(seqs, qlen, num_kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
     queries = queries.reshape(seqs, num_kv_heads, group * qlen, head_dim)
-    keys = _gather(kv_layer, 0, batch.block_ids).view(seqs, -1, num_kv_heads, head_dim).transpose(1, 2)
-    values = _gather(kv_layer, 1, batch.block_ids).view(seqs, -1, num_kv_heads, head_dim).transpose(1, 2)
+    keys, values = (part.view(seqs, -1, num_kv_heads, head_dim).transpose(1, 2)
+                    for part in _keys_and_values(kv_layer, batch.block_ids))
     if logit_softcap is None and sinks is None:
         out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=batch.mask, scale=scale)
     else:
@@ -182,8 +198,7 @@ def _attend_single(
     if single.block_ids is None:
         keys, values = k[single.start : single.end], v[single.start : single.end]
     else:
-        keys = _gather(kv_layer, 0, single.block_ids)[: single.num_keys]
-        values = _gather(kv_layer, 1, single.block_ids)[: single.num_keys]
+        keys, values = (part[: single.num_keys] for part in _keys_and_values(kv_layer, single.block_ids))
     if logit_softcap is not None or sinks is not None:
         mask = single.mask if single.mask is not None else _causal_mask(meta, single.end - single.start)
         return _attend_single_explicit(q[single.start : single.end], keys, values, mask, scale, logit_softcap, sinks)
@@ -260,12 +275,13 @@ def _visible(keys: torch.Tensor, positions: torch.Tensor, window: int | None) ->
 
 
 def _build_plan(
-    meta: AttentionMetadata, group: int, window: int | None, max_batched_query_len: int, group_overhead_blocks: int
+    meta: AttentionMetadata, group: int, window: int | None, planes: int, max_batched_query_len: int,
+    group_overhead_blocks: int,
 ) -> _Plan:
     device = meta.device
     block_size = meta.block_size
     blocks = meta.slot_mapping // block_size
-    key_rows = blocks * (2 * block_size) + meta.slot_mapping % block_size
+    key_rows = blocks * (planes * block_size) + meta.slot_mapping % block_size
     starts = _host_starts(meta)
     skipped = _skipped_blocks(meta, window)
     short = [i for i, n in enumerate(meta.query_lens_list) if n <= max_batched_query_len]
@@ -277,7 +293,7 @@ def _build_plan(
     ]
     return _Plan(
         key_rows=key_rows,
-        value_rows=key_rows + block_size,
+        value_rows=key_rows + block_size if planes == 2 else None,
         batched=batched,
         singles=[_build_single(meta, starts[i], i, skipped[i], window, device) for i in long],
         output_is_batched=len(batched) == 1 and not long and batched[0].query_rows is None,

@@ -133,6 +133,9 @@ def _check_shapes(
 
     if q.dim() != 3 or k.dim() != 3 or kv_layer.dim() != 5:
         raise ValueError(f"q, k, kv_layer: expected 3, 3 and 5 dims, got {q.dim()}, {k.dim()}, {kv_layer.dim()}")
+    if kv_layer.shape[1] != 2:
+        raise ValueError(f"kv_layer: the Triton kernels read a key plane and a value plane, got {kv_layer.shape[1]} "
+                         "plane(s) (a latent-attention cache: use the torch backends)")
     num_heads, head_dim = q.shape[1], q.shape[2]
     num_kv_heads = kv_layer.shape[3]
     if k.shape != v.shape or k.shape[1:] != (num_kv_heads, head_dim) or kv_layer.shape[4] != head_dim:

@@ -84,8 +84,8 @@ class SelfDistiller:
         config = self.model.config
         if self._cache is None or self._cache.num_blocks < num_blocks:
             layout = kv_layout(config)
-            self._cache = PagedKVCache(config.num_hidden_layers, num_blocks, BLOCK_SIZE, layout.num_kv_heads,
-                                       layout.head_dim, self.model.embed_weight.dtype, self.device)
+            self._cache = layout.cache(config.num_hidden_layers, num_blocks, BLOCK_SIZE,
+                                       self.model.embed_weight.dtype, self.device)
         return self._cache
 
     def _prefill(self, seqs: list[_Growing], cache: PagedKVCache) -> torch.Tensor:

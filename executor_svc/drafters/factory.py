@@ -95,7 +95,6 @@ def _draft_model(
     make_capture: Callable[[], GraphCapture] | None,
     max_blocks_per_seq: int,
 ) -> DraftModelDrafter:
-    from executor_svc.kv_cache import PagedKVCache
     from executor_svc.model_loader import load_hf_config, load_model
 
     if config.draft_model_dir is None:  # ExecutorConfig requires it for draft_model; kept for the type
@@ -111,10 +110,8 @@ def _draft_model(
     model = load_model(config.draft_model_dir, dtype, device, attention_backend,
                        pack_cpu_weights=config.cpu_weight_packing)
     layout = kv_layout(draft_config)
-    kv_cache = PagedKVCache(
-        draft_config.num_hidden_layers, num_blocks, config.block_size, layout.num_kv_heads,
-        layout.head_dim, dtype, device, scratch_blocks=1 if make_capture is not None else 0,
-    )
+    kv_cache = layout.cache(draft_config.num_hidden_layers, num_blocks, config.block_size, dtype, device,
+                            scratch_blocks=1 if make_capture is not None else 0)
     graphs = None
     if make_capture is not None:
         graphs = StepGraphs(model, kv_cache, config.max_num_seqs, 1, max_blocks_per_seq, make_capture)

@@ -27,6 +27,16 @@ def test_bytes_per_block_counts_keys_and_values_of_every_layer(dtype, element_si
     assert total == 5 * PagedKVCache.bytes_per_block(2, 4, 3, 8, dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_cache_whose_values_are_its_keys_keeps_one_plane_and_half_the_bytes(dtype):
+    cache = PagedKVCache(2, 5, 4, 1, 8, dtype, "cpu", scratch_blocks=1, values_are_keys=True)
+    assert cache.planes == 1
+    assert [tuple(layer.shape) for layer in cache.layers] == [(6, 1, 4, 1, 8)] * 2
+    one_plane = PagedKVCache.bytes_per_block(2, 4, 1, 8, dtype, values_are_keys=True)
+    assert 2 * one_plane == PagedKVCache.bytes_per_block(2, 4, 1, 8, dtype)
+    assert sum(layer.numel() * layer.element_size() for layer in cache.layers) == 6 * one_plane
+
+
 def test_cache_rejects_empty_dimensions():
     with pytest.raises(ValueError, match="num_blocks"):
         PagedKVCache(2, 0, 16, 2, 8, torch.float32, "cpu")

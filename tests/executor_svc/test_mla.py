@@ -24,10 +24,14 @@ def test_the_cache_holds_one_latent_and_rotated_key_per_token_on_every_rank():
 
     config = DeepseekV3Config()  # DeepSeek-V3's own shape: 128 heads, a 512-wide latent, 64 rotated dims
     layout = kv_layout(config)
-    assert (layout.num_kv_heads, layout.head_dim) == (1, 512 + 64)
+    assert (layout.num_kv_heads, layout.head_dim, layout.values_are_keys) == (1, 512 + 64, True)
     assert kv_layout(config, TensorParallel(1, 4)) == layout  # replicated, not split
-    decompressed = 2 * config.num_attention_heads * (128 + 64)  # keys and values of every head
-    assert decompressed / (2 * layout.head_dim) > 40  # ours also stores the vector twice (as key and as value)
+    per_token = layout.bytes_per_block(1, 1, torch.bfloat16)
+    assert per_token == (512 + 64) * 2, "the latent is stored once, read as key and as value"
+    decompressed = 2 * config.num_attention_heads * (128 + 64) * 2  # bf16 keys and values of every head
+    assert decompressed / per_token > 85
+    cache = layout.cache(2, 3, 4, torch.float32, "cpu")
+    assert [tuple(layer.shape) for layer in cache.layers] == [(3, 1, 4, 1, 576)] * 2
 
 
 def test_multi_token_prediction_layers_after_the_decoder_are_skipped_and_only_those(tmp_path):
