@@ -83,8 +83,8 @@ def build_runner(
     device = torch.device(config.device)
     dtype = getattr(torch, config.torch_dtype_name)
     hf_config = load_hf_config(config.model_dir, config.load_format)
-    head_dim, sinks = kv_layout(hf_config).head_dim, variant_for(hf_config).attention_sinks
-    backend = build_attention_backend(config.attention_backend, device, head_dim, sinks)
+    head_dim, triton_lacks = kv_layout(hf_config).head_dim, variant_for(hf_config).triton_lacks
+    backend = build_attention_backend(config.attention_backend, device, head_dim, triton_lacks)
     max_model_len = _max_model_len(config, hf_config)
     model = load_model(config.model_dir, dtype, device, backend, load_format=config.load_format, tp=tp,
                        pack_cpu_weights=config.cpu_weight_packing)
@@ -99,7 +99,7 @@ def build_runner(
     num_blocks = kv_cache.num_blocks
     # A verify step reads up to K positions past the request's length.
     max_blocks_per_seq = -(-(max_model_len + 1 + config.num_spec_tokens) // config.block_size)
-    draft_backend = build_attention_backend(config.attention_backend, device, head_dim, sinks)
+    draft_backend = build_attention_backend(config.attention_backend, device, head_dim, triton_lacks)
     drafter = build_drafter(config, hf_config, num_blocks, draft_backend, make_capture, max_blocks_per_seq,
                             target_model=model, tp=tp)
     _warm_up_eager_kernels(model, kv_cache, backend, drafter, draft_backend, device, tp)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import torch
 
@@ -26,6 +27,7 @@ class AttentionBackend(Protocol):
         sliding_window: int | None = None,
         logit_softcap: float | None = None,
         sinks: torch.Tensor | None = None,
+        attention_chunk: int | None = None,
     ) -> torch.Tensor:
         """q [T, H, D], k/v [T, KVH, D], kv_layer [num_blocks, planes, block_size, KVH, D] -> [T, H, D].
 
@@ -38,9 +40,53 @@ class AttentionBackend(Protocol):
         softmax (Gemma 2's attn_logit_softcapping); None leaves the scores as they are.
         ``sinks`` [H]: each head's learned sink logit joins every softmax's denominator without a value (GPT-OSS's
         attention sinks); None: no sink.
+        ``attention_chunk`` c limits a query at position p to the keys of its own c-aligned span, p - p % c <= j <= p
+        (Llama 4's chunked attention); None: no chunks. A layer has a window or chunks, not both.
         Every new token's K/V is written to the cache either way.
         """
         ...
+
+
+Position = TypeVar("Position", int, torch.Tensor)
+
+
+@dataclass(frozen=True)
+class KeyReach:
+    """Which earlier keys a query sees besides causality: the last ``window`` positions (a sliding window), or those
+    of its own ``chunk``-aligned span (chunked attention)."""
+
+    window: int | None = None
+    chunk: int | None = None
+
+    @classmethod
+    def of(cls, sliding_window: int | None, attention_chunk: int | None) -> KeyReach | None:
+        """The reach of a layer's arguments, checked (None: every earlier key)."""
+        check_sliding_window(sliding_window)
+        check_attention_chunk(attention_chunk)
+        if sliding_window is not None and attention_chunk is not None:
+            raise ValueError("attention_chunk: a layer attends within a sliding window or within chunks, not both")
+        if sliding_window is None and attention_chunk is None:
+            return None
+        return cls(sliding_window, attention_chunk)
+
+    def first_key(self, position: Position) -> Position:
+        """The first key position a query at ``position`` sees (an int or a tensor of them; may be negative for a
+        window: all keys from 0)."""
+        if self.chunk is not None:
+            return position - position % self.chunk
+        return position - (self.window or 1) + 1
+
+    def hides_nothing(self, seq_len: int) -> bool:
+        """Whether no query of a sequence this long misses any earlier key."""
+        return seq_len <= (self.window if self.window is not None else self.chunk or 0)
+
+
+def check_attention_chunk(attention_chunk: int | None) -> None:
+    """Raise ValueError unless ``attention_chunk`` is None or an int >= 1."""
+    if attention_chunk is None:
+        return
+    if isinstance(attention_chunk, bool) or not isinstance(attention_chunk, int) or attention_chunk < 1:
+        raise ValueError(f"attention_chunk: must be an int >= 1 or None, got {attention_chunk!r}")
 
 
 def check_sliding_window(sliding_window: int | None) -> None:

@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from executor_svc.attention.backend import (
+    KeyReach,
     check_logit_softcap,
     check_sinks,
-    check_sliding_window,
     grouped_sinks,
     value_plane,
 )
@@ -48,15 +48,16 @@ class PaddedTorchAttentionBackend:
         sliding_window: int | None = None,
         logit_softcap: float | None = None,
         sinks: torch.Tensor | None = None,
+        attention_chunk: int | None = None,
     ) -> torch.Tensor:
         """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache
-        (over its last ``sliding_window`` positions, if set; scores capped by ``logit_softcap``, if set; with a
-        sink logit per head in every softmax, if ``sinks`` [H] is set)."""
-        check_sliding_window(sliding_window)
+        (over its last ``sliding_window`` positions, or its own ``attention_chunk``-aligned span, if set; scores
+        capped by ``logit_softcap``, if set; with a sink logit per head in every softmax, if ``sinks`` [H] is set)."""
+        reach = KeyReach.of(sliding_window, attention_chunk)
         check_logit_softcap(logit_softcap)
         check_sinks(sinks, q)
         _write_kv(kv_layer, k, v, meta.slot_mapping, value_plane(kv_layer, k, v))
-        return _attend(q, kv_layer, meta, scale, sliding_window, logit_softcap, sinks)
+        return _attend(q, kv_layer, meta, scale, reach, logit_softcap, sinks)
 
 
 def _write_kv(kv_layer: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, values_at: int) -> None:
@@ -76,7 +77,7 @@ def _attend(
     kv_layer: torch.Tensor,
     meta: AttentionMetadata,
     scale: float,
-    sliding_window: int | None,
+    reach: KeyReach | None,
     logit_softcap: float | None,
     sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -97,7 +98,7 @@ def _attend(
     values = keys if kv_layer.shape[1] == 1 else (
         kv_layer[:, 1].index_select(0, blocks).view(num_seqs, width * block_size, num_kv_heads, head_dim))
     query_positions = meta.seq_lens.unsqueeze(1) - query_lens.unsqueeze(1) + offsets  # [B, max_q]
-    mask = _visible(query_positions, width * block_size, sliding_window)
+    mask = _visible(query_positions, width * block_size, reach)
     mask = mask.unsqueeze(1).expand(num_seqs, group, max_q, -1).reshape(num_seqs, 1, group * max_q, -1)
     keys, values = keys.transpose(1, 2), values.transpose(1, 2)
     if logit_softcap is None and sinks is None:
@@ -114,14 +115,14 @@ def _attend(
     return out.index_select(0, seq * max_q + within)
 
 
-def _visible(query_positions: torch.Tensor, num_keys: int, sliding_window: int | None) -> torch.Tensor:
+def _visible(query_positions: torch.Tensor, num_keys: int, reach: KeyReach | None) -> torch.Tensor:
     """bool [B, max_q, num_keys]: which keys each padded query row sees, never none (no NaN rows)."""
     keys = torch.arange(num_keys, device=query_positions.device).view(1, 1, -1)
     mask = keys <= query_positions.unsqueeze(2)
-    if sliding_window is None:
+    if reach is None:
         mask[:, :, 0] = True  # an empty (padded) sequence still attends somewhere
         return mask
-    # Key 0 may lie outside a real query's window, so padded rows are kept non-empty another way: a row
-    # past the last key (padding of a query or of the batch) takes its window from the last key.
-    floor = query_positions.clamp(max=num_keys - 1) - sliding_window
-    return mask & (keys > floor.unsqueeze(2))
+    # Key 0 may lie outside a real query's window or chunk, so padded rows are kept non-empty another way: a row
+    # past the last key (padding of a query or of the batch) takes its reach from the last key.
+    first = reach.first_key(query_positions.clamp(max=num_keys - 1))
+    return mask & (keys >= first.unsqueeze(2))

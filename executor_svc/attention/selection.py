@@ -10,31 +10,33 @@ TRITON_MAX_HEAD_DIM = 128
 """The widest head the Triton kernels take (triton_kernels.MAX_HEAD_DIM, kept here so choosing imports nothing)."""
 
 
-def resolve_backend_name(name: str, device: torch.device, head_dim: int | None = None, sinks: bool = False) -> str:
+def resolve_backend_name(name: str, device: torch.device, head_dim: int | None = None,
+                         triton_lacks: str | None = None) -> str:
     """``auto`` resolved: triton on CUDA when Triton imports and the model's attention fits its kernels (heads up to
-    128 wide, ``head_dim`` None: unknown; no attention ``sinks``), graph-safe with batched prefill and decode;
-    torch_padded on CUDA otherwise (graph-safe too: Gemma 2's 256-wide heads, latent attention's 576, GPT-OSS's
-    sinks); else torch (the CPU path and the reference). Explicit names are returned as given, triton refused for
-    attention its kernels do not take."""
+    128 wide, ``head_dim`` None: unknown; ``triton_lacks`` None: the model needs nothing the kernels lack, else what,
+    as ModelVariant.triton_lacks names it), graph-safe with batched prefill and decode; torch_padded on CUDA
+    otherwise (graph-safe too: Gemma 2's 256-wide heads, latent attention's 576, GPT-OSS's sinks, Llama 4's chunks);
+    else torch (the CPU path and the reference). Explicit names are returned as given, triton refused for attention
+    its kernels do not take."""
     wide = head_dim is not None and head_dim > TRITON_MAX_HEAD_DIM
     if name == "triton" and wide:
         raise ValueError(f"attention_backend: triton takes heads up to {TRITON_MAX_HEAD_DIM} wide, this model's "
                          f"cache holds {head_dim}; use auto or torch_padded")
-    if name == "triton" and sinks:
-        raise ValueError("attention_backend: the triton kernels take no attention sinks (this model has them); "
+    if name == "triton" and triton_lacks:
+        raise ValueError(f"attention_backend: the triton kernels take no {triton_lacks} (this model has it); "
                          "use auto or torch_padded")
     if name != "auto":
         return name
     if device.type == "cuda" and _triton_importable():
-        return "torch_padded" if wide or sinks else "triton"
+        return "torch_padded" if wide or triton_lacks else "triton"
     return "torch"
 
 
 def build_attention_backend(name: str, device: torch.device, head_dim: int | None = None,
-                            sinks: bool = False) -> AttentionBackend:
+                            triton_lacks: str | None = None) -> AttentionBackend:
     """A fresh backend instance for ``name`` (auto, torch, torch_padded or triton) on ``device`` for a model with
-    heads ``head_dim`` wide and maybe attention ``sinks`` (see resolve_backend_name)."""
-    resolved = resolve_backend_name(name, device, head_dim, sinks)
+    heads ``head_dim`` wide that may need what the Triton kernels lack (see resolve_backend_name)."""
+    resolved = resolve_backend_name(name, device, head_dim, triton_lacks)
     if resolved == "torch":
         from executor_svc.attention.torch_backend import TorchAttentionBackend
 

@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from executor_svc.attention.backend import (
+    KeyReach,
     check_logit_softcap,
     check_sinks,
-    check_sliding_window,
     grouped_sinks,
     value_plane,
 )
@@ -40,7 +40,7 @@ class _BatchedGroup:
     """int64 [R]: flat token of each real row (None: the padded rows map onto tokens 0..T-1)."""
     mask: torch.Tensor
     """bool [num_seqs, 1, group * max_query_len, padded_len]: True where a query may see a key (causal, and
-    within the sliding window if any)."""
+    within the sliding window or chunk if any)."""
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,10 @@ class _SingleSequence:
     num_keys: int
     """Keys attended: the sequence's tokens from the first block gathered (its whole length without a window)."""
     block_ids: torch.Tensor | None
-    """int64 [blocks]: the blocks gathered, from the first one the window reaches (None: no cached context,
+    """int64 [blocks]: the blocks gathered, from the first one the window or chunk reaches (None: no cached context,
     attend over the new K/V only)."""
     mask: torch.Tensor | None
-    """bool [query_len, num_keys]: causal mask offset by the cached context, banded by the sliding window
+    """bool [query_len, num_keys]: causal mask offset by the cached context, banded by the sliding window or chunk
     (None: plain causal)."""
 
 
@@ -104,21 +104,22 @@ class TorchAttentionBackend:
         sliding_window: int | None = None,
         logit_softcap: float | None = None,
         sinks: torch.Tensor | None = None,
+        attention_chunk: int | None = None,
     ) -> torch.Tensor:
         """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache
-        (over its last ``sliding_window`` positions, if set; scores capped by ``logit_softcap``, if set; with a
-        sink logit per head in every softmax, if ``sinks`` [H] is set)."""
-        check_sliding_window(sliding_window)
+        (over its last ``sliding_window`` positions, or its own ``attention_chunk``-aligned span, if set; scores
+        capped by ``logit_softcap``, if set; with a sink logit per head in every softmax, if ``sinks`` [H] is set)."""
+        reach = KeyReach.of(sliding_window, attention_chunk)
         check_logit_softcap(logit_softcap)
         check_sinks(sinks, q)
         num_kv_heads, planes = kv_layer.shape[3], kv_layer.shape[1]
         value_plane(kv_layer, k, v)
         group = q.shape[1] // num_kv_heads
-        window = _effective_window(meta, sliding_window)
-        # Layers with different windows (or none) in one forward each get their own plan.
+        reach = _effective_reach(meta, reach)
+        # Layers with different windows or chunks (or none) in one forward each get their own plan.
         plan = meta.cached(
-            f"torch/{group}/{window}/{planes}",
-            lambda: _build_plan(meta, group, window, planes, self.max_batched_query_len, self.group_overhead_blocks),
+            f"torch/{group}/{reach}/{planes}",
+            lambda: _build_plan(meta, group, reach, planes, self.max_batched_query_len, self.group_overhead_blocks),
         )
         _write_kv(kv_layer, k, v, plan)
         if plan.output_is_batched:
@@ -247,35 +248,37 @@ def _causal_mask(meta: AttentionMetadata, n: int) -> torch.Tensor:
     return meta.cached(f"torch/causal/{n}", lambda: torch.ones(n, n, dtype=torch.bool, device=meta.device).tril())
 
 
-def _effective_window(meta: AttentionMetadata, sliding_window: int | None) -> int | None:
-    """The window, or None where it hides no key from any query (no sequence is longer than it): such a
-    layer shares the plan, and the speed, of a layer without one."""
-    if sliding_window is None or sliding_window >= max(meta.seq_lens_list, default=0):
+def _effective_reach(meta: AttentionMetadata, reach: KeyReach | None) -> KeyReach | None:
+    """The reach, or None where it hides no key from any query (no sequence is longer than the window or the
+    chunk): such a layer shares the plan, and the speed, of a layer without one."""
+    if reach is None or reach.hides_nothing(max(meta.seq_lens_list, default=0)):
         return None
-    return sliding_window
+    return reach
 
 
-def _skipped_blocks(meta: AttentionMetadata, window: int | None) -> list[int]:
-    """Per sequence, its leading blocks that hold only keys before the window of its first query: never
-    gathered. (The first query at p = seq_len - query_len sees keys from p - window + 1 on.)"""
-    if window is None:
+def _skipped_blocks(meta: AttentionMetadata, reach: KeyReach | None) -> list[int]:
+    """Per sequence, its leading blocks that hold only keys before the reach of its first query (at
+    p = seq_len - query_len): never gathered."""
+    if reach is None:
         return [0] * len(meta.seq_lens_list)
     return [
-        max(0, seq_len - query_len - window + 1) // meta.block_size
+        max(0, reach.first_key(seq_len - query_len)) // meta.block_size
         for query_len, seq_len in zip(meta.query_lens_list, meta.seq_lens_list)
     ]
 
 
-def _visible(keys: torch.Tensor, positions: torch.Tensor, window: int | None) -> torch.Tensor:
-    """Whether a query at ``positions`` sees a key at ``keys`` (broadcast): causal, within the window if any."""
+def _visible(keys: torch.Tensor, positions: torch.Tensor, reach: KeyReach | None,
+             first_key: int | torch.Tensor = 0) -> torch.Tensor:
+    """Whether a query at ``positions`` sees a key at ``keys`` (broadcast; both counted from the sequence's first
+    gathered key, at absolute position ``first_key``): causal, within the reach if any."""
     mask = keys <= positions
-    if window is not None:
-        mask &= keys > positions - window
+    if reach is not None:
+        mask &= keys >= reach.first_key(positions + first_key) - first_key
     return mask
 
 
 def _build_plan(
-    meta: AttentionMetadata, group: int, window: int | None, planes: int, max_batched_query_len: int,
+    meta: AttentionMetadata, group: int, reach: KeyReach | None, planes: int, max_batched_query_len: int,
     group_overhead_blocks: int,
 ) -> _Plan:
     device = meta.device
@@ -283,25 +286,26 @@ def _build_plan(
     blocks = meta.slot_mapping // block_size
     key_rows = blocks * (planes * block_size) + meta.slot_mapping % block_size
     starts = _host_starts(meta)
-    skipped = _skipped_blocks(meta, window)
+    skipped = _skipped_blocks(meta, reach)
     short = [i for i, n in enumerate(meta.query_lens_list) if n <= max_batched_query_len]
     long = [i for i, n in enumerate(meta.query_lens_list) if n > max_batched_query_len]
     widths = [len(meta.block_tables_list[i]) - skipped[i] for i in short]
     batched = [
-        _build_batched(meta, starts, skipped, [short[j] for j in members], group, window)
+        _build_batched(meta, starts, skipped, [short[j] for j in members], group, reach)
         for members in length_groups(widths, group_overhead_blocks)
     ]
     return _Plan(
         key_rows=key_rows,
         value_rows=key_rows + block_size if planes == 2 else None,
         batched=batched,
-        singles=[_build_single(meta, starts[i], i, skipped[i], window, device) for i in long],
+        singles=[_build_single(meta, starts[i], i, skipped[i], reach, device) for i in long],
         output_is_batched=len(batched) == 1 and not long and batched[0].query_rows is None,
     )
 
 
 def _build_batched(
-    meta: AttentionMetadata, starts: list[int], skipped: list[int], seqs: list[int], group: int, window: int | None
+    meta: AttentionMetadata, starts: list[int], skipped: list[int], seqs: list[int], group: int,
+    reach: KeyReach | None,
 ) -> _BatchedGroup:
     device = meta.device
     qlen = max(meta.query_lens_list[i] for i in seqs)
@@ -313,7 +317,9 @@ def _build_batched(
     for table in tables:
         block_ids.extend(table + [table[0]] * (width - len(table)))
     positions = host_list_to_device(rows.positions, device).view(len(seqs), 1, 1, qlen, 1)
-    mask = _visible(torch.arange(padded_len, device=device).view(1, 1, 1, 1, -1), positions, window)
+    first_keys = (0 if reach is None
+                  else host_list_to_device([skipped[i] * meta.block_size for i in seqs], device).view(-1, 1, 1, 1, 1))
+    mask = _visible(torch.arange(padded_len, device=device).view(1, 1, 1, 1, -1), positions, reach, first_keys)
     mask = mask.expand(len(seqs), 1, group, qlen, padded_len).reshape(len(seqs), 1, group * qlen, padded_len)
     in_order = rows.tokens == list(range(meta.num_tokens))
     return _BatchedGroup(
@@ -358,18 +364,18 @@ class _PaddedRows:
 
 
 def _build_single(
-    meta: AttentionMetadata, start: int, i: int, skipped: int, window: int | None, device: torch.device
+    meta: AttentionMetadata, start: int, i: int, skipped: int, reach: KeyReach | None, device: torch.device
 ) -> _SingleSequence:
     query_len, seq_len = meta.query_lens_list[i], meta.seq_lens_list[i]
-    if window is not None and seq_len <= window:
-        window = None  # hides no key of this sequence
-    if query_len == seq_len and window is None:
+    if reach is not None and reach.hides_nothing(seq_len):
+        reach = None
+    if query_len == seq_len and reach is None:
         return _SingleSequence(start=start, end=start + query_len, num_keys=seq_len, block_ids=None, mask=None)
     first_key = skipped * meta.block_size
     num_keys = seq_len - first_key
     query_positions = torch.arange(seq_len - query_len - first_key, num_keys, device=device)
-    mask = _visible(torch.arange(num_keys, device=device).view(1, -1), query_positions.view(-1, 1), window)
-    # A whole prompt (no cached context) attends over its new K/V directly, as without a window.
+    mask = _visible(torch.arange(num_keys, device=device).view(1, -1), query_positions.view(-1, 1), reach, first_key)
+    # A whole prompt (no cached context) attends over its new K/V directly, as without a window or chunks.
     block_ids = None if query_len == seq_len else host_list_to_device(meta.block_tables_list[i][skipped:], device)
     return _SingleSequence(start=start, end=start + query_len, num_keys=num_keys, block_ids=block_ids, mask=mask)
 

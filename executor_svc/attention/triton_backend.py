@@ -62,14 +62,19 @@ class TritonAttentionBackend:
         sliding_window: int | None = None,
         logit_softcap: float | None = None,
         sinks: torch.Tensor | None = None,
+        attention_chunk: int | None = None,
     ) -> torch.Tensor:
         """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache
         (over its last ``sliding_window`` positions, if set; scores capped by ``logit_softcap``, if set).
-        Attention sinks are not in the kernels: ValueError (selection.py picks torch_padded for such models)."""
+        Attention sinks and chunks are not in the kernels: ValueError (selection.py picks torch_padded for such
+        models)."""
         from executor_svc.attention import triton_kernels
 
         if sinks is not None:
             raise ValueError("sinks: the Triton kernels take no attention sinks; use the torch_padded backend")
+        if attention_chunk is not None:
+            raise ValueError("attention_chunk: the Triton kernels take no chunked attention; use the torch_padded "
+                             "backend")
 
         check_sliding_window(sliding_window)
         check_logit_softcap(logit_softcap)

@@ -78,9 +78,11 @@ class EagleHead(nn.Module):
     def __init__(self, target_config: PretrainedConfig, draft_vocab_size: int,
                  attention_backend: AttentionBackend | None = None) -> None:
         super().__init__()
-        if mla_settings_for(target_config) is not None or variant_for(target_config).attention_sinks:
-            raise ValueError(f"model_type: EAGLE-style drafters are not built for latent-attention or attention-sink "
-                             f"targets ({target_config.model_type}); use --spec-method ngram or draft_model")
+        variant = variant_for(target_config)
+        if mla_settings_for(target_config) is not None or variant.attention_sinks or variant.triton_lacks:
+            raise ValueError(f"model_type: EAGLE-style drafters are not built for latent-attention, attention-sink or "
+                             f"chunked-attention targets ({target_config.model_type}); use --spec-method ngram or "
+                             "draft_model")
         hidden = target_config.hidden_size
         self.eps = norm_eps_of(target_config)
         self.fc_weight = nn.Parameter(torch.empty(hidden, 2 * hidden), requires_grad=False)

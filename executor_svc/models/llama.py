@@ -45,8 +45,10 @@ class LlamaAttention(nn.Module):
         variant: ModelVariant | None = None,
         sliding_window: int | None = None,
         rotary: bool = True,
+        attention_chunk: int | None = None,
     ) -> None:
-        """``rotary``: q and k are rotated by their positions (False: a NoPE layer, SmolLM3's)."""
+        """``rotary``: q and k are rotated by their positions (False: a NoPE layer, SmolLM3's); ``attention_chunk``:
+        queries see only the keys of their own chunk-aligned span of positions (Llama 4's chunked layers)."""
         super().__init__()
         variant = variant or variant_for(config)
         self.tp = tp
@@ -63,6 +65,8 @@ class LlamaAttention(nn.Module):
         self.scale = variant.attention_scale
         self.sliding_window = sliding_window
         """Keys older than this many positions are not attended (None: the whole context)."""
+        self.chunk_option = {} if attention_chunk is None else {"attention_chunk": attention_chunk}
+        """The backend's keyword for this layer's chunks (none without: backends need not know of chunks)."""
         self.logit_softcap = variant.attention_softcap
         self.eps = norm_eps_of(config)
         self.backend = attention_backend
@@ -82,11 +86,12 @@ class LlamaAttention(nn.Module):
         # One weight row per q and k head, whatever the norm (ModelVariant.qk_norm): every row the same checkpoint
         # row for per-head norms, each head its own for Cohere's, the checkpoint's full-width row cut into heads for
         # OLMo's.
-        self.qk_norm = variant.qk_norm
+        # Llama 4's weightless L2 norm applies to its RoPE layers only.
+        self.qk_norm = None if variant.qk_norm == "l2" and not rotary else variant.qk_norm
         self.qk_norm_after_rope = variant.qk_norm_after_rope
         self.qk_norm_weight = (
             nn.Parameter(torch.ones(qk_heads, self.head_dim), requires_grad=False)
-            if variant.qk_norm is not None
+            if self.qk_norm not in (None, "l2")
             else None
         )
         self.full_widths = (config.num_attention_heads * self.head_dim, config.num_key_value_heads * self.head_dim)
@@ -109,12 +114,16 @@ class LlamaAttention(nn.Module):
         kv_layer: torch.Tensor,
         meta: AttentionMetadata,
         adapters: AdapterRows | None = None,
+        query_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x [T, hidden] -> attention output projected back to [T, hidden] (``adapters``: the LoRA adapter of
-        each row, None when no row uses one)."""
+        each row, None when no row uses one; ``query_scale`` [T, 1, 1]: multiplies the queries, Llama 4's temperature
+        of NoPE layers)."""
         q, k, v = self.project_qkv(x, cos, sin, adapters)
+        if query_scale is not None:
+            q = (q * query_scale).to(q.dtype)
         out = self.backend.forward(q, k, v, kv_layer, meta, self.scale, sliding_window=self.sliding_window,
-                                   logit_softcap=self.logit_softcap, sinks=self.sinks)
+                                   logit_softcap=self.logit_softcap, sinks=self.sinks, **self.chunk_option)
         return self.project_out(out, adapters)
 
     def project_qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, adapters: AdapterRows | None = None
@@ -126,16 +135,18 @@ class LlamaAttention(nn.Module):
                           adapters)
         qk = qkv[:, : qk_heads * self.head_dim].reshape(tokens, qk_heads, self.head_dim)
         v = qkv[:, qk_heads * self.head_dim :].reshape(tokens, self.num_kv_heads, self.head_dim)
-        if self.qk_norm_weight is not None and not self.qk_norm_after_rope:
+        if self.qk_norm is not None and not self.qk_norm_after_rope:
             qk = self._norm_qk(qk, self.qk_norm_weight)
         if self.rotate is not None:
             qk = self.rotate(qk, cos, sin)
-        if self.qk_norm_weight is not None and self.qk_norm_after_rope:
+        if self.qk_norm is not None and self.qk_norm_after_rope:
             qk = self._norm_qk(qk, self.qk_norm_weight)
         return qk[:, : self.num_heads], qk[:, self.num_heads :], v
 
-    def _norm_qk(self, qk: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    def _norm_qk(self, qk: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
         """q and k [T, H + KVH, D] normed as the variant norms them (ModelVariant.qk_norm)."""
+        if weight is None:  # Llama 4's L2 norm, in float32 as HF computes it
+            return F.rms_norm(qk.float(), (self.head_dim,), eps=self.eps).to(qk.dtype)
         if self.qk_norm == "head":
             return F.rms_norm(qk, (self.head_dim,), eps=self.eps) * weight
         if self.qk_norm == "head_layer_norm":
@@ -242,9 +253,11 @@ class LlamaDecoderLayer(nn.Module):
         sliding_window: int | None = None,
         sparse: bool = False,
         rotary: bool = True,
+        attention_chunk: int | None = None,
     ) -> None:
         """``sparse``: the MLP is the variant's routed experts (a MoE layer), else a dense gated MLP; ``rotary``:
-        False for a layer whose attention uses no positions (SmolLM3's NoPE layers)."""
+        False for a layer whose attention uses no positions (SmolLM3's NoPE layers); ``attention_chunk``: Llama 4's
+        chunked attention (LlamaAttention)."""
         super().__init__()
         variant = variant or variant_for(config)
         self.eps = norm_eps_of(config)
@@ -269,10 +282,12 @@ class LlamaDecoderLayer(nn.Module):
         self.mlp_out_norm_weight = nn.Parameter(torch.ones(hidden), requires_grad=False) if sandwich else None
         self.attn: LlamaAttention | MlaAttention = (
             MlaAttention(config, variant.mla, attention_backend, tp, sliding_window) if variant.mla is not None
-            else LlamaAttention(config, attention_backend, tp, variant, sliding_window, rotary)
+            else LlamaAttention(config, attention_backend, tp, variant, sliding_window, rotary, attention_chunk)
         )
-        self.mlp: LlamaMLP | SparseMoeBlock = _sparse_mlp(config, tp, variant) if sparse else LlamaMLP(config, tp,
-                                                                                                     variant)
+        dense_size = variant.moe.dense_intermediate_size if variant.moe else None
+        self.mlp: LlamaMLP | SparseMoeBlock = (
+            _sparse_mlp(config, tp, variant) if sparse else LlamaMLP(config, tp, variant, intermediate_size=dense_size)
+        )
 
     def forward(
         self,
@@ -282,10 +297,14 @@ class LlamaDecoderLayer(nn.Module):
         kv_layer: torch.Tensor,
         meta: AttentionMetadata,
         adapters: AdapterRows | None = None,
+        query_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """hidden [T, hidden] -> [T, hidden]."""
+        """hidden [T, hidden] -> [T, hidden] (``query_scale``: see LlamaAttention.forward)."""
         normed = self.attention_input(hidden)
-        attended = self.attn(normed, cos, sin, kv_layer, meta, adapters)
+        if query_scale is None:
+            attended = self.attn(normed, cos, sin, kv_layer, meta, adapters)
+        else:
+            attended = self.attn(normed, cos, sin, kv_layer, meta, adapters, query_scale)
         return self.add_branches(hidden, normed, attended, adapters, graph_safe=meta.is_static)
 
     def attention_input(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -362,10 +381,14 @@ class LlamaModelForCausalLM(nn.Module):
         self.embed_weight = nn.Parameter(torch.empty(end - start, config.hidden_size), requires_grad=False)
         windows = self.variant.layer_windows
         sparse_layers = self.variant.moe.sparse_layers if self.variant.moe else (False,) * len(windows)
+        chunks = self.variant.layer_chunks or (None,) * len(windows)
         self.layers = nn.ModuleList(
-            [LlamaDecoderLayer(config, attention_backend, tp, self.variant, window, sparse, rotary)
-             for window, sparse, rotary in zip(windows, sparse_layers, self.variant.rope_layers)]
+            [LlamaDecoderLayer(config, attention_backend, tp, self.variant, window, sparse, rotary, chunk)
+             for window, sparse, rotary, chunk in zip(windows, sparse_layers, self.variant.rope_layers, chunks)]
         )
+        temperature = self.variant.query_temperature
+        self.tempered_layers = tuple(temperature is not None and not rotary for rotary in self.variant.rope_layers)
+        """Layers whose queries take Llama 4's position-dependent temperature (its NoPE layers, when tuned)."""
         self.norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
         self.norm_bias = (
             nn.Parameter(torch.zeros(config.hidden_size), requires_grad=False) if self.variant.norm_bias else None
@@ -447,12 +470,25 @@ class LlamaModelForCausalLM(nn.Module):
         if self.local_rope_cos is not None and self.local_rope_sin is not None:
             rotations.append((self.local_rope_cos[positions].unsqueeze(1), self.local_rope_sin[positions].unsqueeze(1)))
         hidden = self.embed(input_ids)
-        for layer, kv_layer, local in zip(self.layers, kv_cache.layers, self.variant.local_rope_layers):
+        query_scale = self._query_scale(positions)
+        for layer, kv_layer, local, tempered in zip(self.layers, kv_cache.layers, self.variant.local_rope_layers,
+                                                    self.tempered_layers):
             cos, sin = rotations[1 if local else 0]
-            hidden = layer(hidden, cos, sin, kv_layer, meta, adapters)
+            if tempered:
+                hidden = layer(hidden, cos, sin, kv_layer, meta, adapters, query_scale)
+            else:
+                hidden = layer(hidden, cos, sin, kv_layer, meta, adapters)
         if self.variant.layer_norm:
             return layer_norm(hidden, self.norm_weight, self.eps, self.norm_bias)
         return rms_norm(hidden, self.norm_weight, self.eps)
+
+    def _query_scale(self, positions: torch.Tensor) -> torch.Tensor | None:
+        """Llama 4's query temperature per token [T, 1, 1] in float32 (None: the model has none)."""
+        temperature = self.variant.query_temperature
+        if temperature is None:
+            return None
+        steps = torch.floor((positions.float() + 1.0) / temperature.floor_scale)
+        return (torch.log1p(steps) * temperature.attn_scale + 1.0).view(-1, 1, 1)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         """int64 [T] -> the decoder's input [T, hidden]: the embeddings, scaled where the architecture scales

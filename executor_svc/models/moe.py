@@ -91,11 +91,18 @@ class SparseMoeBlock(nn.Module):
         float32_weights = settings.float32_routing_weights
         down_bias = self.experts_down_bias if not self.tp.enabled or self.tp.rank == 0 else None
         biases = (self.experts_gate_up_bias, down_bias)
+        rows = x
+        if settings.weights_scale_inputs:
+            # Llama 4: each (token, expert) pair is a row of its own, its input scaled by its weight, summed after.
+            rows = (x.unsqueeze(1) * weights.to(x.dtype).unsqueeze(2)).flatten(0, 1)
+            ids, weights = ids.reshape(-1, 1), torch.ones_like(weights).reshape(-1, 1)
         if graph_safe or torch.compiler.is_compiling():
-            out = graph_safe_experts(x, ids, weights, gate_up, down, self.gated, float32_weights, biases)
+            out = graph_safe_experts(rows, ids, weights, gate_up, down, self.gated, float32_weights, biases)
         else:
-            out = grouped_experts(x, ids, weights, gate_up, down, self.gated, float32_weights, self.packed_experts,
+            out = grouped_experts(rows, ids, weights, gate_up, down, self.gated, float32_weights, self.packed_experts,
                                   biases)
+        if settings.weights_scale_inputs and settings.top_k > 1:
+            out = out.view(x.shape[0], settings.top_k, -1).sum(dim=1)
         if self.shared_expert is not None:
             shared = cast(SharedExpert, self.shared_expert).partial_output(x, adapters)
             if self.shared_expert_gate_weight is not None:

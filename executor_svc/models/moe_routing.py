@@ -6,6 +6,8 @@
 - sigmoid routers (DeepSeek-V3, GLM-4.5, dots.llm1): each expert scored by a sigmoid; the choice adds a
   learned per-expert correction bias (load balancing) to the scores and keeps the groups whose two best experts
   score highest, while the weights are the scores themselves.
+- Llama 4's: the top-k logits choose (no sigmoid first: large logits would tie once squashed), each weighted by its
+  sigmoid.
 
 Every step is a tensor operation (top-k, scatter, gather): nothing is read on the host, so captured steps route too.
 """
@@ -31,6 +33,9 @@ def route(x: torch.Tensor, router_weight: torch.Tensor, settings: MoeSettings,
         logits = F.linear(x.float(), router_weight.float(), None if router_bias is None else router_bias.float())
     else:
         logits = linear(x, router_weight, router_bias).float()
+    if settings.scoring == "sigmoid_of_top_logits":
+        top = torch.topk(logits, settings.top_k, dim=-1)
+        return top.values.sigmoid(), top.indices
     sigmoid = settings.scoring == "sigmoid"
     scores = logits.sigmoid() if sigmoid else torch.softmax(logits, dim=-1)
     choice = scores + correction_bias.float() if correction_bias is not None else scores

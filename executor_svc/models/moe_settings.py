@@ -1,11 +1,13 @@
 """What a mixture-of-experts checkpoint's config says about its sparse MLPs (Mixtral, Qwen2-MoE, Qwen3-MoE, Granite
-MoE, OLMoE, GLM-4.5, dots.llm1)."""
+MoE, OLMoE, GLM-4.5, dots.llm1, DeepSeek, ERNIE, GPT-OSS, Llama 4)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from executor_svc.models.llama4_settings import LLAMA4_TYPES, moe_layer_flags
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -14,7 +16,7 @@ _SIGMOID_ROUTED_TYPES = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite")
 """model_types routing as DeepSeek-V3 does (moe_routing.py): sigmoid scores, a correction bias, expert groups,
 shared experts and dense first layers."""
 _MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared", "olmoe", "deepseek_v2",
-              "ernie4_5_moe", "gpt_oss", *_SIGMOID_ROUTED_TYPES)
+              "ernie4_5_moe", "gpt_oss", *LLAMA4_TYPES, *_SIGMOID_ROUTED_TYPES)
 """model_types whose MLPs are routed experts."""
 
 
@@ -42,7 +44,8 @@ class MoeSettings:
     """The shared expert's output is scaled by sigmoid(x . shared_expert_gate) (Qwen2-MoE) rather than added as it
     is (Granite MoE shared, the DeepSeek-style routers' shared experts)."""
     scoring: str = "softmax"
-    """How the router scores experts: ``softmax`` over them all, or ``sigmoid`` each (DeepSeek-V3 style)."""
+    """How the router scores experts: ``softmax`` over them all, ``sigmoid`` each (DeepSeek-V3 style), or
+    ``sigmoid_of_top_logits`` (Llama 4: the top-k logits choose, each weighted by its sigmoid)."""
     score_correction_bias: bool = False
     """A learned per-expert bias is added to the scores for the choice only (e_score_correction_bias)."""
     num_groups: int = 1
@@ -60,6 +63,11 @@ class MoeSettings:
     clamped_swiglu: tuple[float, float] | None = None
     """GPT-OSS's expert activation (alpha, limit): (clamp(up) + 1) * g * sigmoid(alpha * g), g = gate clamped
     above at limit; None: act(gate) * up."""
+    weights_scale_inputs: bool = False
+    """Each routing weight scales its expert's input rather than its output (Llama 4)."""
+    dense_intermediate_size: int | None = None
+    """The width of the layers' dense MLPs where it is not config.intermediate_size (Llama 4's
+    intermediate_size_mlp); None: config.intermediate_size."""
 
     def __post_init__(self) -> None:
         if self.num_experts < 1:
@@ -68,7 +76,7 @@ class MoeSettings:
             raise ValueError(f"num_experts_per_tok: must be in [1, {self.num_experts}], got {self.top_k}")
         if self.expert_intermediate_size < 1:
             raise ValueError(f"{self.intermediate_size_field}: must be >= 1, got {self.expert_intermediate_size}")
-        if self.scoring not in ("softmax", "sigmoid"):
+        if self.scoring not in ("softmax", "sigmoid", "sigmoid_of_top_logits"):
             raise ValueError(f"scoring_func: {self.scoring!r} not supported (softmax or sigmoid)")
         self._check_groups()
 
@@ -120,11 +128,33 @@ def moe_settings_for(config: PretrainedConfig) -> MoeSettings | None:
         return _deepseek_v2_settings(config)
     if model_type == "ernie4_5_moe":
         return _ernie_settings(config)
+    if model_type in LLAMA4_TYPES:
+        return _llama4_settings(config)
     if model_type == "gpt_oss":
         return dataclasses.replace(
             _every_layer_sparse(config, "num_local_experts", normalize=True), router_bias=True, expert_biases=True,
             clamped_swiglu=(float(config.swiglu_alpha), float(config.swiglu_limit)))
     return None
+
+
+def _llama4_settings(config: PretrainedConfig) -> MoeSettings:
+    """Llama 4's experts (llama4_settings.py): top-k logits weighted by their sigmoids, which scale the experts'
+    inputs; an ungated shared expert of intermediate_size; dense layers of intermediate_size_mlp."""
+    _require_ints(config, ("num_local_experts", "num_experts_per_tok", "intermediate_size", "intermediate_size_mlp"))
+    return MoeSettings(
+        num_experts=int(config.num_local_experts),
+        top_k=int(config.num_experts_per_tok),
+        expert_intermediate_size=int(config.intermediate_size),
+        normalize_top_k=False,
+        float32_routing_weights=False,
+        shared_expert_intermediate_size=int(config.intermediate_size),
+        sparse_layers=moe_layer_flags(config),
+        intermediate_size_field="intermediate_size",
+        shared_expert_gated=False,
+        scoring="sigmoid_of_top_logits",
+        weights_scale_inputs=True,
+        dense_intermediate_size=int(config.intermediate_size_mlp),
+    )
 
 
 def _ernie_settings(config: PretrainedConfig) -> MoeSettings:

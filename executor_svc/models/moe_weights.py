@@ -1,5 +1,5 @@
 """Loading mixture-of-experts tensors: the router and experts of Mixtral, Qwen-MoE and OLMoE (one tensor per expert
-projection in checkpoints, stacked in transformers 5's own layout) and Granite MoE's stacked experts."""
+projection in checkpoints, stacked in transformers 5's own layout), Granite MoE's and Llama 4's stacked experts."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, cast
 import torch
 
 from executor_svc.models.llama import LlamaMLP, LlamaModelForCausalLM
+from executor_svc.models.llama4_settings import LLAMA4_TYPES
 from executor_svc.models.moe import SparseMoeBlock
 from executor_svc.models.moe_settings import MoeSettings
 from executor_svc.models.weight_targets import (
@@ -31,6 +32,7 @@ _MIXTRAL_ROUTER_SUFFIX = "mlp.gate.weight"
 _GRANITE_RENAMES = (("block_sparse_moe.experts.gate_up_proj", "block_sparse_moe.input_linear.weight"),
                     ("block_sparse_moe.experts.down_proj", "block_sparse_moe.output_linear.weight"),
                     ("block_sparse_moe.router.weight", "block_sparse_moe.router.layer.weight"))
+_LLAMA4_EXPERT_SUFFIXES = ("feed_forward.experts.gate_up_proj", "feed_forward.experts.down_proj")
 _GRANITE_MOE_TYPES = ("granitemoe", "granitemoeshared")
 """model_types whose experts checkpoints store stacked (_granite_moe_targets)."""
 
@@ -44,6 +46,8 @@ def checkpoint_layout(name: str, tensor: torch.Tensor, config: PretrainedConfig,
             if name.endswith(theirs):
                 return [(name[: -len(theirs)] + ours, tensor)]
         return None
+    if getattr(config, "model_type", None) in LLAMA4_TYPES:
+        return _split_llama4_experts(name, tensor, config, moe) if name.endswith(_LLAMA4_EXPERT_SUFFIXES) else None
     mixtral = getattr(config, "model_type", None) == "mixtral"
     if name.endswith(_STACKED_EXPERT_SUFFIXES) or (mixtral and name.endswith(_MIXTRAL_ROUTER_SUFFIX)):
         return _split_stacked_experts(name, tensor, config, moe)
@@ -74,10 +78,33 @@ def _split_stacked_experts(name: str, tensor: torch.Tensor, config: PretrainedCo
     return parts
 
 
+def _split_llama4_experts(name: str, tensor: torch.Tensor, config: PretrainedConfig, moe: MoeSettings
+                          ) -> list[tuple[str, torch.Tensor]]:
+    """Llama 4's stacked experts, stored as they multiply (``x @ w``): gate_up_proj [experts, hidden, 2 *
+    intermediate] (gate columns, then up) and down_proj [experts, intermediate, hidden], as per-expert names."""
+    size, hidden = moe.expert_intermediate_size, config.hidden_size
+    gate_up = name.endswith("gate_up_proj")
+    expected = (moe.num_experts, hidden, 2 * size) if gate_up else (moe.num_experts, size, hidden)
+    if tuple(tensor.shape) != expected:
+        raise ValueError(f"weights: {name!r} has shape {tuple(tensor.shape)}, expected {expected}")
+    prefix = name[: name.rindex("experts.")] + "experts."
+    parts = []
+    for expert, weight in enumerate(tensor):
+        if gate_up:
+            parts += [(f"{prefix}{expert}.gate_proj.weight", weight[:, :size].T),
+                      (f"{prefix}{expert}.up_proj.weight", weight[:, size:].T)]
+        else:
+            parts.append((f"{prefix}{expert}.down_proj.weight", weight.T))
+    return parts
+
+
 def _moe_names(config: PretrainedConfig) -> tuple[str, tuple[str, str, str]]:
     """The checkpoint's name of a MoE layer's block, and of each expert's gate, up and down projections."""
-    if getattr(config, "model_type", None) == "mixtral":
+    model_type = getattr(config, "model_type", None)
+    if model_type == "mixtral":
         return "block_sparse_moe.", ("w1", "w3", "w2")
+    if model_type in LLAMA4_TYPES:
+        return "feed_forward.", ("gate_proj", "up_proj", "down_proj")
     return "mlp.", ("gate_proj", "up_proj", "down_proj")
 
 
@@ -90,7 +117,8 @@ def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) 
         return _granite_moe_targets(prefix, moe, tp)
     block_name, projections = _moe_names(model.config)
     block = prefix + block_name
-    router = "router." if moe.router_bias is not None else "gate."  # GPT-OSS's router, with its bias
+    llama4 = getattr(model.config, "model_type", None) in LLAMA4_TYPES
+    router = "router." if moe.router_bias is not None or llama4 else "gate."  # GPT-OSS's (with its bias), Llama 4's
     targets: dict[str, Targets] = {block + router + "weight": whole_target(moe.router_weight)}
     if moe.router_bias is not None:
         targets[block + "router.bias"] = whole_target(moe.router_bias)
@@ -110,8 +138,9 @@ def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) 
         if moe.shared_expert_gate_weight is not None:  # Qwen's gated one
             targets.update(mlp_targets(block + "shared_expert.", shared, tp, full_shared))
             targets[block + "shared_expert_gate.weight"] = whole_target(moe.shared_expert_gate_weight)
-        else:  # the DeepSeek-style routers' shared experts, one MLP as wide as all of them
-            targets.update(mlp_targets(block + "shared_experts.", shared, tp, full_shared))
+        else:  # Llama 4's one, the DeepSeek-style routers' (one MLP as wide as all of them)
+            name = "shared_expert." if llama4 else "shared_experts."
+            targets.update(mlp_targets(block + name, shared, tp, full_shared))
     return targets
 
 

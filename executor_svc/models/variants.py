@@ -1,8 +1,8 @@
 """What each supported HF architecture changes in the shared Llama-family decoder.
 
 Llama, Mistral, Qwen2/3, Phi-3, Gemma, Gemma 2, Gemma 3 (text), Granite, OLMo 2/3 and the MoE models Mixtral,
-Qwen2-MoE, Qwen3-MoE, Granite MoE, OLMoE, GLM-4.5, dots.llm1 and DeepSeek-V2/V3 (latent attention) are one decoder
-(attention then a gated MLP or routed experts, RoPE, RMSNorm) that differ in constants and a few switches;
+Qwen2-MoE, Qwen3-MoE, Granite MoE, OLMoE, GLM-4.5, dots.llm1, DeepSeek-V2/V3 (latent attention) and Llama 4 are one
+decoder (attention then a gated MLP or routed experts, RoPE, RMSNorm) that differ in constants and a few switches;
 ModelVariant holds them, read once from the HF config."""
 
 from __future__ import annotations
@@ -11,6 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from executor_svc.models.llama4_settings import (
+    LLAMA4_TYPES,
+    QueryTemperature,
+    layer_chunks,
+    query_temperature,
+)
 from executor_svc.models.mla_settings import MlaSettings, mla_settings_for
 from executor_svc.models.moe_settings import MoeSettings, moe_settings_for
 from executor_svc.models.rope import is_per_layer_type, rope_parameters
@@ -62,9 +68,11 @@ _CHECKPOINT_NAMES = {
     "glm4": CheckpointNames(sandwich_norms=("post_self_attn_layernorm", "post_attention_layernorm",
                                             "post_mlp_layernorm")),
     "hunyuan_v1_dense": CheckpointNames(qk_norms=("self_attn.query_layernorm", "self_attn.key_layernorm")),
+    "llama4_text": CheckpointNames(mlp_gate="feed_forward.gate_proj", mlp_up="feed_forward.up_proj",
+                                   mlp_down="feed_forward.down_proj"),
 }
 """model_types naming tensors otherwise than Llama: MLPs without a gate (act(up), relu^2 for Nemotron and Arcee),
-Phi-2's output projection and final norm, GLM-4's sandwich norms, Hunyuan's q/k norms."""
+Phi-2's output projection and final norm, GLM-4's sandwich norms, Hunyuan's q/k norms, Llama 4's feed_forward."""
 _BIASED_NORM_TYPES = ("phi", "starcoder2", "nemotron")
 """model_types whose norms are LayerNorms with biases (Nemotron's scale by 1 + w)."""
 
@@ -80,7 +88,8 @@ class ModelVariant:
     qk_norm: str | None
     """How q and k are normed before RoPE: ``head`` (RMSNorm of each head, one weight row: Qwen3, Gemma 3),
     ``head_layer_norm`` (LayerNorm of each head, a weight row per head: Cohere's use_qk_norm), ``full_width`` (RMSNorm
-    over all heads at once: OLMo), None (not normed)."""
+    over all heads at once: OLMo), ``l2`` (RMSNorm of each head without a weight, on RoPE layers only: Llama 4), None
+    (not normed)."""
     sandwich_norms: bool
     """RMSNorm of the attention and MLP outputs too, before they join the residual stream (Gemma 2 and 3, OLMo 2)."""
     pre_norms: bool
@@ -133,6 +142,19 @@ class ModelVariant:
     """q and k are normed after they are rotated rather than before (Hunyuan)."""
     mla: MlaSettings | None = None
     """Multi-head latent attention in place of q/k/v heads (DeepSeek-V2/V3: models/mla.py); None: ordinary."""
+    layer_chunks: tuple[int | None, ...] = ()
+    """Each layer's attention chunk (Llama 4's chunked_attention layers; None or no entries: the whole context)."""
+    query_temperature: QueryTemperature | None = None
+    """Llama 4's position-dependent query scale of its NoPE layers (None: none)."""
+
+    @property
+    def triton_lacks(self) -> str | None:
+        """What this model's attention needs that the Triton kernels lack (None: nothing)."""
+        if self.attention_sinks:
+            return "attention sinks"
+        if any(chunk is not None for chunk in self.layer_chunks):
+            return "chunked attention"
+        return None
 
 
     @property
@@ -184,7 +206,7 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         local_rope_layers=_local_rope_layers(config),
         fused_checkpoint=has_fused_checkpoint(config),
         moe=moe_settings_for(config),
-        rotary_interleaved=(model_type in (*_GLM_TYPES, *_COHERE_TYPES, *_ERNIE_TYPES)
+        rotary_interleaved=(model_type in (*_GLM_TYPES, *_COHERE_TYPES, *_ERNIE_TYPES, *LLAMA4_TYPES)
                             or bool(mla and mla.rope_interleaved)),
         layer_norm=model_type in (*_COHERE_TYPES, *_BIASED_NORM_TYPES),
         parallel_residual=model_type in (*_COHERE_TYPES, "phi"),
@@ -193,9 +215,11 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         lm_head_bias=model_type == "phi" or (model_type == "ernie4_5_moe" and bool(getattr(config, "use_bias", False))),
         names=_CHECKPOINT_NAMES.get(model_type or "", CheckpointNames()),
         rope_layers=_rope_layers(config),
-        qk_norm_after_rope=model_type == "hunyuan_v1_dense",
+        qk_norm_after_rope=model_type in ("hunyuan_v1_dense", *LLAMA4_TYPES),
         attention_sinks=model_type == "gpt_oss",
         mla=mla,
+        layer_chunks=layer_chunks(config),
+        query_temperature=query_temperature(config),
     )
 
 
@@ -209,6 +233,8 @@ def _qk_norm(config: PretrainedConfig, model_type: str | None) -> str | None:
         return "head"
     if model_type == "cohere" and bool(getattr(config, "use_qk_norm", False)):
         return "head_layer_norm"
+    if model_type in LLAMA4_TYPES and bool(getattr(config, "use_qk_norm", False)):
+        return "l2"
     return None
 
 
@@ -328,9 +354,10 @@ def _check_supported(config: PretrainedConfig) -> None:
     if getattr(config, "clip_qkv", None) is not None:
         raise ValueError("clip_qkv: clamped q/k/v projections are not supported")
     layer_types = getattr(config, "layer_types", None) or []
-    unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention"})
+    unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention", "chunked_attention"})
     if unknown:
-        raise ValueError(f"layer_types: {unknown} not supported (full_attention and sliding_attention only)")
+        raise ValueError(f"layer_types: {unknown} not supported (full_attention, sliding_attention and "
+                         "chunked_attention only)")
     window = getattr(config, "sliding_window", None)
     # Qwen2-MoE keeps sliding_window 0 when no layer slides.
     if any(w is not None for w in layer_windows(config)) and (not isinstance(window, int) or window < 1):

@@ -1,4 +1,5 @@
-"""The language model of a vision-language checkpoint, served for text (Gemma 3 4B and up, Mistral Small 3.1).
+"""The language model of a vision-language checkpoint, served for text (Gemma 3 4B and up, Mistral Small 3.1, Llama 4
+Scout and Maverick).
 
 Such a checkpoint nests its decoder's config as ``text_config`` and stores the decoder's tensors under
 ``language_model.`` beside a vision tower and a projector. Text prompts never reach those, so the decoder is served
@@ -16,12 +17,15 @@ if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig
 
-VISION_LANGUAGE_ARCHITECTURES = ("Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration")
+VISION_LANGUAGE_ARCHITECTURES = ("Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration",
+                                 "Llama4ForConditionalGeneration")
 """Checkpoints whose language model is served alone."""
 _LANGUAGE_PREFIXES = (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
                       ("model.language_model.", "model."))
 """(checkpoint prefix, text checkpoint prefix): hub layouts (``language_model.model.``) and transformers 5's own."""
-_VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.")
+_VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.",
+                    "vision_model.", "model.vision_model.")
+"""The vision towers' and projectors' tensors (Llama 4 names its tower ``vision_model``)."""
 
 
 def is_vision_language(config: PretrainedConfig) -> bool:

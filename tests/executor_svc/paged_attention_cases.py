@@ -62,10 +62,13 @@ class Batch:
         sliding_window: int | None = None,
         logit_softcap: float | None = None,
         sinks: torch.Tensor | None = None,
+        attention_chunk: int | None = None,
     ) -> torch.Tensor:
         """The backend's output over a fresh copy of the cache (the batch's own metadata unless ``meta``)."""
         meta = self.metadata() if meta is None else meta
-        extra = {} if sinks is None else {"sinks": sinks.to(DEVICE)}
+        extra: dict[str, object] = {} if sinks is None else {"sinks": sinks.to(DEVICE)}
+        if attention_chunk is not None:
+            extra["attention_chunk"] = attention_chunk
         return backend.forward(self.q, self.k, self.v, self.cache.clone(), meta, self.scale,
                                sliding_window=sliding_window, logit_softcap=logit_softcap, **extra)
 
@@ -115,9 +118,10 @@ def make_batch(
 
 
 def dense_reference(batch: Batch, window: int | None = None, cap: float | None = None,
-                    sinks: torch.Tensor | None = None) -> torch.Tensor:
+                    sinks: torch.Tensor | None = None, chunk: int | None = None) -> torch.Tensor:
     """Per sequence, its queries over its keys gathered from the written cache, as HF's eager attention: scores
-    capped (if ``cap``), then masked (causal, within the window if any), softmax in float32 (with each head's
+    capped (if ``cap``), then masked (causal, within the window if any, within the query's own ``chunk``-aligned span
+    if any), softmax in float32 (with each head's
     sink logit as one more column, then dropped, if ``sinks`` [H])."""
     outputs = []
     group = batch.q.shape[1] // batch.k.shape[1]
@@ -133,6 +137,8 @@ def dense_reference(batch: Batch, window: int | None = None, cap: float | None =
         visible = key_positions <= query_positions
         if window is not None:
             visible &= key_positions > query_positions - window
+        if chunk is not None:
+            visible &= key_positions // chunk == query_positions // chunk
         scores = torch.einsum("qhd,khd->hqk", query, keys) * batch.scale
         if cap is not None:
             scores = torch.tanh(scores / cap) * cap

@@ -68,15 +68,15 @@ def test_sinks_choose_the_padded_backend_on_cuda_and_refuse_triton(monkeypatch):
 
     monkeypatch.setattr(selection, "_triton_importable", lambda: True)
     cuda = torch.device("cuda")
-    assert resolve_backend_name("auto", cuda, head_dim=64, sinks=True) == "torch_padded"
+    assert resolve_backend_name("auto", cuda, head_dim=64, triton_lacks="attention sinks") == "torch_padded"
     assert resolve_backend_name("auto", cuda, head_dim=64) == "triton"
     with pytest.raises(ValueError, match="attention_backend: the triton kernels take no attention sinks"):
-        resolve_backend_name("triton", cuda, head_dim=64, sinks=True)
+        resolve_backend_name("triton", cuda, head_dim=64, triton_lacks="attention sinks")
 
 
 def test_eagle_drafters_are_refused_for_attention_sinks(tmp_path):
     from executor_svc.drafters.eagle_head import EagleHead
 
     config = load_hf_config(make_tiny_gpt_oss(tmp_path))
-    with pytest.raises(ValueError, match="model_type: EAGLE-style drafters .* attention-sink targets"):
+    with pytest.raises(ValueError, match="model_type: EAGLE-style drafters .* attention-sink"):
         EagleHead(config, 64)

@@ -30,6 +30,8 @@ from tiny_models import (
     make_tiny_granite_moe,
     make_tiny_hunyuan_dense,
     make_tiny_llama,
+    make_tiny_llama4,
+    make_tiny_llama4_vision,
     make_tiny_ministral,
     make_tiny_mistral,
     make_tiny_mistral3_vision,
@@ -51,7 +53,6 @@ from tiny_models import (
 
 from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.attention.torch_backend import TorchAttentionBackend
-from executor_svc.kv_cache import PagedKVCache
 from executor_svc.model_loader import load_model
 from executor_svc.models.kv_layout import kv_layout
 from executor_svc.models.layers import PACKED_MIN_ROWS, linear, pack_for_cpu_matmul, weight_stationary_rows
@@ -130,9 +131,14 @@ MAKERS = {
     # GPT-OSS: attention sinks, sliding and full layers, biased experts with the clamped activation
     "gpt_oss_sinks_biased_experts": make_tiny_gpt_oss,
     "hunyuan_dense_qk_norm_after_rope": make_tiny_hunyuan_dense,
+    # Llama 4: chunked attention on RoPE layers (q/k L2-normed), NoPE layers with a query temperature, top-1 experts
+    # whose weight scales their input, a shared expert, dense layers of another width; top-2 too.
+    "llama4_chunks_nope_temperature_experts": make_tiny_llama4,
+    "llama4_top2_experts": lambda path, seed: make_tiny_llama4(path, seed, num_experts_per_tok=2),
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,
+    "llama4_vision_language": make_tiny_llama4_vision,
 }
 
 
@@ -157,7 +163,10 @@ def checkpoint_and_hf(request, checkpoints, tmp_path_factory) -> tuple[Path, obj
     if name not in checkpoints:
         path = MAKERS[name](tmp_path_factory.mktemp(name), seed=1)
         auto = AutoModelForImageTextToText if name.endswith("vision_language") else AutoModelForCausalLM
-        checkpoints[name] = (path, auto.from_pretrained(path, dtype=torch.float32).eval())
+        hf_model = auto.from_pretrained(path, dtype=torch.float32).eval()
+        if name.startswith("llama4_vision"):  # its own forward fails on text alone (transformers 5.x): the decoder
+            hf_model = hf_model.language_model
+        checkpoints[name] = (path, hf_model)
     return checkpoints[name]
 
 
@@ -181,9 +190,7 @@ class PagedSession:
         self.hf_model = hf_model
         config = self.model.config
         layout = kv_layout(config)
-        self.cache = PagedKVCache(
-            config.num_hidden_layers, NUM_BLOCKS, BLOCK_SIZE, layout.num_kv_heads, layout.head_dim, torch.float32, "cpu"
-        )
+        self.cache = layout.cache(config.num_hidden_layers, NUM_BLOCKS, BLOCK_SIZE, torch.float32, "cpu")
         self.free_blocks = torch.randperm(NUM_BLOCKS, generator=torch.Generator().manual_seed(7)).tolist()
         self.tokens: dict[str, list[int]] = {}
         self.tables: dict[str, list[int]] = {}

@@ -150,10 +150,11 @@ def test_invalid_window_is_rejected(make_backend: Callable[[], AttentionBackend]
 def test_padded_backend_mask_leaves_no_row_empty(window):
     # A padded query row can lie past every key; SDPA's output for a row that sees nothing depends on the
     # kernel (zeros on the CPU, NaN on some GPU kernels), so the mask gives every row a key.
+    from executor_svc.attention.backend import KeyReach
     from executor_svc.attention.padded_torch_backend import _visible
 
     positions = torch.tensor([[0, 5, 15], [16, 17, 40]])
-    mask = _visible(positions, 16, window)
+    mask = _visible(positions, 16, KeyReach.of(window, None))
     assert mask.any(dim=2).all()
     real = positions < 16
     keys = torch.arange(16).view(1, 1, -1)

@@ -314,6 +314,27 @@ def make_tiny_gpt_oss(path: str | Path, seed: int = 0, vocab_size: int = 256, **
     return _save(GptOssForCausalLM, config, path, seed)
 
 
+LLAMA4_TEXT: dict[str, Any] = {
+    "num_hidden_layers": 4, "head_dim": 16, "intermediate_size": 32, "intermediate_size_mlp": 48,
+    "num_local_experts": 4, "moe_layers": [1, 2], "no_rope_layer_interval": 2, "attention_chunk_size": 8,
+    "floor_scale": 4, "attn_scale": 0.3,
+    "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                        "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
+}
+"""Layers 0 and 2 rotate and attend within chunks of 8 (q/k L2-normed), 1 and 3 are NoPE layers over the whole
+context with the query temperature (floor_scale 4: it grows from position 3 on); 1 and 2 route (4 experts and a
+shared one), 0 and 3 are dense MLPs of intermediate_size_mlp."""
+
+
+def make_tiny_llama4(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Llama4ForCausalLM checkpoint (LLAMA4_TEXT's layers; HF's layout: stacked experts stored as
+    they multiply, x @ w) into `path`."""
+    from transformers import Llama4ForCausalLM, Llama4TextConfig
+
+    config = Llama4TextConfig(**{**TINY_LLAMA_DEFAULTS, **LLAMA4_TEXT, "vocab_size": vocab_size, **overrides})
+    return _save(Llama4ForCausalLM, config, path, seed)
+
+
 def make_tiny_hunyuan_dense(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random HunYuanDenseV1ForCausalLM checkpoint (per-head q/k norms applied after RoPE, attention biases)
     into `path`."""
@@ -457,6 +478,20 @@ def make_tiny_mistral3_vision(path: str | Path, seed: int = 0, vocab_size: int =
     config = Mistral3Config(text_config=text, vision_config=vision, image_token_index=vocab_size - 1,
                             tie_word_embeddings=False)
     return _save(Mistral3ForConditionalGeneration, config, path, seed)
+
+
+def make_tiny_llama4_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Llama4ForConditionalGeneration checkpoint (a tiny vision model and projector beside a Llama 4
+    language model, stored under ``language_model.``) into `path`; ``overrides`` go to its text config."""
+    from transformers import Llama4Config, Llama4ForConditionalGeneration, Llama4TextConfig, Llama4VisionConfig
+
+    text = Llama4TextConfig(**{**TINY_LLAMA_DEFAULTS, **LLAMA4_TEXT, "vocab_size": vocab_size, **overrides})
+    vision = Llama4VisionConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+                                image_size=28, patch_size=14, vision_output_dim=16, projector_input_dim=16,
+                                projector_output_dim=text.hidden_size)
+    config = Llama4Config(text_config=text, vision_config=vision, boi_token_index=vocab_size - 3,
+                          eoi_token_index=vocab_size - 2, image_token_index=vocab_size - 1)
+    return _save(Llama4ForConditionalGeneration, config, path, seed)
 
 
 def _save(model_class: Any, config: Any, path: str | Path, seed: int) -> Path:

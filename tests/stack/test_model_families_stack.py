@@ -1,11 +1,11 @@
 """Non-Llama architectures through the whole stack: a tiny Mixtral (routed experts, and a 16-position sliding window
 shorter than every sequence here), a tiny DeepSeek-V3 (latent attention over a paged cache of latents, grouped
-sigmoid routing) and a tiny GPT-OSS (attention sinks, a 6-position window, biased experts) give HF generate's greedy
-tokens, with chunked prefill, preemption, running ahead and n-gram
-speculation forced at once, and free every block. (Each family's logits are checked against HF's in
-tests/executor_svc/test_llama.py; this shows the windows, the latents, the sinks and the expert routing survive the
-scheduler's chunks, recomputation after preemption and verify steps.) A tiny Gemma 3 vision-language checkpoint
-serves its language model the same way."""
+sigmoid routing), a tiny GPT-OSS (attention sinks, a 6-position window, biased experts) and a tiny Llama 4 (chunks of
+8 positions, NoPE layers with a query temperature, input-weighted experts) give HF generate's greedy tokens, with
+chunked prefill, preemption, running ahead and n-gram speculation forced at once, and free every block. (Each
+family's logits are checked against HF's in tests/executor_svc/test_llama.py; this shows the windows, the latents,
+the sinks, the chunks and the expert routing survive the scheduler's chunks, recomputation after preemption and
+verify steps.) A tiny Gemma 3 vision-language checkpoint serves its language model the same way."""
 
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ FORCED_SCHEDULER = ["--max-num-batched-tokens", "32", "--max-inflight-steps", "2
 
 
 def _tiny_checkpoint(family: str, directory):
-    from tiny_models import make_tiny_deepseek_v3, make_tiny_gpt_oss, make_tiny_mixtral
+    from tiny_models import make_tiny_deepseek_v3, make_tiny_gpt_oss, make_tiny_llama4, make_tiny_mixtral
 
+    if family == "llama4":
+        return make_tiny_llama4(directory, seed=0, vocab_size=400)
     if family == "mixtral_window":
         return make_tiny_mixtral(directory, seed=0, vocab_size=400, sliding_window=WINDOW)
     if family == "gpt_oss":
@@ -32,7 +34,7 @@ def _tiny_checkpoint(family: str, directory):
     return make_tiny_deepseek_v3(directory, seed=0, vocab_size=400)
 
 
-@pytest.mark.parametrize("family", ["mixtral_window", "deepseek_v3", "gpt_oss"])
+@pytest.mark.parametrize("family", ["mixtral_window", "deepseek_v3", "gpt_oss", "llama4"])
 def test_a_moe_model_keeps_hf_tokens_under_chunking_preemption_and_speculation(family, tmp_path,
                                                                                launch_module_stack):
     from tiny_tokenizers import build_byte_level

@@ -19,6 +19,7 @@ from tiny_models import (
     make_tiny_glm4_moe,
     make_tiny_gpt_oss,
     make_tiny_llama,
+    make_tiny_llama4,
     make_tiny_mistral,
     make_tiny_mixtral,
     make_tiny_olmo2,
@@ -34,7 +35,6 @@ from executor_svc.attention.torch_backend import TorchAttentionBackend
 from executor_svc.cuda_graphs.buckets import GraphShape
 from executor_svc.cuda_graphs.step_graphs import EagerStandIn, StepGraphs
 from executor_svc.host_batch import HostBatch
-from executor_svc.kv_cache import PagedKVCache
 from executor_svc.model_loader import load_model
 from executor_svc.models.kv_layout import kv_layout
 
@@ -59,9 +59,9 @@ class Twin:
         self.graphed = load_model(checkpoint, torch.float32, cpu, PaddedTorchAttentionBackend(), pack_cpu_weights=pack)
         config = self.eager.config
         kv = kv_layout(config)
-        layout = (config.num_hidden_layers, NUM_BLOCKS, BLOCK_SIZE, kv.num_kv_heads, kv.head_dim, torch.float32, cpu)
-        self.eager_cache = PagedKVCache(*layout)
-        self.graph_cache = PagedKVCache(*layout, scratch_blocks=1)
+        layout = (config.num_hidden_layers, NUM_BLOCKS, BLOCK_SIZE, torch.float32, cpu)
+        self.eager_cache = kv.cache(*layout)
+        self.graph_cache = kv.cache(*layout, scratch_blocks=1)
         self.stand_ins: list[EagerStandIn] = []
         # keep_hidden: the copy an EAGLE-style drafter needs is part of every captured step tested here.
         self.graphs = StepGraphs(self.graphed, self.graph_cache, max_num_seqs, max_query_len, BLOCKS_PER_SEQ,
@@ -154,13 +154,13 @@ def test_batches_outside_the_captured_shapes_run_eagerly(checkpoint):
 # MoE models: captured steps run the graph-safe experts, gathered for one sequence (fewer picks than experts), dense
 # for more; Qwen2-MoE's shared expert, Qwen3-MoE's dense layer; OLMo's output-only norms and q/k norms over all heads;
 # DeepSeek-V3's latent attention over the padded backend and its grouped sigmoid routing, GLM-4.5's; GPT-OSS's sinks
-# and biased experts.
+# and biased experts; Llama 4's chunked attention, query temperature and input-weighted experts.
 OTHER_FAMILIES = {"mistral": make_tiny_mistral, "phi3": make_tiny_phi3, "gemma": make_tiny_gemma,
                   "gemma2": make_tiny_gemma2, "gemma3": make_tiny_gemma3, "mixtral": make_tiny_mixtral,
                   "qwen2_moe": make_tiny_qwen2_moe, "qwen3_moe": make_tiny_qwen3_moe, "olmo2": make_tiny_olmo2,
                   "olmoe": make_tiny_olmoe, "glm4": make_tiny_glm4, "cohere2": make_tiny_cohere2,
                   "phi2": make_tiny_phi2, "deepseek_v3": make_tiny_deepseek_v3, "glm4_moe": make_tiny_glm4_moe,
-                  "gpt_oss": make_tiny_gpt_oss}
+                  "gpt_oss": make_tiny_gpt_oss, "llama4": make_tiny_llama4}
 
 
 @pytest.fixture(scope="module", params=sorted(OTHER_FAMILIES))
@@ -185,11 +185,11 @@ def test_replayed_steps_of_other_families_equal_eager(family_checkpoint):
         assert syncs == []
 
 
-# gemma2 has Mistral's windows and Gemma 3's sandwich norms and logit cap too;
-# cohere2 LayerNorm, parallel branches, interleaved RoPE and NoPE layers; olmo2 q/k norms over all heads; deepseek_v3
-# latent attention and grouped routing; gpt_oss sinks and the graph-safe (biased) experts, Mixtral's too. Phi-3's
-# partial RoPE and gemma3's second RoPE table are plain indexing: spared CI time.
-@pytest.mark.parametrize("family", ["gemma2", "cohere2", "olmo2", "deepseek_v3", "gpt_oss"])
+# gemma2 has Mistral's windows and Gemma 3's sandwich norms and logit cap too; cohere2 LayerNorm, parallel branches,
+# interleaved RoPE and NoPE layers; deepseek_v3 latent attention and grouped routing; gpt_oss sinks and the graph-safe
+# (biased) experts, Mixtral's too; llama4 chunks, the query temperature and input-weighted experts. Phi-3's partial
+# RoPE, gemma3's second RoPE table and olmo2's q/k norms over all heads (float32 sums) are spared CI time.
+@pytest.mark.parametrize("family", ["gemma2", "cohere2", "deepseek_v3", "gpt_oss", "llama4"])
 def test_captured_steps_of_other_families_compile_as_one_graph(family, tmp_path):
     twin = Twin(OTHER_FAMILIES[family](tmp_path, seed=3, vocab_size=VOCAB), pack=False)
     twin.prefill({"a": 12, "b": 3})

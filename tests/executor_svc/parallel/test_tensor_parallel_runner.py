@@ -17,6 +17,7 @@ from tiny_models import (
     make_tiny_gpt_oss,
     make_tiny_granite_moe,
     make_tiny_llama,
+    make_tiny_llama4,
     make_tiny_olmo2,
     make_tiny_phi2,
     make_tiny_phi3,
@@ -50,6 +51,9 @@ MAKERS = {
     "ernie4_5_moe": make_tiny_ernie4_5_moe,
     # each rank's heads' sinks; the experts' gate/up biases sliced with their rows, the down biases added by rank 0
     "gpt_oss": make_tiny_gpt_oss,
+    # chunked attention on each rank's heads; input-weighted experts, the shared expert and intermediate_size_mlp's
+    # dense MLPs split
+    "llama4": make_tiny_llama4,
     # 3 KV heads over 2 ranks: groups split unevenly (2 + 1), as for the default model's 9 heads / 3 KV heads
     "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
                                                            num_key_value_heads=3),

@@ -1,0 +1,70 @@
+"""What a Llama 4 config (``llama4_text``) changes in the shared decoder, beyond the switches other families share:
+chunked attention on its RoPE layers, the attention temperature of its NoPE layers, and its experts.
+
+- Layers whose ``layer_types`` entry is ``chunked_attention`` (the RoPE layers when ``attention_chunk_size`` is set)
+  attend within ``attention_chunk_size``-aligned spans of positions; the others (every ``no_rope_layer_interval``-th,
+  NoPE) attend to the whole context.
+- With ``attn_temperature_tuning``, a NoPE layer's queries at position p are scaled by
+  ``log1p(floor((p + 1) / floor_scale)) * attn_scale + 1`` (1 for the first ``floor_scale - 1`` positions).
+- The RoPE layers L2-norm q and k after rotating them (``use_qk_norm``; an RMS norm without a weight).
+- Experts: each token's top ``num_experts_per_tok`` router logits choose its experts, each weighted by its logit's
+  sigmoid; the weight scales the expert's input, not its output. An always-on shared expert as wide as one expert.
+  ``moe_layers`` (else every ``interleave_moe_layer_step``-th layer) route; the others are dense MLPs of
+  ``intermediate_size_mlp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+LLAMA4_TYPES = ("llama4_text",)
+
+
+@dataclass(frozen=True)
+class QueryTemperature:
+    """Llama 4's attention temperature tuning of NoPE layers: queries at position p scaled by
+    log1p(floor((p + 1) / floor_scale)) * attn_scale + 1."""
+
+    floor_scale: float
+    attn_scale: float
+
+    def __post_init__(self) -> None:
+        if not self.floor_scale > 0:
+            raise ValueError(f"floor_scale: must be > 0, got {self.floor_scale}")
+
+
+def is_llama4(config: PretrainedConfig) -> bool:
+    """Whether ``config`` is a Llama 4 decoder's."""
+    return getattr(config, "model_type", None) in LLAMA4_TYPES
+
+
+def layer_chunks(config: PretrainedConfig) -> tuple[int | None, ...]:
+    """Each layer's attention chunk (``attention_chunk_size`` for its ``chunked_attention`` layers; None: the whole
+    context)."""
+    layer_types = getattr(config, "layer_types", None) or []
+    if "chunked_attention" not in layer_types:
+        return (None,) * config.num_hidden_layers
+    chunk = getattr(config, "attention_chunk_size", None)
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"attention_chunk_size: must be an integer >= 1 with chunked_attention layers, got {chunk!r}")
+    return tuple(chunk if kind == "chunked_attention" else None for kind in layer_types)
+
+
+def query_temperature(config: PretrainedConfig) -> QueryTemperature | None:
+    """The attention temperature tuning of a Llama 4 config's NoPE layers (None: off, or not Llama 4)."""
+    if not is_llama4(config) or not getattr(config, "attn_temperature_tuning", False):
+        return None
+    return QueryTemperature(float(config.floor_scale), float(config.attn_scale))
+
+
+def moe_layer_flags(config: PretrainedConfig) -> tuple[bool, ...]:
+    """Per layer, whether it routes (``moe_layers``, which the config derives from ``interleave_moe_layer_step``)."""
+    layers = list(getattr(config, "moe_layers", None) or [])
+    bad = [index for index in layers if not isinstance(index, int) or not 0 <= index < config.num_hidden_layers]
+    if bad:
+        raise ValueError(f"moe_layers: indices must lie in [0, {config.num_hidden_layers}), got {bad}")
+    return tuple(index in layers for index in range(config.num_hidden_layers))
