@@ -15,7 +15,7 @@ def resolve_backend_name(name: str, device: torch.device, head_dim: int | None =
     """``auto`` resolved: triton on CUDA when Triton imports and the model's attention fits its kernels (heads up to
     128 wide, ``head_dim`` None: unknown; ``triton_lacks`` None: the model needs nothing the kernels lack, else what,
     as ModelVariant.triton_lacks names it), graph-safe with batched prefill and decode; torch_padded on CUDA
-    otherwise (graph-safe too: Gemma 2's 256-wide heads, latent attention's 576, GPT-OSS's sinks, Llama 4's chunks);
+    otherwise (graph-safe too: Gemma 2's 256-wide heads, latent attention's 576, GPT-OSS's sinks);
     else torch (the CPU path and the reference). Explicit names are returned as given, triton refused for attention
     its kernels do not take."""
     wide = head_dim is not None and head_dim > TRITON_MAX_HEAD_DIM

@@ -15,7 +15,7 @@ import os
 
 import torch
 
-from executor_svc.attention.backend import check_logit_softcap, check_sliding_window
+from executor_svc.attention.backend import KeyReach, check_logit_softcap
 from executor_svc.attention.metadata import AttentionMetadata
 
 _INTERPRETER_SMS = 1
@@ -65,18 +65,15 @@ class TritonAttentionBackend:
         attention_chunk: int | None = None,
     ) -> torch.Tensor:
         """Write k/v [T, KVH, D] into kv_layer, then attend q [T, H, D] causally over each sequence's cache
-        (over its last ``sliding_window`` positions, if set; scores capped by ``logit_softcap``, if set).
-        Attention sinks and chunks are not in the kernels: ValueError (selection.py picks torch_padded for such
-        models)."""
+        (over its last ``sliding_window`` positions, or its own ``attention_chunk``-aligned span, if set; scores
+        capped by ``logit_softcap``, if set). Attention sinks are not in the kernels: ValueError (selection.py picks
+        torch_padded for such models)."""
         from executor_svc.attention import triton_kernels
 
         if sinks is not None:
             raise ValueError("sinks: the Triton kernels take no attention sinks; use the torch_padded backend")
-        if attention_chunk is not None:
-            raise ValueError("attention_chunk: the Triton kernels take no chunked attention; use the torch_padded "
-                             "backend")
 
-        check_sliding_window(sliding_window)
+        reach = KeyReach.of(sliding_window, attention_chunk)
         check_logit_softcap(logit_softcap)
         _check_shapes(q, k, v, kv_layer, meta)
         triton_kernels.write_kv(k, v, kv_layer, meta.slot_mapping)
@@ -91,14 +88,15 @@ class TritonAttentionBackend:
             meta.block_tables,
             meta.max_query_len,
             scale,
-            num_splits=self._num_splits(q, kv_layer, meta, sliding_window),
+            num_splits=self._num_splits(q, kv_layer, meta, reach),
             sliding_window=sliding_window,
             logit_softcap=logit_softcap,
+            attention_chunk=attention_chunk,
         )
         return out
 
     def _num_splits(
-        self, q: torch.Tensor, kv_layer: torch.Tensor, meta: AttentionMetadata, sliding_window: int | None = None
+        self, q: torch.Tensor, kv_layer: torch.Tensor, meta: AttentionMetadata, reach: KeyReach | None = None
     ) -> int:
         if self.num_splits is not None:
             return self.num_splits
@@ -108,7 +106,7 @@ class TritonAttentionBackend:
         chosen = choose_num_splits(
             meta.num_seqs,
             num_kv_heads,
-            _max_blocks_read(meta, sliding_window),
+            _max_blocks_read(meta, reach),
             _num_sms(q.device),
             block_size=kv_layer.shape[2],
             num_query_tiles=num_query_tiles(q.shape[1] // num_kv_heads, meta.max_query_len),
@@ -116,13 +114,15 @@ class TritonAttentionBackend:
         return chosen if meta.is_static else eager_num_splits(chosen, meta.max_query_len)
 
 
-def _max_blocks_read(meta: AttentionMetadata, sliding_window: int | None) -> int:
+def _max_blocks_read(meta: AttentionMetadata, reach: KeyReach | None) -> int:
     """A bound (from shapes and ints only) on the KV blocks one query tile reads: the block tables' width, or
-    with a sliding window the blocks its window and queries can span (they start block-aligned)."""
+    with a sliding window or chunks the blocks its window or chunk and queries can span (they start
+    block-aligned)."""
     width = int(meta.block_tables.shape[1])
-    if sliding_window is None:
+    if reach is None:
         return width
-    return min(width, -(-(sliding_window + meta.max_query_len - 1) // meta.block_size) + 1)
+    span = reach.window if reach.window is not None else reach.chunk or 0
+    return min(width, -(-(span + meta.max_query_len - 1) // meta.block_size) + 1)
 
 
 def _num_sms(device: torch.device) -> int:

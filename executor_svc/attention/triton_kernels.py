@@ -146,14 +146,17 @@ def _tile_rows(
 
 
 @triton.jit
-def _window_start(qsl_ptr, seq_lens_ptr, seq, tile, kv_end, window, BLOCK_Q: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+def _window_start(qsl_ptr, seq_lens_ptr, seq, tile, kv_end, window, attn_chunk, BLOCK_Q: tl.constexpr,
+                  BLOCK_SIZE: tl.constexpr):
     """The tile's first key to read (<= kv_end): the start of the KV-cache block holding the first key its
-    first query's sliding window reaches (``window`` > 0; 0: none, every key from 0). Whole blocks before it
-    are skipped; the rows' own masks cut the boundary block."""
+    first query's sliding window (``window`` > 0) or chunk (``attn_chunk`` > 0) reaches (both 0: every key from 0).
+    Whole blocks before it are skipped; the rows' own masks cut the boundary block."""
     q_start = tl.load(qsl_ptr + seq)
     query_len = (tl.load(qsl_ptr + seq + 1) - q_start).to(tl.int32)
     seq_len = tl.load(seq_lens_ptr + seq).to(tl.int32)
-    first_key = tl.where(window > 0, seq_len - query_len + tile * BLOCK_Q - window + 1, 0)
+    first_query = seq_len - query_len + tile * BLOCK_Q
+    first_key = tl.where(window > 0, first_query - window + 1, 0)
+    first_key = tl.where(attn_chunk > 0, first_query - first_query % tl.maximum(attn_chunk, 1), first_key)
     return tl.minimum((tl.maximum(first_key, 0) // BLOCK_SIZE) * BLOCK_SIZE, kv_end)
 
 
@@ -166,12 +169,12 @@ def _tanh(x):
     return tl.where(x < 0, -t, t)
 
 
-# ``window`` is a runtime int, not a constexpr: one compiled kernel serves every window (and none), so models
-# whose layers alternate windows compile nothing more and the eager warm-up needs no variant per window; it is
-# not specialised either (Triton would otherwise compile window 1 and multiples of 16 apart). SOFTCAP is a
+# ``window`` and ``attn_chunk`` are runtime ints, not constexprs: one compiled kernel serves every window and chunk
+# (and none), so models whose layers alternate them compile nothing more and the eager warm-up needs no variant per
+# window; they are not specialised either (Triton would otherwise compile 1 and multiples of 16 apart). SOFTCAP is a
 # constexpr so that an uncapped layer runs exactly the kernel it ran before caps existed (no tanh, no branch);
 # the cap's value is a runtime float, so every cap shares the one capped kernel.
-@triton.jit(do_not_specialize=["num_tokens", "block_tables_stride", "window"])
+@triton.jit(do_not_specialize=["num_tokens", "block_tables_stride", "window", "attn_chunk"])
 def _attention_kernel(
     q_ptr,
     kv_ptr,
@@ -198,6 +201,7 @@ def _attention_kernel(
     kv_stride_d,
     block_tables_stride,
     window,
+    attn_chunk,
     softcap,
     NUM_KV_HEADS: tl.constexpr,
     GROUP: tl.constexpr,
@@ -216,7 +220,8 @@ def _attention_kernel(
     """Program (sequence * KVH + kv head, query tile, split): online softmax over the split's share of
     the keys the tile may see. With one split it writes the normalised output, otherwise the partial
     (max, sum, accumulator) of every row, in log2 units, for ``_combine_kernel``. ``window`` > 0 is a sliding
-    window (a query at p sees keys p - window < key <= p), 0 none.
+    window (a query at p sees keys p - window < key <= p), ``attn_chunk`` > 0 chunked attention (keys
+    p - p % attn_chunk <= key <= p); 0 none.
 
     Scores are q.k * qk_scale in log2 units; with SOFTCAP they are instead softcap * tanh(q.k * qk_scale),
     the launcher passing qk_scale = scale / cap and softcap = cap * log2(e) (the cap applies to the
@@ -230,9 +235,10 @@ def _attention_kernel(
     tokens, heads, positions, valid, kv_end = _tile_rows(
         qsl_ptr, seq_lens_ptr, seq, kv_head, tile, GROUP, GROUP_PAD, BLOCK_Q, BLOCK_M
     )
-    kv_start = _window_start(qsl_ptr, seq_lens_ptr, seq, tile, kv_end, window, BLOCK_Q, BLOCK_SIZE)
-    # A row sees the keys above its floor (and up to its position); -1 without a window.
+    kv_start = _window_start(qsl_ptr, seq_lens_ptr, seq, tile, kv_end, window, attn_chunk, BLOCK_Q, BLOCK_SIZE)
+    # A row sees the keys above its floor (and up to its position); -1 without a window or chunks.
     floor = tl.where(window > 0, positions - window, -1)
+    floor = tl.where(attn_chunk > 0, positions - positions % tl.maximum(attn_chunk, 1) - 1, floor)
     dims = tl.arange(0, DIM_PAD)
     dim_ok = dims < HEAD_DIM
     q_mask = valid[:, None] & dim_ok[None, :]
@@ -407,14 +413,16 @@ def paged_attention(
     num_splits: int = 1,
     sliding_window: int | None = None,
     logit_softcap: float | None = None,
+    attention_chunk: int | None = None,
 ) -> None:
     """Causal attention of q [T, H, D] over each sequence's paged cache, written into out [T, H, D].
 
     Sequence i's queries are flat rows query_start_loc[i] .. query_start_loc[i+1]-1 at the last positions
     of its seq_lens[i] tokens. Rows of no sequence (padding) are not written. ``max_query_len`` must bound
     every query length: it sets the number of query tiles. ``sliding_window`` w (>= 1) limits a query at p
-    to the keys p - w < key <= p; None sees every earlier key. ``logit_softcap`` c caps each score s = scale *
-    q.k to c * tanh(s / c) before the mask; None leaves it as it is.
+    to the keys p - w < key <= p; None sees every earlier key. ``attention_chunk`` c (>= 1) limits it to the keys
+    p - p % c <= key <= p. ``logit_softcap`` c caps each score s = scale * q.k to c * tanh(s / c) before the mask;
+    None leaves it as it is.
     """
     num_tokens, num_heads, head_dim = q.shape
     num_kv_heads, block_size = kv_layer.shape[3], kv_layer.shape[2]
@@ -446,7 +454,7 @@ def paged_attention(
     _attention_kernel[grid](
         q, kv_layer, out, part_m, part_l, part_acc, query_start_loc, seq_lens, block_tables,
         qk_scale, num_tokens, num_heads, *q.stride(), *out.stride(), *kv_layer.stride(),
-        block_tables.stride(0), sliding_window or 0, softcap,
+        block_tables.stride(0), sliding_window or 0, attention_chunk or 0, softcap,
         BLOCK_SIZE=block_size, BLOCK_N=block_n, NUM_SPLITS=num_splits, DOT_FP32=dot_fp32,
         DOT_PRECISION="ieee" if dot_fp32 else None, SOFTCAP=logit_softcap is not None,
         **constants,

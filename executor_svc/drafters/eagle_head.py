@@ -79,7 +79,7 @@ class EagleHead(nn.Module):
                  attention_backend: AttentionBackend | None = None) -> None:
         super().__init__()
         variant = variant_for(target_config)
-        if mla_settings_for(target_config) is not None or variant.attention_sinks or variant.triton_lacks:
+        if mla_settings_for(target_config) is not None or variant.attention_sinks or any(variant.layer_chunks):
             raise ValueError(f"model_type: EAGLE-style drafters are not built for latent-attention, attention-sink or "
                              f"chunked-attention targets ({target_config.model_type}); use --spec-method ngram or "
                              "draft_model")

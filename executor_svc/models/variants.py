@@ -150,11 +150,7 @@ class ModelVariant:
     @property
     def triton_lacks(self) -> str | None:
         """What this model's attention needs that the Triton kernels lack (None: nothing)."""
-        if self.attention_sinks:
-            return "attention sinks"
-        if any(chunk is not None for chunk in self.layer_chunks):
-            return "chunked attention"
-        return None
+        return "attention sinks" if self.attention_sinks else None
 
 
     @property

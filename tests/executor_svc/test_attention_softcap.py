@@ -181,7 +181,7 @@ def test_kernel_warm_up_compiles_the_capped_variant_of_a_capped_model(monkeypatc
     launched: set[tuple[int, int, bool]] = set()
 
     def record(out, q, kv_layer, query_start_loc, seq_lens, block_tables, max_query_len, scale, num_splits=1,
-               sliding_window=None, logit_softcap=None):
+               sliding_window=None, logit_softcap=None, attention_chunk=None):
         launched.add((max_query_len, num_splits, logit_softcap is not None))
 
     monkeypatch.setattr(triton_kernels, "paged_attention", record)

@@ -1,6 +1,6 @@
 """Chunked attention (Llama 4's attention_chunk_size: a query sees only the keys of its own chunk-aligned span) in
-the torch backends against the dense reference, on mixed batches whose sequences cross chunk boundaries, and in a
-captured step's padded batch; Triton and bad chunk sizes are refused by name."""
+every backend against the dense reference (Triton through its interpreter without a GPU), on mixed batches whose
+sequences cross chunk boundaries, and in a captured step's padded batch; bad chunk sizes are refused by name."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ import dataclasses
 
 import pytest
 import torch
-from paged_attention_cases import NUM_BLOCKS, dense_reference, make_batch, static_batch
+from paged_attention_cases import (
+    NUM_BLOCKS,
+    TRITON_HEADS,
+    dense_reference,
+    make_batch,
+    needs_triton,
+    static_batch,
+)
 
 from executor_svc.attention.backend import KeyReach
 from executor_svc.attention.padded_torch_backend import PaddedTorchAttentionBackend
@@ -86,10 +93,28 @@ def test_bad_chunks_and_a_window_with_chunks_are_refused_by_name(make_backend, c
         batch.forward(make_backend(), sliding_window=4, attention_chunk=8)
 
 
-def test_triton_refuses_chunks_by_name():
-    batch = make_batch([1], [5], seed=6, scale=SCALE)
-    with pytest.raises(ValueError, match="attention_chunk: the Triton kernels take no chunked attention"):
-        batch.forward(TritonAttentionBackend(), attention_chunk=8)
+@needs_triton
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_triton_attends_within_chunks_as_the_dense_reference(num_splits):
+    batch = make_batch(QUERY_LENS, SEQ_LENS, seed=6, scale=SCALE, heads=TRITON_HEADS)
+    for chunk in (4, 6):
+        cache = batch.cache.clone()
+        got = TritonAttentionBackend(num_splits).forward(batch.q, batch.k, batch.v, cache, batch.metadata(), SCALE,
+                                                         attention_chunk=chunk)
+        torch.testing.assert_close(got.cpu(), dense_reference(batch, chunk=chunk), atol=2e-5, rtol=2e-5,
+                                   msg=lambda m, c=chunk: f"chunk {c}: {m}")
+        torch.testing.assert_close(cache.cpu()[:NUM_BLOCKS], batch.written[:NUM_BLOCKS], atol=0, rtol=0)
+
+
+@needs_triton
+def test_triton_static_padded_metadata_attends_within_chunks():
+    host, shape, inputs = static_batch(4)
+    real = host.num_tokens
+    batch = make_batch(host.query_lens, host.seq_lens, seed=7, scale=SCALE, tables=host.block_tables,
+                       padding=shape.num_tokens - real, heads=TRITON_HEADS)
+    got = batch.forward(TritonAttentionBackend(2), inputs.metadata(shape), attention_chunk=4).cpu()
+    reference = dense_reference(dataclasses.replace(batch, q=batch.q[:real]), chunk=4)
+    torch.testing.assert_close(got[:real], reference, atol=2e-5, rtol=2e-5)
 
 
 def test_key_reach_first_keys():

@@ -75,7 +75,7 @@ def launched_variants(monkeypatch, group: int) -> set[tuple[int, int]]:
     launched: set[tuple[int, int]] = set()
 
     def record(out, q, kv_layer, query_start_loc, seq_lens, block_tables, max_query_len, scale, num_splits=1,
-               sliding_window=None, logit_softcap=None):  # a window is a runtime kernel argument: no variant
+               sliding_window=None, logit_softcap=None, attention_chunk=None):  # runtime kernel arguments: no variant
         launched.add(kernel_variant(group, max_query_len, num_splits))
 
     monkeypatch.setattr(triton_kernels, "paged_attention", record)

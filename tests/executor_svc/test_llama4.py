@@ -32,7 +32,6 @@ def test_a_scout_config_reads_as_chunked_rope_layers_and_tempered_nope_layers():
     assert variant.layer_chunks == tuple(None if index in nope else 8192 for index in range(48))
     assert variant.query_temperature is not None and variant.query_temperature.floor_scale == 8192.0
     assert (variant.qk_norm, variant.qk_norm_after_rope, variant.rotary_interleaved) == ("l2", True, True)
-    assert variant.triton_lacks == "chunked attention"
     moe = variant.moe
     assert moe is not None and moe.sparse_layers == (True,) * 48
     assert (moe.num_experts, moe.top_k, moe.scoring, moe.weights_scale_inputs) == (16, 1, "sigmoid_of_top_logits",
@@ -62,18 +61,17 @@ def test_the_router_chooses_by_logits_and_weighs_by_their_sigmoid():
 
 def test_no_chunks_no_temperature_and_no_norm_when_the_config_turns_them_off():
     variant = variant_for(_scout_config(attention_chunk_size=None, attn_temperature_tuning=False, use_qk_norm=False))
-    assert variant.layer_chunks == (None,) * 48 and variant.triton_lacks is None
+    assert variant.layer_chunks == (None,) * 48
     assert variant.query_temperature is None and variant.qk_norm is None
 
 
-def test_chunks_choose_the_padded_backend_on_cuda_and_refuse_triton(monkeypatch):
+def test_chunks_run_on_the_triton_kernels_on_cuda(monkeypatch):
     import executor_svc.attention.selection as selection
 
     monkeypatch.setattr(selection, "_triton_importable", lambda: True)
-    cuda, lacks = torch.device("cuda"), variant_for(_scout_config()).triton_lacks
-    assert resolve_backend_name("auto", cuda, head_dim=128, triton_lacks=lacks) == "torch_padded"
-    with pytest.raises(ValueError, match="attention_backend: the triton kernels take no chunked attention"):
-        resolve_backend_name("triton", cuda, head_dim=128, triton_lacks=lacks)
+    lacks = variant_for(_scout_config()).triton_lacks
+    assert lacks is None
+    assert resolve_backend_name("auto", torch.device("cuda"), head_dim=128, triton_lacks=lacks) == "triton"
 
 
 def test_eagle_drafters_are_refused_for_chunked_attention(tmp_path):
