@@ -145,7 +145,7 @@ class LlamaAttention(nn.Module):
 
     def _norm_qk(self, qk: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
         """q and k [T, H + KVH, D] normed as the variant norms them (ModelVariant.qk_norm)."""
-        if weight is None:  # Llama 4's L2 norm, in float32 as HF computes it
+        if self.qk_norm == "l2" or weight is None:  # Llama 4's weightless norm, in float32 as HF computes it
             return F.rms_norm(qk.float(), (self.head_dim,), eps=self.eps).to(qk.dtype)
         if self.qk_norm == "head":
             return F.rms_norm(qk, (self.head_dim,), eps=self.eps) * weight

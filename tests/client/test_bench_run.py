@@ -77,6 +77,7 @@ def test_a_run_cut_short_in_the_baselines_leaves_its_load_runs(tiny_model_dir, t
 
 
 def test_bench_compares_the_http_front_with_grpc_in_one_run(tiny_model_dir, tmp_path):
+    """... over two rounds, the second running the configurations in reverse, ratios paired within each round."""
     main(["bench", "--model", str(tiny_model_dir), "--no-hf", "--concurrency", "2", "--num-prompts", "3",
           "--max-tokens", "6", "--max-inflight-steps", "2", "--num-threads", "1", "--api", "grpc", "http",
           "--rounds", "2", "--out", str(tmp_path)])
@@ -103,16 +104,6 @@ def test_hf_peers_picks_the_baselines(tiny_model_dir, tmp_path, monkeypatch, cap
     assert report["hf"] == [] and "hf_compiled" not in report and len(report["runs"]) == 1
     done = r"done: c=1 inflight=2: [\d.]+ tok/s, bubble [\d.]+% \([\d.]+% awaiting the step\) \[\d\d:\d\d:\d\d\]"
     assert re.search(done, capsys.readouterr().out)
-
-
-def test_odd_rounds_run_the_configurations_in_reverse(tiny_model_dir, tmp_path):
-    main(["bench", "--model", str(tiny_model_dir), "--no-hf", "--concurrency", "1", "--num-prompts", "2",
-          "--max-tokens", "4", "--max-inflight-steps", "1", "2", "--num-threads", "1", "--rounds", "2",
-          "--reuse-executor", "--out", str(tmp_path)])
-    report = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
-    assert [(run["label"], run["round"]) for run in report["runs"]] == [
-        ("c=1 inflight=1", 0), ("c=1 inflight=2", 0), ("c=1 inflight=2", 1), ("c=1 inflight=1", 1)]
-    assert "throughput_over_sync[c=1 inflight=2]" in report["ratios"]  # paired by label within each round
 
 
 def test_the_compiled_peer_runs_first_and_a_cut_in_the_eager_peers_keeps_it(monkeypatch):
