@@ -193,8 +193,9 @@ class LlamaMLP(nn.Module):
         self.tp = tp
         self.act = variant.activation()
         self.gated = variant.mlp_gated
-        full_size = config.intermediate_size if intermediate_size is None else intermediate_size
-        start, end = tp.split(full_size, "intermediate_size")  # summed over ranks: may be uneven
+        self.full_intermediate_size = config.intermediate_size if intermediate_size is None else intermediate_size
+        """The checkpoint's gate/up rows (all ranks' together)."""
+        start, end = tp.split(self.full_intermediate_size, "intermediate_size")  # summed over ranks: may be uneven
         self.intermediate_size = end - start
         self.intermediate_offset = start
         """The first row of the checkpoint's gate/up (column of its down) projection that this rank holds."""
@@ -474,10 +475,7 @@ class LlamaModelForCausalLM(nn.Module):
         for layer, kv_layer, local, tempered in zip(self.layers, kv_cache.layers, self.variant.local_rope_layers,
                                                     self.tempered_layers):
             cos, sin = rotations[1 if local else 0]
-            if tempered:
-                hidden = layer(hidden, cos, sin, kv_layer, meta, adapters, query_scale)
-            else:
-                hidden = layer(hidden, cos, sin, kv_layer, meta, adapters)
+            hidden = layer(hidden, cos, sin, kv_layer, meta, adapters, query_scale if tempered else None)
         if self.variant.layer_norm:
             return layer_norm(hidden, self.norm_weight, self.eps, self.norm_bias)
         return rms_norm(hidden, self.norm_weight, self.eps)

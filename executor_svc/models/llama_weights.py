@@ -145,9 +145,7 @@ def _layer_targets(
     if isinstance(mlp, SparseMoeBlock):
         targets.update(moe_targets(prefix, mlp, model))
     else:
-        moe = model.variant.moe
-        dense_size = (moe.dense_intermediate_size if moe else None) or config.intermediate_size
-        targets.update(mlp_targets(prefix, mlp, tp, dense_size, (names.mlp_gate, names.mlp_up, names.mlp_down)))
+        targets.update(mlp_targets(prefix, mlp, tp, (names.mlp_gate, names.mlp_up, names.mlp_down)))
     targets.update(_norm_targets(prefix, layer, model.variant.norm_weight_offset, names.sandwich_norms))
     return targets
 

@@ -141,20 +141,10 @@ def _llama4_settings(config: PretrainedConfig) -> MoeSettings:
     """Llama 4's experts (llama4_settings.py): top-k logits weighted by their sigmoids, which scale the experts'
     inputs; an ungated shared expert of intermediate_size; dense layers of intermediate_size_mlp."""
     _require_ints(config, ("num_local_experts", "num_experts_per_tok", "intermediate_size", "intermediate_size_mlp"))
-    return MoeSettings(
-        num_experts=int(config.num_local_experts),
-        top_k=int(config.num_experts_per_tok),
-        expert_intermediate_size=int(config.intermediate_size),
-        normalize_top_k=False,
-        float32_routing_weights=False,
-        shared_expert_intermediate_size=int(config.intermediate_size),
-        sparse_layers=moe_layer_flags(config),
-        intermediate_size_field="intermediate_size",
-        shared_expert_gated=False,
-        scoring="sigmoid_of_top_logits",
-        weights_scale_inputs=True,
-        dense_intermediate_size=int(config.intermediate_size_mlp),
-    )
+    every_layer = _every_layer_sparse(config, "num_local_experts", normalize=False, shared=config.intermediate_size,
+                                      gated=False)
+    return dataclasses.replace(every_layer, sparse_layers=moe_layer_flags(config), scoring="sigmoid_of_top_logits",
+                               weights_scale_inputs=True, dense_intermediate_size=int(config.intermediate_size_mlp))
 
 
 def _ernie_settings(config: PretrainedConfig) -> MoeSettings:

@@ -3,7 +3,7 @@ projection in checkpoints, stacked in transformers 5's own layout), Granite MoE'
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import torch
 
@@ -58,8 +58,9 @@ def _split_stacked_experts(name: str, tensor: torch.Tensor, config: PretrainedCo
                            ) -> list[tuple[str, torch.Tensor]]:
     """transformers' stacked expert tensors (and Mixtral's router under ``mlp.``) as the per-expert checkpoint
     names; ValueError naming the tensor when its experts or rows do not add up."""
-    block_name, (gate, up, down) = _moe_names(config)
-    block = name[: name.rindex("mlp.")] + block_name
+    names = _moe_names(config)
+    gate, up, down = names.projections
+    block = name[: name.rindex("mlp.")] + names.block
     if name.endswith(_MIXTRAL_ROUTER_SUFFIX):
         return [(block + "gate.weight", tensor)]
     size = moe.expert_intermediate_size
@@ -98,14 +99,30 @@ def _split_llama4_experts(name: str, tensor: torch.Tensor, config: PretrainedCon
     return parts
 
 
-def _moe_names(config: PretrainedConfig) -> tuple[str, tuple[str, str, str]]:
-    """The checkpoint's name of a MoE layer's block, and of each expert's gate, up and down projections."""
-    model_type = getattr(config, "model_type", None)
-    if model_type == "mixtral":
-        return "block_sparse_moe.", ("w1", "w3", "w2")
-    if model_type in LLAMA4_TYPES:
-        return "feed_forward.", ("gate_proj", "up_proj", "down_proj")
-    return "mlp.", ("gate_proj", "up_proj", "down_proj")
+class _MoeNames(NamedTuple):
+    """How a family's checkpoint names a MoE layer's tensors (after the layer's prefix)."""
+
+    block: str
+    projections: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")
+    """Each expert's gate, up and down projections."""
+    router: str = "gate."
+    ungated_shared_expert: str = "shared_experts."
+    """The shared expert without a gate (DeepSeek-style: one MLP as wide as all of them); Qwen's gated one is
+    ``shared_expert.`` beside its ``shared_expert_gate``."""
+
+
+_MOE_NAMES = {
+    "mixtral": _MoeNames("block_sparse_moe.", ("w1", "w3", "w2")),
+    "gpt_oss": _MoeNames("mlp.", router="router."),
+    **{model_type: _MoeNames("feed_forward.", router="router.", ungated_shared_expert="shared_expert.")
+       for model_type in LLAMA4_TYPES},
+}
+"""Families naming MoE tensors otherwise than ``mlp.experts.E.gate_proj`` and ``mlp.gate``."""
+
+
+def _moe_names(config: PretrainedConfig) -> _MoeNames:
+    """The checkpoint's names of a MoE layer's tensors."""
+    return _MOE_NAMES.get(getattr(config, "model_type", None) or "", _MoeNames("mlp."))
 
 
 def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) -> dict[str, Targets]:
@@ -115,32 +132,29 @@ def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) 
     settings, tp = moe.settings, model.tp
     if getattr(model.config, "model_type", None) in _GRANITE_MOE_TYPES:
         return _granite_moe_targets(prefix, moe, tp)
-    block_name, projections = _moe_names(model.config)
-    block = prefix + block_name
-    llama4 = getattr(model.config, "model_type", None) in LLAMA4_TYPES
-    router = "router." if moe.router_bias is not None or llama4 else "gate."  # GPT-OSS's (with its bias), Llama 4's
-    targets: dict[str, Targets] = {block + router + "weight": whole_target(moe.router_weight)}
+    checkpoint_names = _moe_names(model.config)
+    block = prefix + checkpoint_names.block
+    router = block + checkpoint_names.router
+    targets: dict[str, Targets] = {router + "weight": whole_target(moe.router_weight)}
     if moe.router_bias is not None:
-        targets[block + "router.bias"] = whole_target(moe.router_bias)
+        targets[router + "bias"] = whole_target(moe.router_bias)
     bias = moe.router_correction_bias
     if bias is not None and getattr(model.config, "model_type", None) == "ernie4_5_moe":  # stored [1, experts]
         targets[block + "moe_statics.e_score_correction_bias"] = Target(bias.data.view(1, -1), (1, bias.shape[0]))
     elif bias is not None:
         targets[block + "gate.e_score_correction_bias"] = whole_target(bias)
     for expert, (gate_up, down) in enumerate(zip(moe.experts_gate_up_weight.data, moe.experts_down_weight.data)):
-        names = tuple(f"{block}experts.{expert}.{projection}" for projection in projections)
+        names = tuple(f"{block}experts.{expert}.{projection}" for projection in checkpoint_names.projections)
         targets.update(gated_targets(cast(tuple[str, str, str], names), gate_up, down, tp, moe.intermediate_offset,
                                       settings.expert_intermediate_size))
         targets.update(_expert_bias_targets(names, moe, expert))
     shared = moe.shared_expert
     if isinstance(shared, LlamaMLP):
-        full_shared = settings.shared_expert_intermediate_size or 0
         if moe.shared_expert_gate_weight is not None:  # Qwen's gated one
-            targets.update(mlp_targets(block + "shared_expert.", shared, tp, full_shared))
+            targets.update(mlp_targets(block + "shared_expert.", shared, tp))
             targets[block + "shared_expert_gate.weight"] = whole_target(moe.shared_expert_gate_weight)
-        else:  # Llama 4's one, the DeepSeek-style routers' (one MLP as wide as all of them)
-            name = "shared_expert." if llama4 else "shared_experts."
-            targets.update(mlp_targets(block + name, shared, tp, full_shared))
+        else:
+            targets.update(mlp_targets(block + checkpoint_names.ungated_shared_expert, shared, tp))
     return targets
 
 
@@ -170,8 +184,7 @@ def _granite_moe_targets(prefix: str, moe: SparseMoeBlock, tp: TensorParallel) -
     }
     shared = moe.shared_expert
     if isinstance(shared, LlamaMLP):
-        full_shared = moe.settings.shared_expert_intermediate_size or 0
-        offset = shared.intermediate_offset
+        full_shared, offset = shared.full_intermediate_size, shared.intermediate_offset
         targets[prefix + "shared_mlp.input_linear.weight"] = gate_up_halves(tp, shared.gate_up_weight.data, 0,
                                                                               offset, full_shared)
         targets[prefix + "shared_mlp.output_linear.weight"] = part_target(tp, shared.down_weight.data, 1, offset,

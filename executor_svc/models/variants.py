@@ -152,7 +152,6 @@ class ModelVariant:
         """What this model's attention needs that the Triton kernels lack (None: nothing)."""
         return "attention sinks" if self.attention_sinks else None
 
-
     @property
     def mlp_gated(self) -> bool:
         """act(gate) * up; False: act(up) alone (Phi-2's fc1/fc2, StarCoder2's c_fc/c_proj, relu^2 MLPs)."""

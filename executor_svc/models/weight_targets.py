@@ -75,12 +75,12 @@ def gate_up_halves(tp: TensorParallel, view: torch.Tensor, dim: int, offset: int
             Target(up, tuple(shape), (dim, full + offset, full + offset + size)))
 
 
-def mlp_targets(prefix: str, mlp: LlamaMLP, tp: TensorParallel, full_size: int,
+def mlp_targets(prefix: str, mlp: LlamaMLP, tp: TensorParallel,
                  names: tuple[str | None, str, str] = ("gate_proj", "up_proj", "down_proj")) -> dict[str, Targets]:
     """An MLP's projections (``names`` after ``prefix``: gate, None without a gate, up and down) and their biases
-    into its fused gate/up and its down projection; ``full_size``: the checkpoint's intermediate rows."""
+    into its fused gate/up and its down projection (the checkpoint's rows: ``mlp.full_intermediate_size``)."""
     gate, up, down = names
-    size, offset = mlp.intermediate_size, mlp.intermediate_offset
+    size, offset, full_size = mlp.intermediate_size, mlp.intermediate_offset, mlp.full_intermediate_size
     gate_up, bias = mlp.gate_up_weight.data, mlp.gate_up_bias
     targets: dict[str, Targets]
     if gate is None:  # no gate: the fused parameter holds the up projection alone
