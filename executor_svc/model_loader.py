@@ -14,6 +14,7 @@ from executor_svc.attention.backend import AttentionBackend
 from executor_svc.dummy_weights import init_dummy_weights
 from executor_svc.models.llama import LlamaModelForCausalLM
 from executor_svc.models.llama_weights import load_weights
+from executor_svc.models.quantized_weights import checkpoint_quantisation, dequantised
 from executor_svc.models.registry import model_class_for
 from executor_svc.models.vision_language import (
     is_vision_language,
@@ -99,19 +100,20 @@ def load_model(
                          "one model; use a checkpoint with tensor_parallel_size > 1")
     config = load_hf_config(model_dir, load_format)
     model_class = model_class_for(config)
+    files = find_checkpoint(model_dir) if load_format != "dummy" else None
+    quantisation = checkpoint_quantisation(files.directory) if files is not None and files.gguf is None else None
     # Built on the meta device and materialised in the target dtype: no transient fp32 copy of the weights.
     with torch.device("meta"):
         model = model_class(config, attention_backend, max_model_len=max_model_len, tp=tp)
     model = model.to(dtype=dtype).to_empty(device=device)
     model.reset_rope_tables()
-    if load_format == "dummy":
+    if files is None:
         init_dummy_weights(model)
     else:
-        files = find_checkpoint(model_dir)
         tensors = _gguf_tensors(files.gguf) if files.gguf is not None else _safetensors_tensors(files.safetensors)
         if files.gguf is None and is_vision_language_dir(files.directory):
             tensors = language_model_tensors(tensors)
-        load_weights(model, tensors)
+        load_weights(model, dequantised(tensors, quantisation))
     if pack_cpu_weights:
         model.pack_cpu_weights()
     return model.eval()

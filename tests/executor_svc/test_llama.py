@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from quantized_checkpoints import REFERENCE, awq, compressed_tensors_channels, fp8_blocks, gptq
 from tiny_models import (
     make_tiny_arcee,
     make_tiny_cohere,
@@ -139,6 +140,22 @@ MAKERS = {
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,
     "llama4_vision_language": make_tiny_llama4_vision,
+    # Quantised releases, dequantised at load (models/quantized_weights.py): FP8 blocks as DeepSeek-V3 and Qwen3 FP8
+    # ship them (HF's own dequantisation is the reference); compressed-tensors FP8 and int8 per output channel, GPTQ
+    # (act order; gptq_v2 8-bit experts) and AWQ (the reference: the weights dequantised by the test's helper, as HF
+    # needs other packages for these formats).
+    "llama_fp8_blocks": lambda path, seed: fp8_blocks(make_tiny_llama(path / "source", seed), path / "fp8", (16, 32)),
+    "deepseek_v3_fp8_blocks": lambda path, seed: fp8_blocks(make_tiny_deepseek_v3(path / "source", seed),
+                                                            path / "fp8", (2, 4)),
+    "qwen3_moe_compressed_tensors_fp8_channels": lambda path, seed: compressed_tensors_channels(
+        make_tiny_qwen3_moe(path / "source", seed), path / "quantised"),
+    "qwen3_compressed_tensors_int8_channels": lambda path, seed: compressed_tensors_channels(
+        make_tiny_qwen3(path / "source", seed), path / "quantised", torch.int8),
+    "llama_gptq_4bit_act_order": lambda path, seed: gptq(make_tiny_llama(path / "source", seed), path / "gptq", 4, 16,
+                                                         act_order=True),
+    "qwen3_moe_gptq_v2_8bit": lambda path, seed: gptq(make_tiny_qwen3_moe(path / "source", seed), path / "gptq", 8, 16,
+                                                      act_order=False, checkpoint_format="gptq_v2"),
+    "qwen2_awq_4bit": lambda path, seed: awq(make_tiny_qwen2(path / "source", seed), path / "awq", 16),
 }
 
 
@@ -163,7 +180,8 @@ def checkpoint_and_hf(request, checkpoints, tmp_path_factory) -> tuple[Path, obj
     if name not in checkpoints:
         path = MAKERS[name](tmp_path_factory.mktemp(name), seed=1)
         auto = AutoModelForImageTextToText if name.endswith("vision_language") else AutoModelForCausalLM
-        hf_model = auto.from_pretrained(path, dtype=torch.float32).eval()
+        hf_path = path / REFERENCE if (path / REFERENCE).is_dir() and not name.endswith("fp8_blocks") else path
+        hf_model = auto.from_pretrained(hf_path, dtype=torch.float32).eval()
         if name.startswith("llama4_vision"):  # its own forward fails on text alone (transformers 5.x): the decoder
             hf_model = hf_model.language_model
         checkpoints[name] = (path, hf_model)
