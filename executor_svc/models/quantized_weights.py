@@ -8,8 +8,8 @@ formats (``float-quantized``, ``naive-quantized``, ``int-quantized``: symmetric 
 block, computed in float32 as transformers' own dequantisation does, then cast to the serving dtype, so outputs
 equal HF's dequantised model. Activation and KV-cache scales are dropped (activations and the cache stay in the
 serving dtype). GPTQ and AWQ integers packed in int32 words: packed_int_weights.py. GPT-OSS's MXFP4 experts:
-gpt_oss_weights.py. Every other method (bitsandbytes, compressed-tensors' 4-bit packs, FP4) is refused by name
-before anything loads."""
+gpt_oss_weights.py; compressed-tensors' 4- and 8-bit integers packed in int32 words (``pack-quantized``) here too.
+Every other method (bitsandbytes, HQQ, FP4, ...) is refused by name before anything loads."""
 
 from __future__ import annotations
 
@@ -123,27 +123,70 @@ def _block(value: Any, field_name: str) -> tuple[int, int] | None:
     return int(value[0]), int(value[1])
 
 
-def _compressed_tensors(settings: dict[str, Any]) -> ScaledWeights:
-    """compressed-tensors: 8-bit symmetric weights only; the block of a ``block`` strategy."""
+def _compressed_tensors(settings: dict[str, Any]) -> WeightScheme:
+    """compressed-tensors: 8-bit symmetric weights (the block of a ``block`` strategy), or 4/8-bit integers packed in
+    int32 words (``pack-quantized``)."""
     storage = settings.get("format")
-    if storage not in _COMPRESSED_TENSORS_FORMATS:
-        raise ValueError(f"quantization_config.format: compressed-tensors {storage!r} is not served (8-bit weights "
-                         f"only: {', '.join(_COMPRESSED_TENSORS_FORMATS)})")
-    blocks = set()
+    if storage not in (*_COMPRESSED_TENSORS_FORMATS, "pack-quantized"):
+        raise ValueError(f"quantization_config.format: compressed-tensors {storage!r} is not served "
+                         f"({', '.join(_COMPRESSED_TENSORS_FORMATS)}, pack-quantized)")
+    packed = storage == "pack-quantized"
+    blocks, widths = set(), set()
     for group_name, group in (settings.get("config_groups") or {}).items():
         weights = group.get("weights") or {}
         field = f"quantization_config.config_groups.{group_name}.weights"
-        if weights.get("num_bits") != 8 or weights.get("type") not in ("float", "int"):
-            raise ValueError(f"{field}: only 8-bit float or int weights are served, got {weights.get('num_bits')}-bit "
-                             f"{weights.get('type')}")
+        served, kinds = ((4, 8), ("int",)) if packed else ((8,), ("float", "int"))
+        if weights.get("num_bits") not in served or weights.get("type") not in kinds:
+            raise ValueError(f"{field}: {storage} serves {' or '.join(map(str, served))}-bit {' or '.join(kinds)} "
+                             f"weights, got {weights.get('num_bits')}-bit {weights.get('type')}")
         if weights.get("symmetric") is False:
             raise ValueError(f"{field}.symmetric: asymmetric weights (zero points) are not served")
         if weights.get("strategy") not in _COMPRESSED_TENSORS_STRATEGIES:
             raise ValueError(f"{field}.strategy: {weights.get('strategy')!r} is not served "
                              f"({', '.join(_COMPRESSED_TENSORS_STRATEGIES)})")
+        if weights.get("actorder") == "group":
+            raise ValueError(f"{field}.actorder: group act order (a weight_g_idx per module) is not served")
         blocks.add(_block(weights.get("block_structure"), f"config_groups.{group_name}.weights.block_structure"))
+        widths.add(int(weights["num_bits"]))
     block = blocks.pop() if len(blocks) == 1 else None  # several: each scale grid's own division is used
+    if packed:
+        if len(widths) != 1:
+            raise ValueError(f"quantization_config.config_groups: one bit width is served, got {sorted(widths)}")
+        return PackedScaledWeights(widths.pop())
     return ScaledWeights("compressed-tensors", "weight_scale", block, integer_weights=True)
+
+
+@dataclass(frozen=True)
+class PackedScaledWeights:
+    """compressed-tensors' pack-quantized weights: signed ``bits``-bit integers, offset by 2 ** (bits - 1) and
+    packed along each row into int32 words lowest bits first (``weight_packed`` [out, words]), the unpacked shape
+    (``weight_shape``) and ``weight_scale`` per channel or group of input columns."""
+
+    bits: int
+    method: str = "compressed-tensors"
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return "weight_packed", "weight_scale", "weight_shape"
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        return ()
+
+    def is_part(self, suffix: str, tensor: torch.Tensor) -> bool:
+        return suffix in self.parts
+
+    def dequantise_parts(self, parts: dict[str, torch.Tensor], name: str) -> torch.Tensor:
+        words, shape = parts["weight_packed"], [int(size) for size in parts["weight_shape"].tolist()]
+        per_word = 32 // self.bits
+        if words.dtype != torch.int32 or len(shape) != 2 or words.shape[0] != shape[0] \
+                or words.shape[1] * per_word < shape[1]:
+            raise ValueError(f"weights: {name!r}: weight_packed {list(words.shape)} ({words.dtype}) does not hold "
+                             f"weight_shape {shape} in {self.bits}-bit fields")
+        fields = (words.unsqueeze(-1) >> torch.arange(0, 32, self.bits, dtype=torch.int32)) & ((1 << self.bits) - 1)
+        values = fields.reshape(shape[0], -1)[:, : shape[1]] - (1 << (self.bits - 1))
+        scheme = ScaledWeights(self.method, "weight_scale", integer_weights=True)
+        return dequantise(values.to(torch.int8), parts["weight_scale"], scheme, name)
 
 
 def dequantised(tensors: Iterable[tuple[str, torch.Tensor]], scheme: WeightScheme | None

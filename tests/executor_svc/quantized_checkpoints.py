@@ -180,3 +180,27 @@ def _reference(values: torch.Tensor, zeros: torch.Tensor, scales: torch.Tensor, 
     """[out, in] weights, each input row taking its own group's zero points and scales."""
     rows = [(values[r] - zeros[int(groups[r])]).float() * scales[int(groups[r])].float() for r in range(len(values))]
     return torch.stack(rows).t().contiguous()
+
+
+def compressed_tensors_packed(source: Path, out: Path, bits: int, group_size: int) -> Path:
+    """compressed-tensors' pack-quantized layout (W4A16, W8A16): symmetric integers per group of input columns,
+    offset by 2 ** (bits - 1) and packed along each row into ``weight_packed``, with ``weight_shape``."""
+    group = {"targets": ["Linear"], "weights": {"num_bits": bits, "type": "int", "strategy": "group",
+                                                "group_size": group_size, "symmetric": True, "dynamic": False}}
+    settings = {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
+                "config_groups": {"group_0": group}}
+    top = (1 << (bits - 1)) - 1
+
+    def quantise(name: str, weight: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        rows, cols = weight.shape
+        scales = weight.reshape(rows, cols // group_size, group_size).abs().amax(-1) / top
+        each = scales[:, torch.arange(cols) // group_size]
+        values = (weight / each).round().clamp(-top - 1, top).long()
+        per_word = 32 // bits
+        offset = values + (1 << (bits - 1))
+        packed = _words([[offset[:, w * per_word + i] for i in range(per_word)] for w in range(cols // per_word)],
+                        bits).t().contiguous()
+        parts = {"weight_packed": packed, "weight_scale": scales, "weight_shape": torch.tensor([rows, cols])}
+        return parts, values.float() * each
+
+    return quantise_checkpoint(source, out, settings, quantise)

@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from quantized_checkpoints import REFERENCE, awq, compressed_tensors_channels, fp8_blocks, gptq
+from quantized_checkpoints import (
+    REFERENCE,
+    awq,
+    compressed_tensors_channels,
+    compressed_tensors_packed,
+    fp8_blocks,
+    gptq,
+)
 from tiny_models import (
     make_tiny_arcee,
     make_tiny_cohere,
@@ -141,9 +148,9 @@ MAKERS = {
     "mistral3_vision_language": make_tiny_mistral3_vision,
     "llama4_vision_language": make_tiny_llama4_vision,
     # Quantised releases, dequantised at load (models/quantized_weights.py): FP8 blocks as DeepSeek-V3 and Qwen3 FP8
-    # ship them (HF's own dequantisation is the reference); compressed-tensors FP8 and int8 per output channel, GPTQ
-    # (act order; gptq_v2 8-bit experts) and AWQ (the reference: the weights dequantised by the test's helper, as HF
-    # needs other packages for these formats).
+    # ship them (HF's own dequantisation is the reference); compressed-tensors FP8 and int8 per output channel and
+    # packed int4 per group, GPTQ (act order; gptq_v2 8-bit experts) and AWQ (the reference: the weights dequantised
+    # by the test's helper, as HF needs other packages for these formats).
     "llama_fp8_blocks": lambda path, seed: fp8_blocks(make_tiny_llama(path / "source", seed), path / "fp8", (16, 32)),
     "deepseek_v3_fp8_blocks": lambda path, seed: fp8_blocks(make_tiny_deepseek_v3(path / "source", seed),
                                                             path / "fp8", (2, 4)),
@@ -156,6 +163,8 @@ MAKERS = {
     "qwen3_moe_gptq_v2_8bit": lambda path, seed: gptq(make_tiny_qwen3_moe(path / "source", seed), path / "gptq", 8, 16,
                                                       act_order=False, checkpoint_format="gptq_v2"),
     "qwen2_awq_4bit": lambda path, seed: awq(make_tiny_qwen2(path / "source", seed), path / "awq", 16),
+    "llama_compressed_tensors_w4a16_groups": lambda path, seed: compressed_tensors_packed(
+        make_tiny_llama(path / "source", seed), path / "quantised", 4, 16),
 }
 
 

@@ -15,6 +15,7 @@ from executor_svc.attention.torch_backend import TorchAttentionBackend
 from executor_svc.model_loader import load_model
 from executor_svc.models.packed_int_weights import PackedIntWeights
 from executor_svc.models.quantized_weights import (
+    PackedScaledWeights,
     ScaledWeights,
     checkpoint_quantisation,
     dequantise,
@@ -137,10 +138,17 @@ def test_served_methods_and_their_settings():
     ({"quant_method": "awq", "bits": 4, "zero_point": False}, r"zero_point: AWQ without zero points"),
     ({"quant_method": "mxfp4"}, r"quant_method: 'mxfp4'"),  # a Llama does not carry GPT-OSS's experts
     ({"quant_method": "fp8", "weight_block_size": [128]}, r"weight_block_size: must be two positive integers"),
-    ({"quant_method": "compressed-tensors", "format": "pack-quantized"}, r"format: compressed-tensors "
-                                                                         r"'pack-quantized' is not served"),
+    ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}, r"format: compressed-tensors "
+                                                                               r"'nvfp4-pack-quantized' is not served"),
     ({"quant_method": "compressed-tensors", "format": "float-quantized",
-      "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int"}}}}, r"config_groups.g.weights: only 8-bit"),
+      "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int"}}}},
+     r"config_groups.g.weights: float-quantized serves 8-bit float or int weights, got 4-bit int"),
+    ({"quant_method": "compressed-tensors", "format": "pack-quantized",
+      "config_groups": {"g": {"weights": {"num_bits": 3, "type": "int"}}}},
+     r"config_groups.g.weights: pack-quantized serves 4 or 8-bit int weights, got 3-bit int"),
+    ({"quant_method": "compressed-tensors", "format": "pack-quantized",
+      "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int", "strategy": "group", "actorder": "group"}}}},
+     r"weights.actorder: group act order"),
     ({"quant_method": "compressed-tensors", "format": "int-quantized",
       "config_groups": {"g": {"weights": {"num_bits": 8, "type": "int", "symmetric": False}}}},
      r"weights.symmetric: asymmetric weights"),
@@ -208,3 +216,21 @@ def test_packed_parts_that_disagree_are_refused_naming_the_module():
     with pytest.raises(ValueError, match="g_idx must hold a group >= 0 for each of 16 input rows"):
         PackedIntWeights("gptq", 4, 8, act_order=True).dequantise_parts(
             {**parts, "scales": torch.ones(2, 8), "g_idx": torch.zeros(15, dtype=torch.int32)}, "m.weight")
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_compressed_tensors_packed_integers_are_signed_fields_along_each_row(bits):
+    per_word = 32 // bits
+    values = torch.arange(2 * per_word).reshape(2, per_word) % (1 << bits) - (1 << (bits - 1))  # every value once
+    word_of = [sum((int(v) + (1 << (bits - 1))) << (bits * i) for i, v in enumerate(row)) for row in values.tolist()]
+    words = torch.tensor([[w - (1 << 32) if w >= 1 << 31 else w] for w in word_of], dtype=torch.int32)
+    scale = torch.tensor([[0.5], [2.0]])
+    parts = {"weight_packed": words, "weight_scale": scale, "weight_shape": torch.tensor([2, per_word - 1])}
+    weight = PackedScaledWeights(bits).dequantise_parts(parts, "w")
+    torch.testing.assert_close(weight, values[:, : per_word - 1].float() * scale, rtol=0, atol=0)  # shape's columns
+    with pytest.raises(ValueError, match=r"'w': weight_packed \[2, 1\] \(torch.int32\) does not hold weight_shape "
+                                         r"\[2, 64\]"):
+        PackedScaledWeights(bits).dequantise_parts({**parts, "weight_shape": torch.tensor([2, 64])}, "w")
+    settings = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                "config_groups": {"g": {"weights": {"num_bits": bits, "type": "int", "strategy": "group"}}}}
+    assert weight_quantisation(settings, "llama") == PackedScaledWeights(bits)

@@ -65,6 +65,19 @@ def _run_planned_steps(tp: TensorParallel, model_dir: str) -> list[list[tuple]]:
     return [outputs_of(runner.execute(step)) for step in plan_steps(requests_plain(), BATCHES)]
 
 
+def _run_every_family(tp: TensorParallel, model_dirs: dict[str, str]) -> dict[str, list[list[tuple]]]:
+    return {family: _run_planned_steps(tp, model_dir) for family, model_dir in model_dirs.items()}
+
+
+@pytest.fixture(scope="module")
+def sharded_runs(tmp_path_factory) -> tuple[dict[str, str], list[dict[str, list[list[tuple]]]]]:
+    """Every family's checkpoint and the outputs of each of two ranks running it. One pair of rank processes runs
+    all the families in turn: starting a pair per family took most of this module's time."""
+    root = tmp_path_factory.mktemp("families")
+    model_dirs = {family: str(make(root / family, seed=5)) for family, make in MAKERS.items()}
+    return model_dirs, results_on_ranks(_run_every_family, (model_dirs,), root)
+
+
 def _assert_close(sharded: list[list[tuple]], single: list[list[tuple]]) -> None:
     assert len(sharded) == len(single)
     for step_sharded, step_single in zip(sharded, single):
@@ -74,13 +87,12 @@ def _assert_close(sharded: list[list[tuple]], single: list[list[tuple]]) -> None
 
 
 @pytest.mark.parametrize("family", sorted(MAKERS))
-def test_two_ranks_give_the_tokens_of_one(family, tmp_path):
-    model_dir = MAKERS[family](tmp_path / family, seed=5)
-    runner, _ = build_runner(ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40))
+def test_two_ranks_give_the_tokens_of_one(family, sharded_runs):
+    model_dirs, per_rank = sharded_runs
+    runner, _ = build_runner(ExecutorConfig(model_dir=model_dirs[family], num_kv_blocks=40))
     single = [outputs_of(runner.execute(step)) for step in plan_steps(requests_plain(), BATCHES)]
-    per_rank = results_on_ranks(_run_planned_steps, (str(model_dir),), tmp_path)
-    assert per_rank[0] == per_rank[1]  # every rank samples the same tokens with the same logprobs
-    _assert_close(per_rank[0], single)
+    assert per_rank[0][family] == per_rank[1][family]  # every rank samples the same tokens with the same logprobs
+    _assert_close(per_rank[0][family], single)
 
 
 def test_shards_that_do_not_split_evenly_are_named(tmp_path):
