@@ -322,7 +322,8 @@ def _special_tokens(tokenizer_config: dict[str, Any], special_tokens_map: dict[s
 
 
 def _chat_template(model_dir: Path, tokenizer_config: dict[str, Any]) -> str | None:
-    """chat_template.jinja if present, else tokenizer_config.json's chat_template (the "default" one if a list)."""
+    """chat_template.jinja if present, else tokenizer_config.json's chat_template (the "default" one if a list), else
+    chat_template.json's (where vision-language checkpoints' processors keep theirs: Qwen2-VL, Qwen2.5-VL)."""
     template_file = model_dir / "chat_template.jinja"
     if template_file.is_file():
         return template_file.read_text(encoding="utf-8")
@@ -330,6 +331,8 @@ def _chat_template(model_dir: Path, tokenizer_config: dict[str, Any]) -> str | N
     if isinstance(template, list):
         named = {entry.get("name"): entry.get("template") for entry in template if isinstance(entry, dict)}
         return named.get("default")
+    if template is None:
+        template = _read_json(model_dir / "chat_template.json").get("chat_template")
     return template
 
 

@@ -1,10 +1,12 @@
 """The language model of a vision-language checkpoint, served for text (Gemma 3 4B and up, Mistral Small 3.1, Llama 4
-Scout and Maverick).
+Scout and Maverick, Qwen2-VL, Qwen2.5-VL, Qwen3-VL).
 
 Such a checkpoint nests its decoder's config as ``text_config`` and stores the decoder's tensors under
 ``language_model.`` beside a vision tower and a projector. Text prompts never reach those, so the decoder is served
 alone: its config is the text config, its tensors are renamed to a text checkpoint's names, the vision tensors are
-skipped. Images are not accepted (the API takes text)."""
+skipped. Images are not accepted (the API takes text). The Qwen VL models' multimodal RoPE gives a text token the
+same temporal, height and width position, which turns every frequency by that one position: their language models
+are Qwen2's and Qwen3's with plain RoPE."""
 
 from __future__ import annotations
 
@@ -18,14 +20,17 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 VISION_LANGUAGE_ARCHITECTURES = ("Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration",
-                                 "Llama4ForConditionalGeneration")
+                                 "Llama4ForConditionalGeneration", "Qwen2VLForConditionalGeneration",
+                                 "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration")
 """Checkpoints whose language model is served alone."""
 _LANGUAGE_PREFIXES = (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
                       ("model.language_model.", "model."))
 """(checkpoint prefix, text checkpoint prefix): hub layouts (``language_model.model.``) and transformers 5's own."""
 _VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.",
-                    "vision_model.", "model.vision_model.")
-"""The vision towers' and projectors' tensors (Llama 4 names its tower ``vision_model``)."""
+                    "vision_model.", "model.vision_model.", "visual.", "model.visual.")
+"""The vision towers' and projectors' tensors (Llama 4 names its tower ``vision_model``, Qwen ``visual``)."""
+_TEXT_FAMILIES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2", "qwen3_vl_text": "qwen3"}
+"""Text configs' model_types whose decoder is a text family's (see the module's docstring)."""
 
 
 def is_vision_language(config: PretrainedConfig) -> bool:
@@ -47,6 +52,9 @@ def language_model_config(config: PretrainedConfig) -> PretrainedConfig:
     checkpoint's embedding tying where the outer config sets it (HF ties the outer model's head by that)."""
     text = config.text_config
     text.architectures = None
+    family = _TEXT_FAMILIES.get(getattr(text, "model_type", ""))
+    if family is not None:
+        text.model_type = family
     tie = getattr(config, "tie_word_embeddings", None)
     if tie is not None:
         text.tie_word_embeddings = bool(tie)

@@ -51,9 +51,12 @@ from tiny_models import (
     make_tiny_phi2,
     make_tiny_phi3,
     make_tiny_qwen2,
+    make_tiny_qwen2_5_vl_vision,
     make_tiny_qwen2_moe,
+    make_tiny_qwen2_vl_vision,
     make_tiny_qwen3,
     make_tiny_qwen3_moe,
+    make_tiny_qwen3_vl_vision,
     make_tiny_seed_oss,
     make_tiny_smollm3,
     make_tiny_starcoder2,
@@ -147,6 +150,10 @@ MAKERS = {
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,
     "llama4_vision_language": make_tiny_llama4_vision,
+    # Qwen VL: multimodal RoPE, which text positions reduce to plain RoPE (mrope sections, Qwen3-VL's interleaved)
+    "qwen2_vl_vision_language": make_tiny_qwen2_vl_vision,
+    "qwen2_5_vl_vision_language": make_tiny_qwen2_5_vl_vision,
+    "qwen3_vl_vision_language": make_tiny_qwen3_vl_vision,
     # Quantised releases, dequantised at load (models/quantized_weights.py): FP8 blocks as DeepSeek-V3 and Qwen3 FP8
     # ship them (HF's own dequantisation is the reference); compressed-tensors FP8 and int8 per output channel and
     # packed int4 per group, GPTQ (act order; gptq_v2 8-bit experts) and AWQ (the reference: the weights dequantised

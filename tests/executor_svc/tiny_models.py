@@ -494,6 +494,49 @@ def make_tiny_llama4_vision(path: str | Path, seed: int = 0, vocab_size: int = 2
     return _save(Llama4ForConditionalGeneration, config, path, seed)
 
 
+QWEN_VL_TEXT: dict[str, Any] = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                                     "mrope_section": [2, 3, 3]}}
+"""Multimodal RoPE over the tiny heads' 8 frequencies: 2 temporal, 3 height, 3 width."""
+QWEN_VL_TOKENS: dict[str, Any] = {"image_token_id": 255, "video_token_id": 254, "vision_start_token_id": 253}
+
+
+def make_tiny_qwen2_vl_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Qwen2VLForConditionalGeneration checkpoint (a one-block vision tower beside a Qwen2 language
+    model with multimodal RoPE) into `path`; ``overrides`` go to its text config."""
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+
+    text = {**TINY_LLAMA_DEFAULTS, **QWEN_VL_TEXT, "vocab_size": vocab_size, **overrides}
+    vision = {"depth": 1, "embed_dim": 32, "hidden_size": text["hidden_size"], "num_heads": 2, "patch_size": 14}
+    config = Qwen2VLConfig(text_config=text, vision_config=vision, **QWEN_VL_TOKENS)
+    return _save(Qwen2VLForConditionalGeneration, config, path, seed)
+
+
+def make_tiny_qwen2_5_vl_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Qwen2_5_VLForConditionalGeneration checkpoint (HF saves it in the hub's layout: the language
+    model as ``model.``, the tower as ``visual.``) into `path`; ``overrides`` go to its text config."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    text = {**TINY_LLAMA_DEFAULTS, **QWEN_VL_TEXT, "vocab_size": vocab_size, **overrides}
+    vision = {"depth": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64,
+              "out_hidden_size": text["hidden_size"], "patch_size": 14, "fullatt_block_indexes": [0]}
+    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **QWEN_VL_TOKENS)
+    return _save(Qwen2_5_VLForConditionalGeneration, config, path, seed)
+
+
+def make_tiny_qwen3_vl_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Qwen3VLForConditionalGeneration checkpoint (a Qwen3 language model with interleaved
+    multimodal RoPE under ``model.language_model.``, a tower with deepstack features) into `path`."""
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    rope = {**QWEN_VL_TEXT["rope_parameters"], "mrope_interleaved": True}
+    text = {**TINY_LLAMA_DEFAULTS, "head_dim": 16, "rope_parameters": rope, "vocab_size": vocab_size, **overrides}
+    vision = {"depth": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64,
+              "out_hidden_size": text["hidden_size"], "patch_size": 14, "deepstack_visual_indexes": [0],
+              "num_position_embeddings": 16}
+    config = Qwen3VLConfig(text_config=text, vision_config=vision, **QWEN_VL_TOKENS)
+    return _save(Qwen3VLForConditionalGeneration, config, path, seed)
+
+
 def _save(model_class: Any, config: Any, path: str | Path, seed: int) -> Path:
     torch.manual_seed(seed)
     model = model_class(config).to(torch.float32)

@@ -127,6 +127,14 @@ def test_template_raise_exception_becomes_value_error(tmp_path):
         tokenizer.apply_chat_template([{"role": "assistant", "content": "first"}])
 
 
+def test_a_processors_chat_template_json_is_read_when_the_tokenizer_has_none(tmp_path):
+    directory = build_byte_level(tmp_path / "tok")
+    (directory / "chat_template.jinja").unlink()
+    template = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+    (directory / "chat_template.json").write_text(json.dumps({"chat_template": template}))
+    assert Tokenizer.from_dir(directory).render_chat([{"role": "user", "content": "hi"}]) == "[user]hi"
+
+
 def test_missing_or_broken_template_raises_value_error(tmp_path):
     directory = build_byte_level(tmp_path / "tok")
     (directory / "chat_template.jinja").unlink()
