@@ -1,5 +1,6 @@
 """Loading mixture-of-experts tensors: the router and experts of Mixtral, Qwen-MoE and OLMoE (one tensor per expert
-projection in checkpoints, stacked in transformers 5's own layout), Granite MoE's and Llama 4's stacked experts."""
+projection in checkpoints, stacked in transformers 5's own layout or, as Qwen3-VL-MoE releases store them, stacked as
+they multiply), Granite MoE's and Llama 4's stacked experts."""
 
 from __future__ import annotations
 
@@ -65,10 +66,12 @@ def _split_stacked_experts(name: str, tensor: torch.Tensor, config: PretrainedCo
         return [(block + "gate.weight", tensor)]
     size = moe.expert_intermediate_size
     gate_up = name.endswith("gate_up_proj")
-    rows = 2 * size if gate_up else config.hidden_size
-    if tensor.dim() != 3 or tensor.shape[0] != moe.num_experts or tensor.shape[1] != rows:
+    rows, columns = (2 * size, config.hidden_size) if gate_up else (config.hidden_size, size)
+    if tuple(tensor.shape) == (moe.num_experts, columns, rows) and rows != columns:
+        tensor = tensor.transpose(1, 2)  # stacked as they multiply, x @ w: Qwen3-VL-MoE's released checkpoints
+    if tuple(tensor.shape) != (moe.num_experts, rows, columns):
         raise ValueError(f"weights: {name!r} has shape {tuple(tensor.shape)}, expected ({moe.num_experts}, {rows}, "
-                         f"{config.hidden_size if gate_up else size})")
+                         f"{columns}) or, stacked as they multiply, ({moe.num_experts}, {columns}, {rows})")
     parts = []
     for expert, weight in enumerate(tensor):
         prefix = f"{block}experts.{expert}."

@@ -1,5 +1,5 @@
 """The language model of a vision-language checkpoint, served for text (Gemma 3 4B and up, Mistral Small 3.1, Llama 4
-Scout and Maverick, Qwen2-VL, Qwen2.5-VL, Qwen3-VL).
+Scout and Maverick, Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3-VL-MoE).
 
 Such a checkpoint nests its decoder's config as ``text_config`` and stores the decoder's tensors under
 ``language_model.`` beside a vision tower and a projector. Text prompts never reach those, so the decoder is served
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 VISION_LANGUAGE_ARCHITECTURES = ("Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration",
                                  "Llama4ForConditionalGeneration", "Qwen2VLForConditionalGeneration",
-                                 "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration")
+                                 "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+                                 "Qwen3VLMoeForConditionalGeneration")
 """Checkpoints whose language model is served alone."""
 _LANGUAGE_PREFIXES = (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
                       ("model.language_model.", "model."))
@@ -29,7 +30,8 @@ _LANGUAGE_PREFIXES = (("language_model.model.", "model."), ("language_model.lm_h
 _VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.",
                     "vision_model.", "model.vision_model.", "visual.", "model.visual.")
 """The vision towers' and projectors' tensors (Llama 4 names its tower ``vision_model``, Qwen ``visual``)."""
-_TEXT_FAMILIES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2", "qwen3_vl_text": "qwen3"}
+_TEXT_FAMILIES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2", "qwen3_vl_text": "qwen3",
+                  "qwen3_vl_moe_text": "qwen3_moe"}
 """Text configs' model_types whose decoder is a text family's (see the module's docstring)."""
 
 

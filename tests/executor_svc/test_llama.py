@@ -56,6 +56,7 @@ from tiny_models import (
     make_tiny_qwen2_vl_vision,
     make_tiny_qwen3,
     make_tiny_qwen3_moe,
+    make_tiny_qwen3_vl_moe_vision,
     make_tiny_qwen3_vl_vision,
     make_tiny_seed_oss,
     make_tiny_smollm3,
@@ -154,6 +155,9 @@ MAKERS = {
     "qwen2_vl_vision_language": make_tiny_qwen2_vl_vision,
     "qwen2_5_vl_vision_language": make_tiny_qwen2_5_vl_vision,
     "qwen3_vl_vision_language": make_tiny_qwen3_vl_vision,
+    "qwen3_vl_moe_vision_language": make_tiny_qwen3_vl_moe_vision,
+    "qwen3_vl_moe_hub_layout_vision_language": lambda path, seed: make_tiny_qwen3_vl_moe_vision(path, seed,
+                                                                                                hub_layout=True),
     # Quantised releases, dequantised at load (models/quantized_weights.py): FP8 blocks as DeepSeek-V3 and Qwen3 FP8
     # ship them (HF's own dequantisation is the reference); compressed-tensors FP8 and int8 per output channel and
     # packed int4 per group, GPTQ (act order; gptq_v2 8-bit experts) and AWQ (the reference: the weights dequantised

@@ -263,6 +263,28 @@ def test_qwen_settings_follow_mlp_only_layers_and_decoder_sparse_step():
     assert qwen2 is not None and qwen2.shared_expert_intermediate_size == 48 and not qwen2.normalize_top_k
 
 
+def test_stacked_experts_split_per_expert_from_either_layout_and_other_shapes_are_named():
+    from transformers import Qwen3MoeConfig
+
+    from executor_svc.models.moe_weights import checkpoint_layout
+
+    config = Qwen3MoeConfig(hidden_size=8, num_hidden_layers=1, num_experts=2, num_experts_per_tok=1,
+                            moe_intermediate_size=3)
+    settings = moe_settings_for(config)
+    assert settings is not None
+    gate_up = torch.randn(2, 6, 8)  # transformers' layout: [experts, 2 * intermediate, hidden]
+    name = "model.layers.0.mlp.experts.gate_up_proj"
+    linear = dict(checkpoint_layout(name, gate_up, config, settings) or [])
+    multiplied = dict(checkpoint_layout(name, gate_up.transpose(1, 2), config, settings) or [])
+    assert list(linear) == list(multiplied) == [f"model.layers.0.mlp.experts.{e}.{p}_proj.weight"
+                                                for e in (0, 1) for p in ("gate", "up")]
+    assert all(torch.equal(linear[key], multiplied[key]) for key in linear)
+    assert torch.equal(linear["model.layers.0.mlp.experts.1.up_proj.weight"], gate_up[1, 3:])
+    with pytest.raises(ValueError, match=r"has shape \(2, 5, 8\), expected \(2, 6, 8\) or, stacked as they "
+                                         r"multiply, \(2, 8, 6\)"):
+        checkpoint_layout(name, torch.randn(2, 5, 8), config, settings)
+
+
 def test_mixtral_settings_always_normalise_and_weigh_in_float32():
     from transformers import MixtralConfig
 

@@ -537,6 +537,32 @@ def make_tiny_qwen3_vl_vision(path: str | Path, seed: int = 0, vocab_size: int =
     return _save(Qwen3VLForConditionalGeneration, config, path, seed)
 
 
+def make_tiny_qwen3_vl_moe_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, hub_layout: bool = False,
+                                  **overrides: Any) -> Path:
+    """Write a random Qwen3VLMoeForConditionalGeneration checkpoint (layer 0 routing 3 of 6 stacked experts, layer 1
+    dense) into `path`. ``hub_layout``: the experts stacked as the released checkpoints hold them, [experts, in, out]
+    (transformers transposes them at load), instead of transformers' own [experts, out, in]."""
+    from safetensors.torch import load_file, save_file
+    from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
+
+    rope = {**QWEN_VL_TEXT["rope_parameters"], "mrope_interleaved": True}
+    experts = {"num_experts": 6, "num_experts_per_tok": 3, "moe_intermediate_size": 48, "norm_topk_prob": True,
+               "mlp_only_layers": [1]}
+    text = {**TINY_LLAMA_DEFAULTS, **experts, "head_dim": 16, "rope_parameters": rope, "vocab_size": vocab_size,
+            **overrides}
+    vision = {"depth": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64,
+              "out_hidden_size": text["hidden_size"], "patch_size": 14, "deepstack_visual_indexes": [0],
+              "num_position_embeddings": 16}
+    config = Qwen3VLMoeConfig(text_config=text, vision_config=vision, **QWEN_VL_TOKENS)
+    path = _save(Qwen3VLMoeForConditionalGeneration, config, path, seed)
+    if hub_layout:
+        tensors = load_file(str(path / "model.safetensors"))
+        for name in [n for n in tensors if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
+            tensors[name] = tensors[name].transpose(1, 2).contiguous()
+        save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    return path
+
+
 def _save(model_class: Any, config: Any, path: str | Path, seed: int) -> Path:
     torch.manual_seed(seed)
     model = model_class(config).to(torch.float32)
