@@ -117,8 +117,8 @@ class LlamaAttention(nn.Module):
         query_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x [T, hidden] -> attention output projected back to [T, hidden] (``adapters``: the LoRA adapter of
-        each row, None when no row uses one; ``query_scale`` [T, 1, 1]: multiplies the queries, Llama 4's temperature
-        of NoPE layers)."""
+        each row, None when no row uses one; ``query_scale`` [T, 1, 1]: multiplies the queries, the query temperature
+        of Llama 4's NoPE layers and of every Ministral 3 layer)."""
         q, k, v = self.project_qkv(x, cos, sin, adapters)
         if query_scale is not None:
             q = (q * query_scale).to(q.dtype)
@@ -388,7 +388,8 @@ class LlamaModelForCausalLM(nn.Module):
              for window, sparse, rotary, chunk in zip(windows, sparse_layers, self.variant.rope_layers, chunks)]
         )
         temperature = self.variant.query_temperature
-        self.tempered_layers = tuple(temperature is not None and not rotary for rotary in self.variant.rope_layers)
+        self.tempered_layers = tuple(temperature is not None and (temperature.every_layer or not rotary)
+                                     for rotary in self.variant.rope_layers)
         """Layers whose queries take Llama 4's position-dependent temperature (its NoPE layers, when tuned)."""
         self.norm_weight = nn.Parameter(torch.ones(config.hidden_size), requires_grad=False)
         self.norm_bias = (
@@ -481,11 +482,11 @@ class LlamaModelForCausalLM(nn.Module):
         return rms_norm(hidden, self.norm_weight, self.eps)
 
     def _query_scale(self, positions: torch.Tensor) -> torch.Tensor | None:
-        """Llama 4's query temperature per token [T, 1, 1] in float32 (None: the model has none)."""
+        """The query temperature per token [T, 1, 1] in float32 (Llama 4, Ministral 3; None: the model has none)."""
         temperature = self.variant.query_temperature
         if temperature is None:
             return None
-        steps = torch.floor((positions.float() + 1.0) / temperature.floor_scale)
+        steps = torch.floor((positions.float() + temperature.position_offset) / temperature.floor_scale)
         return (torch.log1p(steps) * temperature.attn_scale + 1.0).view(-1, 1, 1)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:

@@ -41,6 +41,7 @@ from tiny_models import (
     make_tiny_llama4,
     make_tiny_llama4_vision,
     make_tiny_ministral,
+    make_tiny_ministral3,
     make_tiny_mistral,
     make_tiny_mistral3_vision,
     make_tiny_mixtral,
@@ -150,6 +151,9 @@ MAKERS = {
     # Vision-language checkpoints: their language model alone, for text (tied and untied LM heads).
     "gemma3_vision_language": make_tiny_gemma3_vision,
     "mistral3_vision_language": make_tiny_mistral3_vision,
+    # Ministral 3: YaRN and Llama 4's query temperature on every layer; and as its releases ship, vision-language
+    "ministral3_query_temperature": make_tiny_ministral3,
+    "mistral3_ministral3_vision_language": lambda path, seed: make_tiny_mistral3_vision(path, seed, ministral3=True),
     "llama4_vision_language": make_tiny_llama4_vision,
     # Qwen VL: multimodal RoPE, which text positions reduce to plain RoPE (mrope sections, Qwen3-VL's interleaved)
     "qwen2_vl_vision_language": make_tiny_qwen2_vl_vision,

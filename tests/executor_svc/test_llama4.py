@@ -9,11 +9,12 @@ import math
 
 import pytest
 import torch
-from tiny_models import make_tiny_llama4
+from tiny_models import MINISTRAL3_ROPE, make_tiny_llama4, make_tiny_ministral3
 
 from executor_svc.attention.selection import resolve_backend_name
 from executor_svc.attention.torch_backend import TorchAttentionBackend
 from executor_svc.model_loader import load_hf_config, load_model
+from executor_svc.models.llama4_settings import QueryTemperature
 from executor_svc.models.llama_weights import load_weights
 from executor_svc.models.moe_routing import route
 from executor_svc.models.variants import variant_for
@@ -47,6 +48,24 @@ def test_query_temperature_grows_with_the_log_of_the_position(tmp_path):
     expected = [1.0, 1.0, 1 + 0.3 * math.log(2), 1 + 0.3 * math.log(3), 1 + 0.3 * math.log(5), 1 + 0.3 * math.log(26)]
     torch.testing.assert_close(scale.flatten(), torch.tensor(expected))
     assert model.tempered_layers == (False, True, False, True)
+
+
+def test_ministral3_tempers_every_layer_from_position_zero_by_its_rope_settings(tmp_path):
+    from transformers import Ministral3Config
+
+    released = variant_for(Ministral3Config())  # Ministral 3 8B: beta 0.1 over 16384 positions
+    assert released.query_temperature == QueryTemperature(16384.0, 0.1, position_offset=0.0, every_layer=True)
+    model = load_model(make_tiny_ministral3(tmp_path), torch.float32, torch.device("cpu"), TorchAttentionBackend())
+    scale = model._query_scale(torch.tensor([0, 7, 8, 23, 24]))
+    expected = [1.0, 1.0, 1 + 0.5 * math.log(2), 1 + 0.5 * math.log(3), 1 + 0.5 * math.log(4)]
+    torch.testing.assert_close(scale.flatten(), torch.tensor(expected))
+    assert model.tempered_layers == (True, True)
+    rope = {**MINISTRAL3_ROPE, "llama_4_scaling_beta": 0.0}
+    assert variant_for(Ministral3Config(rope_parameters=rope)).query_temperature is None
+    broken = Ministral3Config(rope_parameters=MINISTRAL3_ROPE)
+    broken.rope_parameters = {**MINISTRAL3_ROPE, "original_max_position_embeddings": None}
+    with pytest.raises(ValueError, match="original_max_position_embeddings: must be an integer >= 1"):
+        variant_for(broken)
 
 
 def test_the_router_chooses_by_logits_and_weighs_by_their_sigmoid():

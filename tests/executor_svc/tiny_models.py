@@ -451,6 +451,22 @@ def make_tiny_exaone4(path: str | Path, seed: int = 0, vocab_size: int = 256, **
     return _save(Exaone4ForCausalLM, config, path, seed)
 
 
+MINISTRAL3_ROPE: dict[str, Any] = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                   "original_max_position_embeddings": 8, "beta_fast": 32.0, "beta_slow": 1.0,
+                                   "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.5}
+"""Ministral 3's YaRN with its query temperature, stepping up every 8 positions (the released models: 16384)."""
+
+
+def make_tiny_ministral3(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Ministral3ForCausalLM checkpoint (Mistral with YaRN and every layer's queries scaled by
+    log1p(floor(p / 8)) * 0.5 + 1) into `path`."""
+    from transformers import Ministral3Config, Ministral3ForCausalLM
+
+    config = Ministral3Config(**{**TINY_LLAMA_DEFAULTS, "head_dim": 16, "rope_parameters": MINISTRAL3_ROPE,
+                                 "vocab_size": vocab_size, **overrides})
+    return _save(Ministral3ForCausalLM, config, path, seed)
+
+
 def make_tiny_gemma3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random Gemma3ForConditionalGeneration checkpoint (a tiny SigLIP tower and projector beside the
     language model, stored under ``language_model.``) into `path`; ``overrides`` go to its text config."""
@@ -467,12 +483,24 @@ def make_tiny_gemma3_vision(path: str | Path, seed: int = 0, vocab_size: int = 2
     return _save(Gemma3ForConditionalGeneration, config, path, seed)
 
 
-def make_tiny_mistral3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+def make_tiny_mistral3_vision(path: str | Path, seed: int = 0, vocab_size: int = 256, ministral3: bool = False,
+                              **overrides: Any) -> Path:
     """Write a random Mistral3ForConditionalGeneration checkpoint (a tiny Pixtral tower and projector beside an
-    untied Mistral language model) into `path`; ``overrides`` go to its text config."""
-    from transformers import Mistral3Config, Mistral3ForConditionalGeneration, MistralConfig, PixtralVisionConfig
+    untied Mistral language model, or ``ministral3``'s as Ministral 3 releases have) into `path`; ``overrides`` go
+    to its text config."""
+    from transformers import (
+        Ministral3Config,
+        Mistral3Config,
+        Mistral3ForConditionalGeneration,
+        MistralConfig,
+        PixtralVisionConfig,
+    )
 
-    text = MistralConfig(**{**TINY_LLAMA_DEFAULTS, "vocab_size": vocab_size, **overrides})
+    if ministral3:
+        text = Ministral3Config(**{**TINY_LLAMA_DEFAULTS, "head_dim": 16, "rope_parameters": MINISTRAL3_ROPE,
+                                   "vocab_size": vocab_size, **overrides})
+    else:
+        text = MistralConfig(**{**TINY_LLAMA_DEFAULTS, "vocab_size": vocab_size, **overrides})
     vision = PixtralVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                                  image_size=28, patch_size=14, head_dim=16)
     config = Mistral3Config(text_config=text, vision_config=vision, image_token_index=vocab_size - 1,
