@@ -16,7 +16,7 @@ _SIGMOID_ROUTED_TYPES = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite")
 """model_types routing as DeepSeek-V3 does (moe_routing.py): sigmoid scores, a correction bias, expert groups,
 shared experts and dense first layers."""
 _MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared", "olmoe", "deepseek_v2",
-              "ernie4_5_moe", "gpt_oss", *LLAMA4_TYPES, *_SIGMOID_ROUTED_TYPES)
+              "ernie4_5_moe", "gpt_oss", "hunyuan_v1_moe", *LLAMA4_TYPES, *_SIGMOID_ROUTED_TYPES)
 """model_types whose MLPs are routed experts."""
 
 
@@ -130,6 +130,12 @@ def moe_settings_for(config: PretrainedConfig) -> MoeSettings | None:
         return _ernie_settings(config)
     if model_type in LLAMA4_TYPES:
         return _llama4_settings(config)
+    if model_type == "hunyuan_v1_moe":
+        # Hunyuan-A13B: softmax over the float32 router's logits, the top-k normalised; every expert and the
+        # ungated shared MLP intermediate_size wide
+        settings = _every_layer_sparse(config, "num_experts", normalize=True, shared=int(config.intermediate_size),
+                                       gated=False, top_k=_uniform_top_k(config.moe_topk))
+        return dataclasses.replace(settings, float32_router=True)
     if model_type == "gpt_oss":
         return dataclasses.replace(
             _every_layer_sparse(config, "num_local_experts", normalize=True), router_bias=True, expert_biases=True,
@@ -229,11 +235,12 @@ def sigmoid_routed_settings(config: PretrainedConfig, sparse_layers: tuple[bool,
 
 
 def _every_layer_sparse(config: PretrainedConfig, experts_field: str, normalize: bool, float32_weights: bool = False,
-                        shared: int | None = None, gated: bool = True) -> MoeSettings:
-    """Settings of a model whose every layer routes, each expert config.intermediate_size wide."""
+                        shared: int | None = None, gated: bool = True, top_k: int | None = None) -> MoeSettings:
+    """Settings of a model whose every layer routes, each expert config.intermediate_size wide (``top_k``: when the
+    config does not name it num_experts_per_tok)."""
     return MoeSettings(
         num_experts=int(getattr(config, experts_field)),
-        top_k=int(config.num_experts_per_tok),
+        top_k=int(config.num_experts_per_tok) if top_k is None else top_k,
         expert_intermediate_size=int(config.intermediate_size),
         normalize_top_k=normalize,
         float32_routing_weights=float32_weights,
@@ -242,6 +249,14 @@ def _every_layer_sparse(config: PretrainedConfig, experts_field: str, normalize:
         intermediate_size_field="intermediate_size",
         shared_expert_gated=gated,
     )
+
+
+def _uniform_top_k(value: int | list[int]) -> int:
+    """Hunyuan's moe_topk: one number, or one per layer (served when every layer routes to as many)."""
+    values = set(value) if isinstance(value, list) else {value}
+    if len(values) != 1 or not all(isinstance(v, int) for v in values):
+        raise ValueError(f"moe_topk: one top-k for every layer is served, got {value!r}")
+    return int(values.pop())
 
 
 def _qwen_sparse_layers(config: PretrainedConfig) -> tuple[bool, ...]:

@@ -117,6 +117,7 @@ class _MoeNames(NamedTuple):
 _MOE_NAMES = {
     "mixtral": _MoeNames("block_sparse_moe.", ("w1", "w3", "w2")),
     "gpt_oss": _MoeNames("mlp.", router="router."),
+    "hunyuan_v1_moe": _MoeNames("mlp.", router="gate.wg.", ungated_shared_expert="shared_mlp."),
     **{model_type: _MoeNames("feed_forward.", router="router.", ungated_shared_expert="shared_expert.")
        for model_type in LLAMA4_TYPES},
 }

@@ -42,6 +42,8 @@ _NO_O_BIAS_TYPES = (*_GLM_TYPES, "glm4_moe")
 """model_types whose attention_bias biases q, k and v but not o_proj."""
 _GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 """model_types whose RMSNorms scale by 1 + w and whose embeddings are scaled by sqrt(hidden_size)."""
+_HUNYUAN_TYPES = ("hunyuan_v1_dense", "hunyuan_v1_moe")
+"""model_types that norm each head's q and k (query_layernorm, key_layernorm) after RoPE."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ _CHECKPOINT_NAMES = {
     "arcee": CheckpointNames(mlp_gate=None),
     "glm4": CheckpointNames(sandwich_norms=("post_self_attn_layernorm", "post_attention_layernorm",
                                             "post_mlp_layernorm")),
-    "hunyuan_v1_dense": CheckpointNames(qk_norms=("self_attn.query_layernorm", "self_attn.key_layernorm")),
+    **{model_type: CheckpointNames(qk_norms=("self_attn.query_layernorm", "self_attn.key_layernorm"))
+       for model_type in _HUNYUAN_TYPES},
     "llama4_text": CheckpointNames(mlp_gate="feed_forward.gate_proj", mlp_up="feed_forward.up_proj",
                                    mlp_down="feed_forward.down_proj"),
 }
@@ -210,7 +213,7 @@ def variant_for(config: PretrainedConfig) -> ModelVariant:
         lm_head_bias=model_type == "phi" or (model_type == "ernie4_5_moe" and bool(getattr(config, "use_bias", False))),
         names=_CHECKPOINT_NAMES.get(model_type or "", CheckpointNames()),
         rope_layers=_rope_layers(config),
-        qk_norm_after_rope=model_type in ("hunyuan_v1_dense", *LLAMA4_TYPES),
+        qk_norm_after_rope=model_type in (*_HUNYUAN_TYPES, *LLAMA4_TYPES),
         attention_sinks=model_type == "gpt_oss",
         mla=mla,
         layer_chunks=layer_chunks(config),
@@ -222,7 +225,7 @@ def _qk_norm(config: PretrainedConfig, model_type: str | None) -> str | None:
     """ModelVariant.qk_norm of a config (Cohere's use_qk_norm: Command R+)."""
     if model_type in _OLMO_TYPES:
         return "full_width"
-    if model_type in ("qwen3", "qwen3_moe", "gemma3_text", "exaone4", "dots1", "hunyuan_v1_dense"):
+    if model_type in ("qwen3", "qwen3_moe", "gemma3_text", "exaone4", "dots1", *_HUNYUAN_TYPES):
         return "head"
     if model_type == "glm4_moe" and bool(getattr(config, "use_qk_norm", False)):
         return "head"

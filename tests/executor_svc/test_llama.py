@@ -37,6 +37,7 @@ from tiny_models import (
     make_tiny_granite,
     make_tiny_granite_moe,
     make_tiny_hunyuan_dense,
+    make_tiny_hunyuan_moe,
     make_tiny_llama,
     make_tiny_llama4,
     make_tiny_llama4_vision,
@@ -144,6 +145,8 @@ MAKERS = {
     # GPT-OSS: attention sinks, sliding and full layers, biased experts with the clamped activation
     "gpt_oss_sinks_biased_experts": make_tiny_gpt_oss,
     "hunyuan_dense_qk_norm_after_rope": make_tiny_hunyuan_dense,
+    # Hunyuan-A13B's MoE: softmax routing with a float32 router ("gate.wg"), a shared MLP beside the experts
+    "hunyuan_moe_shared_mlp": make_tiny_hunyuan_moe,
     # Llama 4: chunked attention on RoPE layers (q/k L2-normed), NoPE layers with a query temperature, top-1 experts
     # whose weight scales their input, a shared expert, dense layers of another width; top-2 too.
     "llama4_chunks_nope_temperature_experts": make_tiny_llama4,

@@ -285,6 +285,19 @@ def test_stacked_experts_split_per_expert_from_either_layout_and_other_shapes_ar
         checkpoint_layout(name, torch.randn(2, 5, 8), config, settings)
 
 
+def test_hunyuan_settings_take_one_top_k_per_layer_when_every_layer_agrees():
+    from transformers import HunYuanMoEV1Config
+
+    config = HunYuanMoEV1Config(num_hidden_layers=2, num_experts=4, moe_topk=[2, 2], intermediate_size=24)
+    settings = moe_settings_for(config)
+    assert settings is not None
+    assert (settings.num_experts, settings.top_k, settings.expert_intermediate_size) == (4, 2, 24)
+    assert settings.shared_expert_intermediate_size == 24 and not settings.shared_expert_gated
+    assert settings.normalize_top_k and settings.float32_router
+    with pytest.raises(ValueError, match=r"moe_topk: one top-k for every layer is served, got \[2, 1\]"):
+        moe_settings_for(HunYuanMoEV1Config(num_hidden_layers=2, num_experts=4, moe_topk=[2, 1]))
+
+
 def test_mixtral_settings_always_normalise_and_weigh_in_float32():
     from transformers import MixtralConfig
 

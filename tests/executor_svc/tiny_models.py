@@ -345,6 +345,17 @@ def make_tiny_hunyuan_dense(path: str | Path, seed: int = 0, vocab_size: int = 2
     return _save(HunYuanDenseV1ForCausalLM, config, path, seed)
 
 
+def make_tiny_hunyuan_moe(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random HunYuanMoEV1ForCausalLM checkpoint (Hunyuan-A13B's shape: q/k norms after RoPE, every layer
+    routing 2 of 6 experts by softmax with a float32 router, beside a shared MLP, all intermediate_size wide) into
+    `path`."""
+    from transformers import HunYuanMoEV1Config, HunYuanMoEV1ForCausalLM
+
+    config = HunYuanMoEV1Config(**{**TINY_LLAMA_DEFAULTS, "intermediate_size": 48, "num_experts": 6, "moe_topk": 2,
+                                   "head_dim": 16, "vocab_size": vocab_size, **overrides})
+    return _save(HunYuanMoEV1ForCausalLM, config, path, seed)
+
+
 def make_tiny_smollm3(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random SmolLM3ForCausalLM checkpoint (layer 1 a NoPE layer: no positions in its attention) into
     `path`."""
