@@ -16,7 +16,7 @@ _SIGMOID_ROUTED_TYPES = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite")
 """model_types routing as DeepSeek-V3 does (moe_routing.py): sigmoid scores, a correction bias, expert groups,
 shared experts and dense first layers."""
 _MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared", "olmoe", "deepseek_v2",
-              "ernie4_5_moe", "gpt_oss", "hunyuan_v1_moe", *LLAMA4_TYPES, *_SIGMOID_ROUTED_TYPES)
+              "ernie4_5_moe", "gpt_oss", "hunyuan_v1_moe", "minimax_m2", *LLAMA4_TYPES, *_SIGMOID_ROUTED_TYPES)
 """model_types whose MLPs are routed experts."""
 
 
@@ -136,6 +136,10 @@ def moe_settings_for(config: PretrainedConfig) -> MoeSettings | None:
         settings = _every_layer_sparse(config, "num_experts", normalize=True, shared=int(config.intermediate_size),
                                        gated=False, top_k=_uniform_top_k(config.moe_topk))
         return dataclasses.replace(settings, float32_router=True)
+    if model_type == "minimax_m2":
+        # MiniMax-M2: each expert's sigmoid score chooses it (plus a correction bias) and, normalised, weighs it
+        settings = _every_layer_sparse(config, "num_local_experts", normalize=True, float32_weights=True)
+        return dataclasses.replace(settings, scoring="sigmoid", score_correction_bias=True)
     if model_type == "gpt_oss":
         return dataclasses.replace(
             _every_layer_sparse(config, "num_local_experts", normalize=True), router_bias=True, expert_biases=True,

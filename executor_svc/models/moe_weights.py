@@ -112,12 +112,15 @@ class _MoeNames(NamedTuple):
     ungated_shared_expert: str = "shared_experts."
     """The shared expert without a gate (DeepSeek-style: one MLP as wide as all of them); Qwen's gated one is
     ``shared_expert.`` beside its ``shared_expert_gate``."""
+    correction_bias: str = "gate.e_score_correction_bias"
+    """The router's score correction bias (DeepSeek-V3 style routing)."""
 
 
 _MOE_NAMES = {
     "mixtral": _MoeNames("block_sparse_moe.", ("w1", "w3", "w2")),
     "gpt_oss": _MoeNames("mlp.", router="router."),
     "hunyuan_v1_moe": _MoeNames("mlp.", router="gate.wg.", ungated_shared_expert="shared_mlp."),
+    "minimax_m2": _MoeNames("block_sparse_moe.", ("w1", "w3", "w2"), correction_bias="e_score_correction_bias"),
     **{model_type: _MoeNames("feed_forward.", router="router.", ungated_shared_expert="shared_expert.")
        for model_type in LLAMA4_TYPES},
 }
@@ -146,7 +149,7 @@ def moe_targets(prefix: str, moe: SparseMoeBlock, model: LlamaModelForCausalLM) 
     if bias is not None and getattr(model.config, "model_type", None) == "ernie4_5_moe":  # stored [1, experts]
         targets[block + "moe_statics.e_score_correction_bias"] = Target(bias.data.view(1, -1), (1, bias.shape[0]))
     elif bias is not None:
-        targets[block + "gate.e_score_correction_bias"] = whole_target(bias)
+        targets[block + checkpoint_names.correction_bias] = whole_target(bias)
     for expert, (gate_up, down) in enumerate(zip(moe.experts_gate_up_weight.data, moe.experts_down_weight.data)):
         names = tuple(f"{block}experts.{expert}.{projection}" for projection in checkpoint_names.projections)
         targets.update(gated_targets(cast(tuple[str, str, str], names), gate_up, down, tp, moe.intermediate_offset,

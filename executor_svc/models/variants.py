@@ -30,7 +30,7 @@ _FUSED_CHECKPOINT_TYPES = ("phi3",)
 latter only)."""
 _POST_NORM_TYPES = ("olmo2", "olmo3", "exaone4")
 """model_types that norm each branch's output and not its input."""
-_OLMO_TYPES = ("olmo2", "olmo3", "olmoe")
+_OLMO_TYPES = ("olmo2", "olmo3", "olmoe", "minimax_m2")
 """model_types whose q and k norms span all heads."""
 _GLM_TYPES = ("glm", "glm4")
 """model_types with interleaved RoPE pairs, a fused gate_up_proj in the checkpoint and no o_proj bias."""

@@ -41,6 +41,7 @@ from tiny_models import (
     make_tiny_llama,
     make_tiny_llama4,
     make_tiny_llama4_vision,
+    make_tiny_minimax_m2,
     make_tiny_ministral,
     make_tiny_ministral3,
     make_tiny_mistral,
@@ -147,6 +148,8 @@ MAKERS = {
     "hunyuan_dense_qk_norm_after_rope": make_tiny_hunyuan_dense,
     # Hunyuan-A13B's MoE: softmax routing with a float32 router ("gate.wg"), a shared MLP beside the experts
     "hunyuan_moe_shared_mlp": make_tiny_hunyuan_moe,
+    # MiniMax-M2: OLMo-style q/k norms over all heads, partial RoPE, sigmoid routing with a correction bias
+    "minimax_m2_sigmoid_routing_full_width_qk_norm": make_tiny_minimax_m2,
     # Llama 4: chunked attention on RoPE layers (q/k L2-normed), NoPE layers with a query temperature, top-1 experts
     # whose weight scales their input, a shared expert, dense layers of another width; top-2 too.
     "llama4_chunks_nope_temperature_experts": make_tiny_llama4,

@@ -356,6 +356,18 @@ def make_tiny_hunyuan_moe(path: str | Path, seed: int = 0, vocab_size: int = 256
     return _save(HunYuanMoEV1ForCausalLM, config, path, seed)
 
 
+def make_tiny_minimax_m2(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random MiniMaxM2ForCausalLM checkpoint (q and k RMS-normed over all heads, RoPE on half of each head
+    through the released configs' ``rotary_dim``, every layer routing 2 of 6 experts by sigmoid scores plus a
+    correction bias, normalised) into `path`."""
+    from transformers import MiniMaxM2Config, MiniMaxM2ForCausalLM
+
+    config = MiniMaxM2Config(**{**TINY_LLAMA_DEFAULTS, "intermediate_size": 48, "num_local_experts": 6,
+                                "num_experts_per_tok": 2, "head_dim": 16, "rotary_dim": 8, "vocab_size": vocab_size,
+                                **overrides})
+    return _save(MiniMaxM2ForCausalLM, config, path, seed)
+
+
 def make_tiny_smollm3(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random SmolLM3ForCausalLM checkpoint (layer 1 a NoPE layer: no positions in its attention) into
     `path`."""
