@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 _SIGMOID_ROUTED_TYPES = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite")
 """model_types routing as DeepSeek-V3 does (moe_routing.py): sigmoid scores, a correction bias, expert groups,
 shared experts and dense first layers."""
-_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared", "olmoe", "deepseek_v2",
-              "ernie4_5_moe", "gpt_oss", "hunyuan_v1_moe", "minimax_m2", *LLAMA4_TYPES, *_SIGMOID_ROUTED_TYPES)
+_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared", "olmoe", "flex_olmo",
+              "deepseek_v2", "ernie4_5_moe", "gpt_oss", "hunyuan_v1_moe", "minimax_m2", *LLAMA4_TYPES,
+              *_SIGMOID_ROUTED_TYPES)
 """model_types whose MLPs are routed experts."""
 
 
@@ -107,7 +108,7 @@ def moe_settings_for(config: PretrainedConfig) -> MoeSettings | None:
         # Granite takes the softmax over the top-k logits: the top-k probabilities, normalised.
         shared = getattr(config, "shared_intermediate_size", 0) if model_type == "granitemoeshared" else 0
         return _every_layer_sparse(config, "num_local_experts", normalize=True, shared=shared, gated=False)
-    if model_type == "olmoe":
+    if model_type in ("olmoe", "flex_olmo"):
         return _every_layer_sparse(config, "num_experts", normalize=bool(config.norm_topk_prob))
     if model_type in ("qwen2_moe", "qwen3_moe") and int(config.num_experts) > 0:  # 0 experts: all layers dense
         shared = getattr(config, "shared_expert_intermediate_size", None) if model_type == "qwen2_moe" else None

@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 _FUSED_CHECKPOINT_TYPES = ("phi3",)
 """model_types whose checkpoints store q/k/v as one ``qkv_proj`` and gate/up as one ``gate_up_proj`` (GLM: the
 latter only)."""
-_POST_NORM_TYPES = ("olmo2", "olmo3", "exaone4")
+_POST_NORM_TYPES = ("olmo2", "olmo3", "exaone4", "flex_olmo")
 """model_types that norm each branch's output and not its input."""
-_OLMO_TYPES = ("olmo2", "olmo3", "olmoe", "minimax_m2")
+_OLMO_TYPES = ("olmo2", "olmo3", "olmoe", "flex_olmo", "minimax_m2")
 """model_types whose q and k norms span all heads."""
 _GLM_TYPES = ("glm", "glm4")
 """model_types with interleaved RoPE pairs, a fused gate_up_proj in the checkpoint and no o_proj bias."""

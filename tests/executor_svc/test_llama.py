@@ -25,6 +25,7 @@ from tiny_models import (
     make_tiny_ernie4_5,
     make_tiny_ernie4_5_moe,
     make_tiny_exaone4,
+    make_tiny_flex_olmo,
     make_tiny_gemma,
     make_tiny_gemma2,
     make_tiny_gemma3,
@@ -110,6 +111,7 @@ MAKERS = {
     "olmo2_output_norms": make_tiny_olmo2,
     "olmo3_sliding_layers": make_tiny_olmo3,
     "olmoe": make_tiny_olmoe,
+    "flex_olmo_output_norms_experts": make_tiny_flex_olmo,
     # DeepSeek-V3-style routing (sigmoid scores, correction bias, expert groups, shared experts, a dense first layer)
     "glm4_moe_grouped_sigmoid_routing": make_tiny_glm4_moe,
     "dots1_sigmoid_routing": make_tiny_dots1,

@@ -196,6 +196,16 @@ def make_tiny_olmoe(path: str | Path, seed: int = 0, vocab_size: int = 256, **ov
     return _save(OlmoeForCausalLM, config, path, seed)
 
 
+def make_tiny_flex_olmo(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random FlexOlmoForCausalLM checkpoint (OLMo 2's output-only norms and q/k norms over all heads,
+    OLMoE's 6 experts of which 2 per token, normalised) into `path`."""
+    from transformers import FlexOlmoConfig, FlexOlmoForCausalLM
+
+    experts = {"num_experts": 6, "num_experts_per_tok": 2, "intermediate_size": 48, "norm_topk_prob": True}
+    config = FlexOlmoConfig(**{**TINY_LLAMA_DEFAULTS, **experts, "vocab_size": vocab_size, **overrides})
+    return _save(FlexOlmoForCausalLM, config, path, seed)
+
+
 def make_tiny_glm4_moe(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random Glm4MoeForCausalLM checkpoint (GLM-4.5: q/k/v biases, per-head q/k norms, half-rotated heads;
     layer 0 dense, layer 1 routing 2 of 8 experts by sigmoid scores plus a random correction bias within the best 2
