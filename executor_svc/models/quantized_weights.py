@@ -193,24 +193,25 @@ def dequantised(tensors: Iterable[tuple[str, torch.Tensor]], scheme: WeightSchem
                 ) -> Iterator[tuple[str, torch.Tensor]]:
     """The checkpoint's tensors with the parts of every quantised weight replaced by its float32 ``<module>.weight``
     (yielded once its last part arrives: parts may come in any order and from different files of a sharded
-    checkpoint); ValueError naming a module whose parts never all arrived."""
-    if scheme is None:
-        yield from tensors
-        return
-    dropped = _DROPPED_SUFFIXES + tuple("." + suffix for suffix in scheme.dropped)
+    checkpoint); ValueError naming a module whose parts never all arrived, or a tensor of FP8 or int8 values that is
+    no part of a weight the scheme reads (copying it as it is would drop its scale)."""
+    dropped = _DROPPED_SUFFIXES + tuple("." + suffix for suffix in (scheme.dropped if scheme else ()))
     pending: dict[str, dict[str, torch.Tensor]] = {}
     for name, tensor in tensors:
-        if name.endswith(dropped):
+        if scheme is not None and name.endswith(dropped):
             continue
         module, _, suffix = name.rpartition(".")
-        if not scheme.is_part(suffix, tensor):
+        if scheme is None or not scheme.is_part(suffix, tensor):
+            if is_quantised(tensor):
+                raise ValueError(f"weights: {name!r} holds {tensor.dtype} values that no scale of "
+                                 f"{scheme.method if scheme else 'an unquantised checkpoint'} applies to")
             yield name, tensor
             continue
         parts = pending.setdefault(module, {})
         parts[suffix] = tensor
         if len(parts) == len(scheme.parts):
             yield f"{module}.weight", scheme.dequantise_parts(pending.pop(module), f"{module}.weight")
-    if pending:
+    if pending and scheme is not None:
         module, parts = sorted(pending.items())[0]
         missing = [part for part in scheme.parts if part not in parts]
         raise ValueError(f"weights: {module!r} has {sorted(parts)} of its {scheme.method} weight but no "

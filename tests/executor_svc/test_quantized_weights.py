@@ -110,6 +110,18 @@ def test_a_weight_without_its_scale_or_a_scale_without_its_weight_is_named():
         list(dequantised([("m.qweight", torch.zeros(8, 1, dtype=torch.int32)), ("m.scales", torch.ones(1, 8))], awq))
 
 
+def test_quantised_values_no_scale_applies_to_are_refused_not_copied():
+    """Llama 4 Maverick's FP8 release stacks its experts' FP8 values under other names; an FP8 tensor in a checkpoint
+    that declares no quantisation: either would load without its scale."""
+    with pytest.raises(ValueError, match=r"'experts.gate_up_proj' holds torch.float8_e4m3fn values that no scale of "
+                                         r"fp8 applies to"):
+        list(dequantised([("experts.gate_up_proj", _fp8(8, 8))], FP8))
+    with pytest.raises(ValueError, match=r"'a.weight' holds torch.int8 values that no scale of an unquantised"):
+        list(dequantised([("a.weight", torch.zeros(2, 2, dtype=torch.int8))], None))
+    plain = [("a.weight", torch.ones(2, 2)), ("a.input_scale", torch.ones(1))]
+    assert [name for name, _ in dequantised(plain, None)] == ["a.weight", "a.input_scale"]  # nothing dropped
+
+
 def test_served_methods_and_their_settings():
     fp8 = weight_quantisation({"quant_method": "fp8", "weight_block_size": [128, 128], "scale_fmt": "ue8m0"}, "x")
     assert fp8 == ScaledWeights("fp8", "weight_scale_inv", (128, 128), exponent_scales=True)
