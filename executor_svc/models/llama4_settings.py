@@ -1,13 +1,13 @@
 """What a Llama 4 config (``llama4_text``) changes in the shared decoder, beyond the switches other families share:
 chunked attention on its RoPE layers, the attention temperature of its NoPE layers, and its experts. Ministral 3
-(``ministral3``) borrows the temperature for every layer.
+(``ministral3``) and Mistral 4 (``mistral4``) borrow the temperature for every layer.
 
 - Layers whose ``layer_types`` entry is ``chunked_attention`` (the RoPE layers when ``attention_chunk_size`` is set)
   attend within ``attention_chunk_size``-aligned spans of positions; the others (every ``no_rope_layer_interval``-th,
   NoPE) attend to the whole context.
 - With ``attn_temperature_tuning``, a NoPE layer's queries at position p are scaled by
   ``log1p(floor((p + 1) / floor_scale)) * attn_scale + 1`` (1 for the first ``floor_scale - 1`` positions).
-- Ministral 3 scales every layer's queries by ``log1p(floor(p / original_max_position_embeddings)) *
+- Ministral 3 and Mistral 4 scale every layer's queries by ``log1p(floor(p / original_max_position_embeddings)) *
   llama_4_scaling_beta + 1`` (its RoPE settings hold both).
 - The RoPE layers L2-norm q and k after rotating them (``use_qk_norm``; an RMS norm without a weight).
 - Experts: each token's top ``num_experts_per_tok`` router logits choose its experts, each weighted by its logit's
@@ -63,7 +63,7 @@ def layer_chunks(config: PretrainedConfig) -> tuple[int | None, ...]:
 def query_temperature(config: PretrainedConfig) -> QueryTemperature | None:
     """The attention temperature tuning of a Llama 4 config's NoPE layers or of every Ministral 3 layer (None: off,
     or neither)."""
-    if getattr(config, "model_type", None) == "ministral3":
+    if getattr(config, "model_type", None) in ("ministral3", "mistral4"):
         return _ministral3_temperature(config)
     if not is_llama4(config) or not getattr(config, "attn_temperature_tuning", False):
         return None

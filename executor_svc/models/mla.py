@@ -67,8 +67,11 @@ class MlaAttention(nn.Module):
         self.o_bias = _zeros(hidden) if settings.biased else None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kv_layer: torch.Tensor,
-                meta: AttentionMetadata, adapters: AdapterRows | None = None) -> torch.Tensor:
-        """x [T, hidden] -> [T, hidden] (``adapters``: unused, LoRA adapters of latent attention are refused)."""
+                meta: AttentionMetadata, adapters: AdapterRows | None = None,
+                query_scale: torch.Tensor | None = None) -> torch.Tensor:
+        """x [T, hidden] -> [T, hidden] (``adapters``: unused, LoRA adapters of latent attention are refused;
+        ``query_scale`` [T, 1, 1]: multiplies the queries, Mistral 4's temperature, applied to the absorbed query as
+        the scores are linear in it)."""
         settings, rank = self.settings, self.settings.kv_lora_rank
         q_nope, q_rope = self._queries(x).split([settings.qk_nope_head_dim, settings.qk_rope_head_dim], dim=-1)
         latent, k_rope = linear(x, self.kv_a_weight, self.kv_a_bias).split([rank, settings.qk_rope_head_dim], dim=-1)
@@ -78,6 +81,8 @@ class MlaAttention(nn.Module):
         key_up, value_up = self._up_projections()
         absorbed = torch.bmm(q_nope.transpose(0, 1), key_up).transpose(0, 1)  # [T, H, rank]
         query = torch.cat((absorbed, self.rotate(q_rope, cos, sin)), dim=-1)
+        if query_scale is not None:
+            query = (query * query_scale).to(query.dtype)
         out = self.backend.forward(query, cached, cached, kv_layer, meta, self.scale,
                                    sliding_window=self.sliding_window)
         values = torch.bmm(out[..., :rank].transpose(0, 1), value_up.transpose(1, 2)).transpose(0, 1)

@@ -11,7 +11,7 @@ from executor_svc.models.rope import rope_parameters
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
-MLA_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite")
+MLA_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite", "mistral4")
 """model_types whose attention is multi-head latent attention."""
 LATENT_NORM_EPS = 1e-6
 """The epsilon of the q and kv latents' RMSNorms (HF builds them with its RMSNorm default, not rms_norm_eps)."""

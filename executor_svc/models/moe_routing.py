@@ -3,9 +3,9 @@
 - softmax routers (Mixtral, Qwen-MoE, Granite, OLMoE, DeepSeek-V2, ERNIE 4.5, GPT-OSS): the top-k of the router's
   softmax; DeepSeek-V2's ``group_limited_greedy`` first keeps the experts of the groups whose best expert scores
   highest, ERNIE's chooses with a correction bias added, GPT-OSS's router adds a bias to its logits.
-- sigmoid routers (DeepSeek-V3, GLM-4.5, dots.llm1): each expert scored by a sigmoid; the choice adds a
-  learned per-expert correction bias (load balancing) to the scores and keeps the groups whose two best experts
-  score highest, while the weights are the scores themselves.
+- sigmoid routers (DeepSeek-V3, GLM-4.5, dots.llm1, MiniMax-M2): each expert scored by a sigmoid; the choice adds
+  a learned per-expert correction bias (load balancing) to the scores and keeps the groups whose two best experts
+  score highest, while the weights are the scores themselves. Mistral 4 groups its softmax so too.
 - Llama 4's: the top-k logits choose (no sigmoid first: large logits would tie once squashed), each weighted by its
   sigmoid.
 
@@ -54,10 +54,10 @@ def route(x: torch.Tensor, router_weight: torch.Tensor, settings: MoeSettings,
 
 def _within_top_groups(choice: torch.Tensor, settings: MoeSettings, fill: float) -> torch.Tensor:
     """``choice`` [T, E] with the experts outside each token's ``top_groups`` best groups set to ``fill``. A group
-    scores its two best experts' sum (sigmoid routers) or its best expert (softmax routers)."""
+    scores its two best experts' sum (sigmoid routers, Mistral 4) or its best expert (DeepSeek-V2)."""
     tokens, experts = choice.shape
     grouped = choice.view(tokens, settings.num_groups, experts // settings.num_groups)
-    if settings.scoring == "sigmoid":
+    if settings.groups_score_top_two:
         group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)
     else:
         group_scores = grouped.max(dim=-1).values

@@ -16,7 +16,7 @@ _SIGMOID_ROUTED_TYPES = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite")
 """model_types routing as DeepSeek-V3 does (moe_routing.py): sigmoid scores, a correction bias, expert groups,
 shared experts and dense first layers."""
 _MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared", "olmoe", "flex_olmo",
-              "deepseek_v2", "ernie4_5_moe", "gpt_oss", "hunyuan_v1_moe", "minimax_m2", *LLAMA4_TYPES,
+              "deepseek_v2", "mistral4", "ernie4_5_moe", "gpt_oss", "hunyuan_v1_moe", "minimax_m2", *LLAMA4_TYPES,
               *_SIGMOID_ROUTED_TYPES)
 """model_types whose MLPs are routed experts."""
 
@@ -53,6 +53,9 @@ class MoeSettings:
     top_groups: int = 1
     """The experts form ``num_groups`` equal groups and each token chooses within its ``top_groups`` best (n_group,
     topk_group; as many as groups: no limit)."""
+    groups_score_top_two: bool = False
+    """A group scores its two best experts' sum (DeepSeek-V3-style routers, Mistral 4), else its best expert's
+    (DeepSeek-V2)."""
     routed_scaling_factor: float = 1.0
     """Multiplies the routing weights (after any normalisation)."""
     float32_router: bool = False
@@ -87,7 +90,7 @@ class MoeSettings:
         if not 1 <= self.top_groups <= self.num_groups:
             raise ValueError(f"topk_group: must be in [1, {self.num_groups}], got {self.top_groups}")
         per_group = self.num_experts // self.num_groups
-        if self.top_groups < self.num_groups and self.scoring == "sigmoid" and per_group < 2:
+        if self.top_groups < self.num_groups and self.groups_score_top_two and per_group < 2:
             raise ValueError(f"n_group: groups score their two best experts, so need >= 2 each, got {per_group}")
         if self.top_groups * per_group < self.top_k:
             raise ValueError(f"topk_group: {self.top_groups} groups of {per_group} experts hold fewer than "
@@ -127,6 +130,8 @@ def moe_settings_for(config: PretrainedConfig) -> MoeSettings | None:
         return sigmoid_routed_settings(config)
     if model_type == "deepseek_v2":
         return _deepseek_v2_settings(config)
+    if model_type == "mistral4":
+        return _mistral4_settings(config)
     if model_type == "ernie4_5_moe":
         return _ernie_settings(config)
     if model_type in LLAMA4_TYPES:
@@ -192,8 +197,15 @@ def _deepseek_v2_settings(config: PretrainedConfig) -> MoeSettings:
     limited = method == "group_limited_greedy"
     sigmoid = sigmoid_routed_settings(config)
     return dataclasses.replace(
-        sigmoid, normalize_top_k=False, scoring="softmax", score_correction_bias=False,
+        sigmoid, normalize_top_k=False, scoring="softmax", score_correction_bias=False, groups_score_top_two=False,
         num_groups=sigmoid.num_groups if limited else 1, top_groups=sigmoid.top_groups if limited else 1)
+
+
+def _mistral4_settings(config: PretrainedConfig) -> MoeSettings:
+    """Mistral 4's router: DeepSeek-V3's groups (scored by their two best experts), shared experts and dense first
+    layers over a softmax without a correction bias; the top-k normalised as norm_topk_prob says, then scaled."""
+    return dataclasses.replace(sigmoid_routed_settings(config), scoring="softmax", score_correction_bias=False,
+                               float32_router=False)
 
 
 def _require_ints(config: PretrainedConfig, names: tuple[str, ...]) -> None:
@@ -234,6 +246,7 @@ def sigmoid_routed_settings(config: PretrainedConfig, sparse_layers: tuple[bool,
         score_correction_bias=True,
         num_groups=int(getattr(config, "n_group", 1) or 1),
         top_groups=int(getattr(config, "topk_group", 1) or 1),
+        groups_score_top_two=True,
         routed_scaling_factor=float(getattr(config, "routed_scaling_factor", 1.0) or 1.0),
         float32_router=True,
     )

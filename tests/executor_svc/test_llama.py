@@ -47,6 +47,7 @@ from tiny_models import (
     make_tiny_ministral3,
     make_tiny_mistral,
     make_tiny_mistral3_vision,
+    make_tiny_mistral4,
     make_tiny_mixtral,
     make_tiny_nemotron,
     make_tiny_olmo2,
@@ -122,6 +123,8 @@ MAKERS = {
         **YARN_ROPE, "mscale": 0.8, "mscale_all_dim": 0.8}),
     "deepseek_v2_lite_latent_attention": make_tiny_deepseek_v2,
     "glm4_moe_lite_latent_attention": make_tiny_glm4_moe_lite,
+    # Mistral 4: V3's latent attention and groups, softmax routing, YaRN and the query temperature on every layer
+    "mistral4_latent_attention_query_temperature": make_tiny_mistral4,
     # SmolLM3: layer 1 uses no positions (NoPE) and, here, slides over 6 of them.
     "smollm3_nope_layers": lambda path, seed: make_tiny_smollm3(path, seed, use_sliding_window=True,
                                                                 sliding_window=6),
@@ -206,12 +209,15 @@ def checkpoints(tmp_path_factory) -> dict[str, tuple[Path, object]]:
 
 @pytest.fixture
 def checkpoint_and_hf(request, checkpoints, tmp_path_factory) -> tuple[Path, object]:
+    import transformers
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     name = request.node.callspec.params["family"]
     if name not in checkpoints:
         path = MAKERS[name](tmp_path_factory.mktemp(name), seed=1)
         auto = AutoModelForImageTextToText if name.endswith("vision_language") else AutoModelForCausalLM
+        if name.startswith("mistral4"):  # a text model transformers does not register with AutoModelForCausalLM
+            auto = transformers.Mistral4ForCausalLM
         hf_path = path / REFERENCE if (path / REFERENCE).is_dir() and not name.endswith("fp8_blocks") else path
         hf_model = auto.from_pretrained(hf_path, dtype=torch.float32).eval()
         if name.startswith("llama4_vision"):  # its own forward fails on text alone (transformers 5.x): the decoder

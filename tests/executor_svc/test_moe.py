@@ -120,7 +120,7 @@ def test_sigmoid_routing_chooses_by_score_plus_bias_within_the_best_groups_and_w
     scores = torch.sigmoid(x[0, :EXPERTS])
     bias = torch.tensor([0.0, 0.0, 0.0, 3.0, 0.0, 0.0])  # lifts expert 3 (and its group) into the choice
     settings = _routing(2, normalize=False, scoring="sigmoid", score_correction_bias=True, num_groups=3,
-                        top_groups=2, routed_scaling_factor=2.0, float32_router=True)
+                        top_groups=2, groups_score_top_two=True, routed_scaling_factor=2.0, float32_router=True)
     weights, ids = route(x, router, settings, bias)
     # group sums of the two best biased scores: group 1 (3.0 + ...) and group 2 beat group 0
     assert sorted(ids[0].tolist()) == [3, 4]

@@ -252,6 +252,23 @@ def make_tiny_deepseek_v3(path: str | Path, seed: int = 0, vocab_size: int = 256
     return _save(DeepseekV3ForCausalLM, config, path, seed)
 
 
+def make_tiny_mistral4(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random Mistral4ForCausalLM checkpoint (Mistral Large 3's kind: DeepSeek-V3's latent attention with
+    YaRN and Ministral 3's query temperature on every layer; layer 0 dense, layer 1 routing 2 of 8 experts by
+    softmax within the best 2 of 4 groups (scored by their two best), normalised and scaled, beside a shared expert)
+    into `path`."""
+    from transformers import Mistral4Config, Mistral4ForCausalLM
+
+    experts = {"n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "n_shared_experts": 1,
+               "first_k_dense_replace": 1, "n_group": 4, "topk_group": 2, "norm_topk_prob": True,
+               "routed_scaling_factor": 1.5, "q_lora_rank": 20}
+    head_dim = MLA_DEFAULTS["qk_rope_head_dim"] + MLA_DEFAULTS["qk_nope_head_dim"]  # its configs: the whole q/k head
+    rope = {**MINISTRAL3_ROPE, "partial_rotary_factor": MLA_DEFAULTS["qk_rope_head_dim"] / head_dim}
+    config = Mistral4Config(**{**TINY_LLAMA_DEFAULTS, **MLA_DEFAULTS, **experts, "head_dim": head_dim,
+                               "rope_parameters": rope, "vocab_size": vocab_size, **overrides})
+    return _save(Mistral4ForCausalLM, config, path, seed)
+
+
 def make_tiny_deepseek_v2(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random DeepseekV2ForCausalLM checkpoint (DeepSeek-V2-Lite's shape: latent attention with q projected
     straight; every layer routing 2 of 6 experts by softmax, within the best 2 of 3 groups, scaled, beside two
