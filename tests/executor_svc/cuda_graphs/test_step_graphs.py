@@ -20,7 +20,9 @@ from tiny_models import (
     make_tiny_gpt_oss,
     make_tiny_llama,
     make_tiny_llama4,
+    make_tiny_minimax_m2,
     make_tiny_mistral,
+    make_tiny_mistral4,
     make_tiny_mixtral,
     make_tiny_olmo2,
     make_tiny_olmoe,
@@ -154,13 +156,15 @@ def test_batches_outside_the_captured_shapes_run_eagerly(checkpoint):
 # MoE models: captured steps run the graph-safe experts, gathered for one sequence (fewer picks than experts), dense
 # for more; Qwen2-MoE's shared expert, Qwen3-MoE's dense layer; OLMo's output-only norms and q/k norms over all heads;
 # DeepSeek-V3's latent attention over the padded backend and its grouped sigmoid routing, GLM-4.5's; GPT-OSS's sinks
-# and biased experts; Llama 4's chunked attention, query temperature and input-weighted experts.
+# and biased experts; Llama 4's chunked attention, query temperature and input-weighted experts; Mistral 4's latent
+# attention with the query temperature and softmax routing within groups; MiniMax-M2's partial RoPE and sigmoid routing.
 OTHER_FAMILIES = {"mistral": make_tiny_mistral, "phi3": make_tiny_phi3, "gemma": make_tiny_gemma,
                   "gemma2": make_tiny_gemma2, "gemma3": make_tiny_gemma3, "mixtral": make_tiny_mixtral,
                   "qwen2_moe": make_tiny_qwen2_moe, "qwen3_moe": make_tiny_qwen3_moe, "olmo2": make_tiny_olmo2,
                   "olmoe": make_tiny_olmoe, "glm4": make_tiny_glm4, "cohere2": make_tiny_cohere2,
                   "phi2": make_tiny_phi2, "deepseek_v3": make_tiny_deepseek_v3, "glm4_moe": make_tiny_glm4_moe,
-                  "gpt_oss": make_tiny_gpt_oss, "llama4": make_tiny_llama4}
+                  "gpt_oss": make_tiny_gpt_oss, "llama4": make_tiny_llama4, "mistral4": make_tiny_mistral4,
+                  "minimax_m2": make_tiny_minimax_m2}
 
 
 @pytest.fixture(scope="module", params=sorted(OTHER_FAMILIES))
