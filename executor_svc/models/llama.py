@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +18,7 @@ from executor_svc.models.mla import MlaAttention
 from executor_svc.models.moe import SparseMoeBlock
 from executor_svc.models.rope import apply_rotary, apply_rotary_interleaved, rope_frequencies
 from executor_svc.models.variants import ModelVariant, head_dim_of, norm_eps_of, variant_for
+from executor_svc.models.xielu import XIELU_PARAMETERS, xielu
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel, vocab_parallel_embedding
 
 if TYPE_CHECKING:
@@ -191,7 +192,12 @@ class LlamaMLP(nn.Module):
         super().__init__()
         variant = variant or variant_for(config)
         self.tp = tp
-        self.act = variant.activation()
+        self.xielu_parameters = (
+            nn.Parameter(torch.zeros(len(XIELU_PARAMETERS)), requires_grad=False) if variant.hidden_act == "xielu"
+            else None
+        )
+        """Apertus's learned xIELU coefficients (models/xielu.py); None: another activation."""
+        self.act = variant.activation() if self.xielu_parameters is None else self._xielu
         self.gated = variant.mlp_gated
         self.full_intermediate_size = config.intermediate_size if intermediate_size is None else intermediate_size
         """The checkpoint's gate/up rows (all ranks' together)."""
@@ -217,6 +223,9 @@ class LlamaMLP(nn.Module):
     def pack_weights(self) -> None:
         """Keep oneDNN-packed copies of the projections for CPU float32 matmuls of 3+ rows (see layers.py)."""
         self.packed = _packed(self, ("gate_up_weight", "down_weight"))
+
+    def _xielu(self, x: torch.Tensor) -> torch.Tensor:
+        return xielu(x, cast(torch.Tensor, self.xielu_parameters))
 
     def forward(self, x: torch.Tensor, adapters: AdapterRows | None = None, graph_safe: bool = False
                 ) -> torch.Tensor:

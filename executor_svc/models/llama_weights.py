@@ -146,7 +146,8 @@ def _layer_targets(
         targets.update(moe_targets(prefix, mlp, model))
     else:
         targets.update(mlp_targets(prefix, mlp, tp, (names.mlp_gate, names.mlp_up, names.mlp_down)))
-    targets.update(_norm_targets(prefix, layer, model.variant.norm_weight_offset, names.sandwich_norms))
+    targets.update(_norm_targets(prefix, layer, model.variant.norm_weight_offset, names.sandwich_norms,
+                                 names.input_norms))
     return targets
 
 
@@ -199,16 +200,16 @@ def _qk_norm_targets(prefix: str, attn: LlamaAttention, config: PretrainedConfig
     return {q_name: Target(q_rows, (hd,), offset=norm_offset), k_name: Target(k_rows, (hd,), offset=norm_offset)}
 
 
-def _norm_targets(prefix: str, layer: LlamaDecoderLayer, offset: float, sandwich_names: tuple[str, str, str]
-                  ) -> dict[str, Targets]:
-    """The layer's norms: input_layernorm (none with OLMo 2's output-only norms) and Llama's post_attention_layernorm,
-    the MLP's input norm (none with a parallel residual), with their biases (LayerNorms: Phi-2, StarCoder2); with
-    sandwich norms, ``sandwich_names`` name the attention output's, the MLP input's and the MLP output's (Gemma 2
-    and 3: post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm)."""
+def _norm_targets(prefix: str, layer: LlamaDecoderLayer, offset: float, sandwich_names: tuple[str, str, str],
+                  input_names: tuple[str, str] = ("input_layernorm", "post_attention_layernorm")) -> dict[str, Targets]:
+    """The layer's norms: the attention's input norm (``input_names[0]``; none with OLMo 2's output-only norms) and
+    the MLP's (``input_names[1]``; none with a parallel residual), with their biases (LayerNorms: Phi-2, StarCoder2);
+    with sandwich norms, ``sandwich_names`` name the attention output's, the MLP input's and the MLP output's (Gemma
+    2 and 3: post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm)."""
     attention_out, mlp_out = layer.attention_out_norm_weight, layer.mlp_out_norm_weight
     sandwich = attention_out is not None and mlp_out is not None
-    mlp_input_name = sandwich_names[1] if sandwich else "post_attention_layernorm"
-    norms = {"input_layernorm": (layer.input_norm_weight, layer.input_norm_bias),
+    mlp_input_name = sandwich_names[1] if sandwich else input_names[1]
+    norms = {input_names[0]: (layer.input_norm_weight, layer.input_norm_bias),
              mlp_input_name: (layer.post_attention_norm_weight, layer.post_attention_norm_bias)}
     if sandwich:
         norms[sandwich_names[0]] = (attention_out, None)

@@ -24,7 +24,7 @@ MODEL_CLASSES: dict[str, type] = {
                          "SeedOssForCausalLM", "Ernie4_5ForCausalLM", "HunYuanDenseV1ForCausalLM",
                          "Ernie4_5_MoeForCausalLM", "GptOssForCausalLM", "Llama4ForCausalLM", "Ministral3ForCausalLM",
                          "HunYuanMoEV1ForCausalLM", "MiniMaxM2ForCausalLM", "FlexOlmoForCausalLM",
-                         "Mistral4ForCausalLM",
+                         "Mistral4ForCausalLM", "ApertusForCausalLM",
                          *VISION_LANGUAGE_ARCHITECTURES)
 }
 """Vision-language architectures are served as their language model (models/vision_language.py)."""
@@ -51,7 +51,8 @@ _MODEL_TYPES: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForC
                                 "ernie4_5_moe": "Ernie4_5_MoeForCausalLM", "gpt_oss": "GptOssForCausalLM",
                                 "llama4_text": "Llama4ForCausalLM", "ministral3": "Ministral3ForCausalLM",
                                 "hunyuan_v1_moe": "HunYuanMoEV1ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM",
-                                "flex_olmo": "FlexOlmoForCausalLM", "mistral4": "Mistral4ForCausalLM"}
+                                "flex_olmo": "FlexOlmoForCausalLM", "mistral4": "Mistral4ForCausalLM",
+                                "apertus": "ApertusForCausalLM"}
 
 
 def model_class_for(config: PretrainedConfig) -> type:

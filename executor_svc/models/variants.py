@@ -60,6 +60,8 @@ class CheckpointNames:
     sandwich_norms: tuple[str, str, str] = ("post_attention_layernorm", "pre_feedforward_layernorm",
                                             "post_feedforward_layernorm")
     qk_norms: tuple[str, str] = ("self_attn.q_norm", "self_attn.k_norm")
+    input_norms: tuple[str, str] = ("input_layernorm", "post_attention_layernorm")
+    """The attention's and the MLP's input norms (without sandwich norms)."""
 
 
 _CHECKPOINT_NAMES = {
@@ -73,9 +75,11 @@ _CHECKPOINT_NAMES = {
        for model_type in _HUNYUAN_TYPES},
     "llama4_text": CheckpointNames(mlp_gate="feed_forward.gate_proj", mlp_up="feed_forward.up_proj",
                                    mlp_down="feed_forward.down_proj"),
+    "apertus": CheckpointNames(mlp_gate=None, input_norms=("attention_layernorm", "feedforward_layernorm")),
 }
-"""model_types naming tensors otherwise than Llama: MLPs without a gate (act(up), relu^2 for Nemotron and Arcee),
-Phi-2's output projection and final norm, GLM-4's sandwich norms, Hunyuan's q/k norms, Llama 4's feed_forward."""
+"""model_types naming tensors otherwise than Llama: MLPs without a gate (act(up), relu^2 for Nemotron and Arcee, xIELU
+for Apertus), Phi-2's output projection and final norm, GLM-4's sandwich norms, Hunyuan's q/k norms, Llama 4's
+feed_forward, Apertus's input norms."""
 _BIASED_NORM_TYPES = ("phi", "starcoder2", "nemotron")
 """model_types whose norms are LayerNorms with biases (Nemotron's scale by 1 + w)."""
 
@@ -225,7 +229,7 @@ def _qk_norm(config: PretrainedConfig, model_type: str | None) -> str | None:
     """ModelVariant.qk_norm of a config (Cohere's use_qk_norm: Command R+)."""
     if model_type in _OLMO_TYPES:
         return "full_width"
-    if model_type in ("qwen3", "qwen3_moe", "gemma3_text", "exaone4", "dots1", *_HUNYUAN_TYPES):
+    if model_type in ("qwen3", "qwen3_moe", "gemma3_text", "exaone4", "dots1", "apertus", *_HUNYUAN_TYPES):
         return "head"
     if model_type == "glm4_moe" and bool(getattr(config, "use_qk_norm", False)):
         return "head"

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from executor_svc.models.llama import LlamaMLP
+from executor_svc.models.xielu import XIELU_PARAMETERS
 from executor_svc.parallel.tensor_parallel import TensorParallel
 
 
@@ -96,4 +97,10 @@ def mlp_targets(prefix: str, mlp: LlamaMLP, tp: TensorParallel,
             targets[f"{prefix}{up}.bias"] = part_target(tp, bias.data[size:], 0, offset, full_size)
     if mlp.down_bias is not None:
         targets[f"{prefix}{down}.bias"] = whole_target(mlp.down_bias)
+    if mlp.xielu_parameters is not None:  # Apertus: [1] coefficients and [] constants beside the projections
+        act = f"{prefix}{up.rpartition('.')[0]}.act_fn." if "." in up else f"{prefix}act_fn."
+        for index, name in enumerate(XIELU_PARAMETERS):
+            view = mlp.xielu_parameters.data[index : index + 1]
+            targets[act + name] = Target(view if name.startswith("alpha") else view.view(()),
+                                         (1,) if name.startswith("alpha") else ())
     return targets

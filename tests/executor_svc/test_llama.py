@@ -16,6 +16,7 @@ from quantized_checkpoints import (
     gptq,
 )
 from tiny_models import (
+    make_tiny_apertus,
     make_tiny_arcee,
     make_tiny_cohere,
     make_tiny_cohere2,
@@ -144,6 +145,7 @@ MAKERS = {
     "llama_mlp_bias": lambda path, seed: make_tiny_llama(path, seed, mlp_bias=True),
     "nemotron_layernorm_1p_relu2": make_tiny_nemotron,
     "arcee_relu2": make_tiny_arcee,
+    "apertus_xielu_qk_norm": make_tiny_apertus,
     "exaone4_output_norms_nope_global": make_tiny_exaone4,
     "seed_oss_attention_out_bias": make_tiny_seed_oss,
     "ernie4_5_biases_interleaved_rope": make_tiny_ernie4_5,

@@ -395,6 +395,25 @@ def make_tiny_minimax_m2(path: str | Path, seed: int = 0, vocab_size: int = 256,
     return _save(MiniMaxM2ForCausalLM, config, path, seed)
 
 
+def make_tiny_apertus(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
+    """Write a random ApertusForCausalLM checkpoint (per-head q/k norms, an MLP without a gate through xIELU with
+    random learned coefficients per layer, attention_layernorm and feedforward_layernorm) into `path`."""
+    from safetensors.torch import load_file, save_file
+    from transformers import ApertusConfig, ApertusForCausalLM
+
+    rope = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
+    config = ApertusConfig(**{**TINY_LLAMA_DEFAULTS, "head_dim": 16, "rope_parameters": rope, "vocab_size": vocab_size,
+                              **overrides})
+    path = _save(ApertusForCausalLM, config, path, seed)
+    tensors = load_file(str(path / "model.safetensors"))
+    generator = torch.Generator().manual_seed(seed)
+    for name in [n for n in tensors if n.endswith(("act_fn.alpha_p", "act_fn.alpha_n"))]:
+        tensors[name] = tensors[name] + torch.randn(1, generator=generator)
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    return path
+
+
 def make_tiny_smollm3(path: str | Path, seed: int = 0, vocab_size: int = 256, **overrides: Any) -> Path:
     """Write a random SmolLM3ForCausalLM checkpoint (layer 1 a NoPE layer: no positions in its attention) into
     `path`."""
