@@ -86,8 +86,10 @@ def build_runner(
     head_dim, triton_lacks = kv_layout(hf_config).head_dim, variant_for(hf_config).triton_lacks
     backend = build_attention_backend(config.attention_backend, device, head_dim, triton_lacks)
     max_model_len = _max_model_len(config, hf_config)
-    model = load_model(config.model_dir, dtype, device, backend, load_format=config.load_format, tp=tp,
-                       pack_cpu_weights=config.cpu_weight_packing)
+    num_blocks = _num_kv_blocks(config, hf_config, dtype, tp)
+    model = load_model(config.model_dir, dtype, device, backend, max_model_len=_rope_positions(config, hf_config,
+                                                                                               num_blocks),
+                       load_format=config.load_format, tp=tp, pack_cpu_weights=config.cpu_weight_packing)
     lora = _serve_adapters(config, model, hf_config)
     if tp.enabled:
         make_capture = None
@@ -95,8 +97,8 @@ def build_runner(
         make_capture = cuda_graph_factory()
     # A replayed step's padded rows may write to a scratch block.
     scratch_blocks = 1 if make_capture is not None else 0
-    kv_cache = _allocate_kv_cache(config, hf_config, dtype, device, tp, scratch_blocks)
-    num_blocks = kv_cache.num_blocks
+    kv_cache = kv_layout(hf_config, tp).cache(hf_config.num_hidden_layers, num_blocks, config.block_size, dtype,
+                                              device, scratch_blocks=scratch_blocks)
     # A verify step reads up to K positions past the request's length.
     max_blocks_per_seq = -(-(max_model_len + 1 + config.num_spec_tokens) // config.block_size)
     draft_backend = build_attention_backend(config.attention_backend, device, head_dim, triton_lacks)
@@ -136,16 +138,19 @@ def _serve_adapters(config: ExecutorConfig, model: Any, hf_config: Any) -> Serve
     return ServedLoraAdapters(stack, hf_config, {spec.name: spec.path for spec in specs})
 
 
-def _allocate_kv_cache(config: ExecutorConfig, hf_config: Any, dtype: torch.dtype, device: torch.device,
-                       tp: TensorParallel, scratch_blocks: int) -> PagedKVCache:
-    """The target's paged KV cache: --num-kv-blocks, or as many blocks as --kv-cache-memory-gb holds (plus
-    ``scratch_blocks`` beyond those the scheduler hands out)."""
-    layout = kv_layout(hf_config, tp)  # as the model splits the heads
-    # Every rank must have the same number of blocks: size them for the rank holding the most KV heads.
-    per_block = layout.bytes_per_block(hf_config.num_hidden_layers, config.block_size, dtype)
-    num_blocks = config.num_kv_blocks or max(1, int(config.kv_cache_memory_gb * 2**30) // per_block)
-    return layout.cache(hf_config.num_hidden_layers, num_blocks, config.block_size, dtype, device,
-                        scratch_blocks=scratch_blocks)
+def _num_kv_blocks(config: ExecutorConfig, hf_config: Any, dtype: torch.dtype, tp: TensorParallel) -> int:
+    """The blocks the scheduler hands out: --num-kv-blocks, or as many as --kv-cache-memory-gb holds (every rank the
+    same number, sized for the rank holding the most KV heads)."""
+    per_block = kv_layout(hf_config, tp).bytes_per_block(hf_config.num_hidden_layers, config.block_size, dtype)
+    return config.num_kv_blocks or max(1, int(config.kv_cache_memory_gb * 2**30) // per_block)
+
+
+def _rope_positions(config: ExecutorConfig, hf_config: Any, num_blocks: int) -> int:
+    """Rows of the RoPE tables: every position the model can meet, i.e. every slot of the cache (and a scratch
+    block, and a verify step's drafts past them), where that is fewer than max_position_embeddings (Llama 4 Scout's
+    10M positions would take 2.7 GB of bf16 tables)."""
+    slots = (num_blocks + 1) * config.block_size + config.num_spec_tokens + 1
+    return min(int(hf_config.max_position_embeddings), slots)
 
 
 def _max_model_len(config: ExecutorConfig, hf_config: Any) -> int:

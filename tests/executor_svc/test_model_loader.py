@@ -112,6 +112,21 @@ def test_a_context_longer_than_the_model_serves_exactly_is_refused_naming_max_mo
         build_runner(ExecutorConfig(model_dir=str(make_tiny_llama(tmp_path / "llama")), max_model_len=513))
 
 
+def test_rope_tables_cover_the_cache_slots_not_more_than_the_config_allows(tmp_path):
+    """A position needs a cache slot, so tables past the cache's slots (and a scratch block, and a verify step's
+    drafts) are never read: Llama 4 Scout's 10M positions need not be tabulated for a cache of 100k slots."""
+    from executor_svc.config import ExecutorConfig
+    from executor_svc.server import build_runner
+
+    path = make_tiny_llama(tmp_path / "llama")  # max_position_embeddings 512
+    runner, description = build_runner(ExecutorConfig(model_dir=str(path), num_kv_blocks=4, block_size=16,
+                                                      num_spec_tokens=3))
+    assert runner.model.rope_cos.shape[0] == (4 + 1) * 16 + 3 + 1
+    assert description.max_model_len == 512  # the context limit is still the model's
+    runner, _ = build_runner(ExecutorConfig(model_dir=str(path), num_kv_blocks=64, block_size=16))
+    assert runner.model.rope_cos.shape[0] == 512
+
+
 def test_a_fused_tensor_of_the_wrong_size_is_named(tmp_path):
     from safetensors.torch import load_file, save_file
 
