@@ -65,10 +65,10 @@ FORMATS = {1: {"regex": r"[0-9]{2,5}-[a-z]{2,9}!"}, 3: {"json_object": True},
 must match the reference too."""
 ADAPTER_OF = {0: "one", 1: "two", 6: "one", 7: "two", 8: "one"}
 """The LoRA adapter each request (by index; sampled ones too) names as its model."""
-NO_EAGLE = {"deepseek_v2", "deepseek_v3", "glm4_moe_lite", "gpt_oss", "llama4"}
+NO_EAGLE = {"deepseek_v2", "deepseek_v3", "glm4_moe_lite", "mistral4", "gpt_oss", "llama4"}
 """Families EAGLE-style drafters are refused for (latent attention, attention sinks)."""
-NO_LORA = {"deepseek_v2", "deepseek_v3", "glm4_moe_lite"}
-"""Families LoRA is refused for (latent attention): their requests name no adapter."""
+NO_LORA = {"deepseek_v2", "deepseek_v3", "glm4_moe_lite", "mistral4", "qwen3_vl_moe_vision"}
+"""Families LoRA is refused for (latent attention, vision-language checkpoints): their requests name no adapter."""
 ADAPTERS = True
 
 

@@ -10,14 +10,18 @@ import torch
 from gloo_ranks import results_on_ranks
 from step_plans import BATCHES, outputs_of, plan_steps, requests_plain
 from tiny_models import (
+    make_tiny_apertus,
     make_tiny_cohere,
     make_tiny_deepseek_v3,
     make_tiny_ernie4_5_moe,
     make_tiny_glm4,
     make_tiny_gpt_oss,
     make_tiny_granite_moe,
+    make_tiny_hunyuan_moe,
     make_tiny_llama,
     make_tiny_llama4,
+    make_tiny_minimax_m2,
+    make_tiny_mistral4,
     make_tiny_olmo2,
     make_tiny_phi2,
     make_tiny_phi3,
@@ -54,6 +58,14 @@ MAKERS = {
     # chunked attention on each rank's heads; input-weighted experts, the shared expert and intermediate_size_mlp's
     # dense MLPs split
     "llama4": make_tiny_llama4,
+    # latent attention with the query temperature and softmax routing within groups
+    "mistral4": make_tiny_mistral4,
+    # q and k normed over all heads with half-rotated heads; sigmoid routing with a correction bias
+    "minimax_m2": make_tiny_minimax_m2,
+    # the shared MLP's rows split beside the experts'; the float32 router replicated
+    "hunyuan_moe": make_tiny_hunyuan_moe,
+    # the xIELU coefficients replicated, the ungated MLP's rows split
+    "apertus": make_tiny_apertus,
     # 3 KV heads over 2 ranks: groups split unevenly (2 + 1), as for the default model's 9 heads / 3 KV heads
     "llama_3_kv_heads": lambda path, seed: make_tiny_llama(path, seed, hidden_size=96, num_attention_heads=6,
                                                            num_key_value_heads=3),
