@@ -85,7 +85,7 @@ class PackedIntWeights:
         return rows // self.group_size if self.group_size else torch.zeros_like(rows)
 
 
-def _fields(words: torch.Tensor, bits: int) -> torch.Tensor:
+def word_fields(words: torch.Tensor, bits: int) -> torch.Tensor:
     """[..., 32 / bits] the fields of each int32 word, lowest bits first, as non-negative integers."""
     shifts = torch.arange(0, 32, bits, dtype=torch.int32)
     return (words.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)
@@ -93,13 +93,13 @@ def _fields(words: torch.Tensor, bits: int) -> torch.Tensor:
 
 def _unpack_rows(words: torch.Tensor, bits: int) -> torch.Tensor:
     """GPTQ's qweight: word [r, c] holds rows r * n ... r * n + n - 1 of column c; -> [rows, columns]."""
-    fields = _fields(words, bits)  # [r, c, n]
+    fields = word_fields(words, bits)  # [r, c, n]
     return fields.permute(0, 2, 1).reshape(-1, words.shape[1])
 
 
 def _unpack_columns(words: torch.Tensor, bits: int, order: tuple[int, ...]) -> torch.Tensor:
     """Word [r, c] holds columns c * n + order[i] in its field i; -> [rows, columns]."""
-    fields = _fields(words, bits)  # [r, c, n]
+    fields = word_fields(words, bits)  # [r, c, n]
     columns = torch.empty_like(fields)
     columns[..., list(order)] = fields
     return columns.reshape(words.shape[0], -1)

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import torch
 
-from executor_svc.models.packed_int_weights import awq_weights, gptq_weights
+from executor_svc.models.packed_int_weights import awq_weights, gptq_weights, word_fields
 
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 _DROPPED_SUFFIXES = (".input_scale", ".activation_scale", ".input_scale_ub", ".k_scale", ".v_scale", ".q_scale",
@@ -101,7 +101,7 @@ def weight_quantisation(settings: dict[str, Any], model_type: str | None) -> Wei
     if method == "fp8":
         block = settings.get("weight_block_size")
         return ScaledWeights("fp8", "weight_scale_inv", _block(block, "weight_block_size"),
-                                  exponent_scales=settings.get("scale_fmt") == "ue8m0")
+                             exponent_scales=settings.get("scale_fmt") == "ue8m0")
     if method == "fbgemm_fp8":
         return ScaledWeights("fbgemm_fp8", "weight_scale")
     if method == "compressed-tensors":
@@ -111,8 +111,8 @@ def weight_quantisation(settings: dict[str, Any], model_type: str | None) -> Wei
     if method == "awq":
         return awq_weights(settings)
     raise ValueError(f"quantization_config.quant_method: {method!r} checkpoints are not served (fp8, fbgemm_fp8, "
-                     "8-bit compressed-tensors, gptq and awq are dequantised at load; use one of those or an "
-                     "unquantised checkpoint)")
+                     "compressed-tensors, gptq and awq are dequantised at load; use one of those or an unquantised "
+                     "checkpoint)")
 
 
 def _block(value: Any, field_name: str) -> tuple[int, int] | None:
@@ -183,8 +183,7 @@ class PackedScaledWeights:
                 or words.shape[1] * per_word < shape[1]:
             raise ValueError(f"weights: {name!r}: weight_packed {list(words.shape)} ({words.dtype}) does not hold "
                              f"weight_shape {shape} in {self.bits}-bit fields")
-        fields = (words.unsqueeze(-1) >> torch.arange(0, 32, self.bits, dtype=torch.int32)) & ((1 << self.bits) - 1)
-        values = fields.reshape(shape[0], -1)[:, : shape[1]] - (1 << (self.bits - 1))
+        values = word_fields(words, self.bits).reshape(shape[0], -1)[:, : shape[1]] - (1 << (self.bits - 1))
         scheme = ScaledWeights(self.method, "weight_scale", integer_weights=True)
         return dequantise(values.to(torch.int8), parts["weight_scale"], scheme, name)
 
