@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -32,14 +33,64 @@ def small_kv_cache(model_dir: Path, executor_flags) -> list[str]:
     return ["--kv-cache-memory-gb", TINY_KV_CACHE_GB] if config.get("hidden_size", 0) < 512 else []
 
 
-class StackLauncher:
-    """Starts stacks for one test or module and stops every one of them at teardown."""
+class SharedExecutors:
+    """Executors kept for the whole session (per pytest-xdist worker), keyed by model and executor flags, each
+    with the scheduler of its latest borrower: an executor start costs seconds (torch and transformers imports),
+    a scheduler's well under one. At most ``capacity`` are kept; the least recently borrowed is stopped first."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 4) -> None:
+        self.capacity = capacity
+        self._stacks: OrderedDict[tuple[str, tuple[str, ...]], LocalStack] = OrderedDict()
+
+    def borrow(self, start: Callable[[], LocalStack], model_dir: Path, executor_flags: Sequence[str],
+               scheduler_flags: Sequence[str]) -> LocalStack:
+        """The kept stack of this model and these executor flags with a new scheduler of ``scheduler_flags`` (the
+        executor forgets the previous scheduler's requests), else ``start()``'s. Valid until the next borrow of the
+        same key."""
+        key = (str(model_dir), tuple(executor_flags))
+        stack = self._stacks.pop(key, None)
+        if stack is not None and any(executor.process.poll() is not None for executor in stack.executors):
+            stack.stop()
+            stack = None
+        if stack is None:
+            while len(self._stacks) >= self.capacity:
+                self._stacks.popitem(last=False)[1].stop()
+            stack = start()
+        else:
+            stack.restart_scheduler(scheduler_flags)
+        self._stacks[key] = stack
+        return stack
+
+    def stop_all(self) -> None:
+        while self._stacks:
+            self._stacks.popitem()[1].stop()
+
+
+class StackLauncher:
+    """Starts stacks for one test or module and stops every one of them at teardown; ``with_scheduler`` borrows
+    from the session's SharedExecutors instead."""
+
+    def __init__(self, shared: SharedExecutors) -> None:
         self.stacks: list[LocalStack] = []
-        self._by_executor: dict[tuple[str, tuple[str, ...]], LocalStack] = {}
+        self.borrowed: list[LocalStack] = []
+        self._shared = shared
 
     def __call__(self, model_dir: Path, executor_flags=(), scheduler_flags=(), executor_groups: int = 1) -> LocalStack:
+        stack = self._start(model_dir, executor_flags, scheduler_flags, executor_groups)
+        self.stacks.append(stack)
+        return stack
+
+    def with_scheduler(self, model_dir: Path, executor_flags: Sequence[str] = (),
+                       scheduler_flags: Sequence[str] = ()) -> LocalStack:
+        """A stack on a running executor of the same model and flags (kept for the session), with a new scheduler
+        of ``scheduler_flags``; a new stack if none runs. Only for tests that leave the executor as they found it:
+        no kills, no runtime adapter loads, no executor counters read."""
+        stack = self._shared.borrow(lambda: self._start(model_dir, executor_flags, scheduler_flags), model_dir,
+                                    executor_flags, scheduler_flags)
+        self.borrowed.append(stack)
+        return stack
+
+    def _start(self, model_dir: Path, executor_flags, scheduler_flags, executor_groups: int = 1) -> LocalStack:
         stack = LocalStack(
             str(model_dir),
             executor_flags=["--num-threads", executor_threads(), *small_kv_cache(model_dir, executor_flags),
@@ -47,20 +98,7 @@ class StackLauncher:
             scheduler_flags=list(scheduler_flags),
             executor_groups=executor_groups,
         )
-        self.stacks.append(stack)
         stack.start(timeout_s=600)
-        return stack
-
-    def with_scheduler(self, model_dir: Path, executor_flags: Sequence[str] = (),
-                       scheduler_flags: Sequence[str] = ()) -> LocalStack:
-        """A stack on this launcher's running executor of the same model and flags, with a new scheduler of
-        ``scheduler_flags`` (an executor start costs several times a scheduler's); a new stack if none runs."""
-        key = (str(model_dir), tuple(executor_flags))
-        stack = self._by_executor.get(key)
-        if stack is None or any(executor.process.poll() is not None for executor in stack.executors):
-            stack = self._by_executor[key] = self(model_dir, executor_flags, scheduler_flags)
-        else:
-            stack.restart_scheduler(scheduler_flags)
         return stack
 
     def stop_all(self, failed: bool) -> None:
@@ -68,21 +106,32 @@ class StackLauncher:
             if failed:
                 print(stack.logs())
             stack.stop()
+        if failed:
+            for stack in self.borrowed:
+                print(stack.logs())
+
+
+@pytest.fixture(scope="session")
+def shared_executors():
+    """The session's SharedExecutors, stopped at its end."""
+    shared = SharedExecutors()
+    yield shared
+    shared.stop_all()
 
 
 @pytest.fixture
-def launch_stack(request):
+def launch_stack(request, shared_executors):
     """Call with (model_dir, executor_flags, scheduler_flags); returns a started LocalStack."""
-    launcher = StackLauncher()
+    launcher = StackLauncher(shared_executors)
     yield launcher
     report = getattr(request.node, "report_call", None)
     launcher.stop_all(failed=report is None or report.failed)
 
 
 @pytest.fixture(scope="module")
-def launch_module_stack(request):
+def launch_module_stack(request, shared_executors):
     """Like launch_stack, shared by a module's tests."""
-    launcher = StackLauncher()
+    launcher = StackLauncher(shared_executors)
     yield launcher
     failed = request.session.testsfailed > 0
     launcher.stop_all(failed=failed)

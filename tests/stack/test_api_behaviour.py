@@ -21,7 +21,7 @@ SEEDED = dict(temperature=0.9, top_p=0.9, top_k=50, seed=1234, max_tokens=24, ig
 
 @pytest.fixture(scope="module")
 def stack(tiny_model_dir, launch_module_stack):
-    return launch_module_stack(tiny_model_dir, ["--max-model-len", "256"])
+    return launch_module_stack.with_scheduler(tiny_model_dir, ["--max-model-len", "256"])
 
 
 def wait_until_all_blocks_free(client: Client, timeout_s: float = 5.0) -> generation_pb2.ModelInfo:

@@ -13,15 +13,16 @@ from client import Client
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 
 
-@pytest.fixture(scope="module")
-def default_stacks(launch_module_stack, default_model_dir):
-    """The default model as served out of the box (the shipped EAGLE-style drafter on, as eagle_ngram), synchronously
-    (1 step in flight) and one step ahead (2): {inflight: stack}."""
-    stacks = {inflight: launch_module_stack(default_model_dir, [], ["--max-inflight-steps", str(inflight)])
-              for inflight in (1, 2)}
-    yield stacks
-    for stack in stacks.values():
-        stack.stop()
+INFLIGHT = (1, 2)
+
+
+@pytest.fixture
+def default_stack(launch_stack, default_model_dir):
+    """The default model as served out of the box (the shipped EAGLE-style drafter on, as eagle_ngram), on one
+    executor for the session, with a scheduler that runs ``inflight`` steps in flight (1: synchronously, 2: one step
+    ahead): call with inflight and other scheduler flags."""
+    return lambda inflight, *flags: launch_stack.with_scheduler(default_model_dir, [], [
+        "--max-inflight-steps", str(inflight), *flags])
 
 
 def test_fixture_covers_twenty_prompts():
@@ -42,21 +43,23 @@ ONE_AT_A_TIME = 5
 seconds each here): 10 prompts at batch size 1 in all; all 20 go at once to both stacks in the next test."""
 
 
-def test_one_at_a_time_matches_hf(default_stacks):
+def test_one_at_a_time_matches_hf(default_stack):
     cases = load_cases()
-    for index, stack in enumerate(default_stacks.values()):
+    for index, inflight in enumerate(INFLIGHT):
+        stack = default_stack(inflight)
         with Client(stack.address) as client:
             for case in cases[index * ONE_AT_A_TIME : (index + 1) * ONE_AT_A_TIME]:
                 assert_matches_reference(generate(client, case), case)
 
 
-def test_all_at_once_matches_hf_with_the_same_drafts_sync_and_async(default_stacks):
+def test_all_at_once_matches_hf_with_the_same_drafts_sync_and_async(default_stack):
     """All 20 prompts at once: HF's output from both stacks, and the shipped drafter (on by default as eagle_ngram:
     the head with its reduced draft vocabulary, n-gram lookup where the context repeats) drafted and had accepted
     exactly the same tokens whether the scheduler ran one step ahead or not."""
     cases = load_cases()
     counts = {}
-    for inflight, stack in default_stacks.items():
+    for inflight in INFLIGHT:
+        stack = default_stack(inflight)
         with Client(stack.address) as client, ThreadPoolExecutor(len(cases)) as pool:
             results = list(pool.map(lambda case: client.generate(
                 messages=[{"role": "user", "content": case["prompt"]}], max_tokens=64, temperature=0.0), cases))
@@ -111,11 +114,11 @@ def test_ngram_speculation_keeps_hf_output(launch_stack, default_model_dir):
     assert sum(result.spec.accepted for result in results) > 0
 
 
-def test_multi_step_keeps_hf_output(launch_stack, default_model_dir):
+def test_multi_step_keeps_hf_output(default_stack):
     """Eight decode sub-steps per StepRequest on the default model, running one step ahead: still HF's greedy output,
     every block free, on the last 10 MT-Bench prompts (CI time; n in {1, 4, 8} x {sync, async} give identical outputs:
     test_multi_step_equivalence.py)."""
-    stack = launch_stack(default_model_dir, [], ["--num-scheduler-steps", "8", "--max-inflight-steps", "2"])
+    stack = default_stack(2, "--num-scheduler-steps", "8")
     cases = load_cases()[10:20]
     with Client(stack.address) as client, ThreadPoolExecutor(len(cases)) as pool:
         outputs = list(pool.map(lambda case: generate(client, case), cases))
@@ -166,15 +169,15 @@ def hf_greedy_json(model_dir, prompt_ids: list[int], schema: dict, max_tokens: i
     return out[0, len(prompt_ids):].tolist()
 
 
-def test_json_schema_output_equals_hf_masked_alike_sync_and_async_with_the_drafter(default_stacks, default_model_dir):
+def test_json_schema_output_equals_hf_masked_alike_sync_and_async_with_the_drafter(default_stack, default_model_dir):
     """The default model asked for a person as JSON: valid under the schema, and the tokens of HF's greedy generate
     masked by an independent matcher, whether the scheduler runs ahead or not, the shipped drafter drafting."""
     import jsonschema
 
     messages = [{"role": "user", "content": "Describe a fictional person as JSON with name, age and city."}]
     results = {}
-    for inflight, stack in default_stacks.items():
-        with Client(stack.address) as client:
+    for inflight in INFLIGHT:
+        with Client(default_stack(inflight).address) as client:
             results[inflight] = client.generate(messages=messages, max_tokens=60, temperature=0.0,
                                                 json_schema=PERSON_SCHEMA)
     assert results[1].token_ids == results[2].token_ids and results[1].finish_reason == "stop"

@@ -91,9 +91,8 @@ def test_greedy_output_with_dynamic_k_equals_no_speculation(
     drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir, launch_stack, tmp_path
 ):
     prompts = make_prompts(6)
-    reference_stack = launch_stack(tiny_model_dir)
+    reference_stack = launch_stack.with_scheduler(tiny_model_dir)
     reference = [tokens for tokens, _ in run_all(reference_stack.address, prompts)]
-    reference_stack.stop()
     spec = ["--spec-method", drafter, "--num-spec-tokens", "3"]
     if drafter == "draft_model":
         spec += ["--draft-model", str(tiny_draft_model_dir)]

@@ -58,7 +58,8 @@ def test_two_groups_give_the_outputs_of_one(variant, tiny_model_dir, launch_stac
     executor_flags = [*FORCED_EXECUTOR, *VARIANTS[variant]]
     outputs = {}
     for groups in (1, 2):
-        stack = launch_stack(tiny_model_dir, executor_flags, FORCED_SCHEDULER, executor_groups=groups)
+        stack = (launch_stack.with_scheduler(tiny_model_dir, executor_flags, FORCED_SCHEDULER) if groups == 1
+                 else launch_stack(tiny_model_dir, executor_flags, FORCED_SCHEDULER, executor_groups=groups))
         outputs[groups] = run(stack.address, workload())
         with Client(stack.address) as client:
             info = client.model_info()
@@ -68,7 +69,6 @@ def test_two_groups_give_the_outputs_of_one(variant, tiny_model_dir, launch_stac
         assert sorted(steps) == sorted(stack.executor_addresses) and all(steps.values()), steps
         for address in stack.executor_addresses:
             assert health_status(stack.address, f"{GENERATION_SERVICE}/{address}") == SERVING
-        stack.stop()
     assert_same_outputs(outputs[2], outputs[1])
 
 
@@ -77,7 +77,7 @@ def test_a_lost_group_s_requests_move_to_the_other_group(tiny_model_dir, launch_
     # loaded machine (at 60 tokens a CI run once finished it between two polls).
     requests = [{"prompt": spec["prompt"], "params": {**spec["params"], "max_tokens": 200}, "cancel_after": None}
                 for spec in workload(12)]
-    expected = run(launch_stack(tiny_model_dir, ["--num-threads", "1"], []).address, requests)
+    expected = run(launch_stack.with_scheduler(tiny_model_dir, ["--num-threads", "1"]).address, requests)
     stack = launch_stack(tiny_model_dir, ["--num-threads", "1"], ["--metrics-port", "0"], executor_groups=2)
     lost = stack.executor_addresses[0]
     with ThreadPoolExecutor(1) as pool:

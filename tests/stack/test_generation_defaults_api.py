@@ -19,7 +19,8 @@ PROMPT = [5, 17, 33, 64, 90, 120, 48, 3, 11, 200]
 def stack(tiny_model_dir, launch_module_stack, tmp_path_factory):
     folder = tmp_path_factory.mktemp("generation_config")
     (folder / "generation_config.json").write_text(json.dumps({"temperature": 0.0, "max_new_tokens": 12}))
-    return launch_module_stack(tiny_model_dir, [], ["--http-port", "0", "--generation-config", str(folder)])
+    return launch_module_stack.with_scheduler(tiny_model_dir, [],
+                                              ["--http-port", "0", "--generation-config", str(folder)])
 
 
 def test_unset_fields_take_the_configured_defaults(stack):

@@ -54,7 +54,7 @@ def readiness(address: str) -> int:
 
 
 def test_sigterm_lets_running_requests_finish_refuses_new_ones_and_exits_0(tiny_model_dir, launch_stack):
-    stack = launch_stack(tiny_model_dir, [], ["--shutdown-grace-s", "60"])
+    stack = launch_stack.with_scheduler(tiny_model_dir, [], ["--shutdown-grace-s", "60"])
     outcomes, threads = start_streams(stack.address, 8)
     process = stack.scheduler.process
     process.send_signal(signal.SIGTERM)
@@ -70,7 +70,7 @@ def test_sigterm_lets_running_requests_finish_refuses_new_ones_and_exits_0(tiny_
 
 
 def test_requests_still_running_after_the_grace_end_with_unavailable(tiny_model_dir, launch_stack):
-    stack = launch_stack(tiny_model_dir, [], ["--shutdown-grace-s", "0.2", "--max-num-seqs", "2"])
+    stack = launch_stack.with_scheduler(tiny_model_dir, [], ["--shutdown-grace-s", "0.2", "--max-num-seqs", "2"])
     outcomes, threads = start_streams(stack.address, 2)
     stack.scheduler.process.send_signal(signal.SIGTERM)
     assert stack.scheduler.process.wait(timeout=30) == 0

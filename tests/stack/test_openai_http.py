@@ -321,7 +321,7 @@ def test_greedy_chat_equals_grpc_tokens_on_mtbench(default_model_dir, launch_sta
     from scheduler_svc.tokenizer import Tokenizer
 
     prompts = load_mtbench_first_turns(6)  # CI time: each runs twice, gRPC and HTTP at once
-    stack = launch_stack(default_model_dir, [], ["--http-port", "0"])
+    stack = launch_stack.with_scheduler(default_model_dir, [], ["--http-port", "0"])
     tokenizer = Tokenizer.from_dir(default_model_dir)
 
     async def both():

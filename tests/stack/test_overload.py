@@ -37,7 +37,7 @@ def assert_idle(client: Client) -> None:
 
 
 def test_a_full_queue_refuses_with_resource_exhausted_and_http_429(tiny_model_dir, launch_stack):
-    stack = launch_stack(tiny_model_dir, [],
+    stack = launch_stack.with_scheduler(tiny_model_dir, [],
                          ["--max-num-seqs", "1", "--max-queued-requests", "1", "--http-port", "0"])
     with Client(stack.address) as client:
         running = client.generate_stream(**LONG)
@@ -57,7 +57,7 @@ def test_a_full_queue_refuses_with_resource_exhausted_and_http_429(tiny_model_di
 
 
 def test_a_request_that_cannot_start_in_time_ends_with_resource_exhausted(tiny_model_dir, launch_stack):
-    stack = launch_stack(tiny_model_dir, [], ["--max-num-seqs", "1", "--max-queue-wait-s", "0.3"])
+    stack = launch_stack.with_scheduler(tiny_model_dir, [], ["--max-num-seqs", "1", "--max-queue-wait-s", "0.3"])
     with Client(stack.address) as client:
         running = client.generate_stream(**LONG)
         next(running)
@@ -68,7 +68,7 @@ def test_a_request_that_cannot_start_in_time_ends_with_resource_exhausted(tiny_m
 
 
 def test_a_client_deadline_aborts_the_request_and_frees_its_blocks(tiny_model_dir, launch_stack):
-    stack = launch_stack(tiny_model_dir, [], [])
+    stack = launch_stack.with_scheduler(tiny_model_dir, [], [])
     with Client(stack.address) as client:
         with pytest.raises(DeadlineExceededError):
             client.generate(**LONG, timeout=0.2)
@@ -77,7 +77,8 @@ def test_a_client_deadline_aborts_the_request_and_frees_its_blocks(tiny_model_di
 
 def test_a_burst_of_ten_times_the_limit(tiny_model_dir, launch_stack):
     limit, num_requests = 4, 60  # running (2) + queued (4) admitted at once; 10x the queue limit and more
-    stack = launch_stack(tiny_model_dir, [], ["--max-num-seqs", "2", "--max-queued-requests", str(limit)])
+    stack = launch_stack.with_scheduler(tiny_model_dir, [],
+                                        ["--max-num-seqs", "2", "--max-queued-requests", str(limit)])
     prompts = [[5 + i % 8, 6, 7] for i in range(num_requests)]
     processes = [psutil.Process(stack.executor.process.pid), psutil.Process(stack.scheduler.process.pid)]
 

@@ -85,7 +85,7 @@ def test_cached_prefixes_give_the_same_tokens(case, reference, tiny_model_dir, t
     if "--num-spec-tokens" in executor_flags:
         *executor_flags, drafter = executor_flags
         executor_flags += drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir)
-    stack = launch_stack(tiny_model_dir, executor_flags, scheduler_flags)  # the cache is on by default
+    stack = launch_stack.with_scheduler(tiny_model_dir, executor_flags, scheduler_flags)  # the cache is on by default
     assert run_workload(stack.address) == reference
     queried, hits = hit_tokens(stack.address)
     assert hits >= 2 * BLOCK * 8 and hits % BLOCK == 0 and hits < queried
@@ -106,7 +106,7 @@ def test_two_executor_groups_send_a_prefix_to_the_group_that_holds_it(reference,
 
 
 def test_usage_reports_the_cached_prompt_tokens_over_grpc_and_http(tiny_model_dir, launch_stack):
-    stack = launch_stack(tiny_model_dir, [], ["--enable-prefix-caching", "--http-port", "0"])
+    stack = launch_stack.with_scheduler(tiny_model_dir, [], ["--enable-prefix-caching", "--http-port", "0"])
     prompt = make_prompts()[0]
     with Client(stack.address) as client:
         first, second = (client.generate(token_ids=prompt, max_tokens=4, temperature=0.0) for _ in range(2))

@@ -18,7 +18,8 @@ MAX_TOKENS = {"low-running": 160, "low-queued": 24, "urgent": 24}
 
 @pytest.fixture(scope="module")
 def stack(tiny_model_dir, launch_module_stack):
-    return launch_module_stack(tiny_model_dir, [], ["--scheduling-policy", "priority", "--max-num-seqs", "1"])
+    return launch_module_stack.with_scheduler(tiny_model_dir, [],
+                                              ["--scheduling-policy", "priority", "--max-num-seqs", "1"])
 
 
 async def _overtaken(address: str) -> tuple[list[str], dict[str, list[int]], dict[str, int]]:

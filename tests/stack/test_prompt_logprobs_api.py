@@ -21,7 +21,7 @@ PROMPT = [random.Random(7).randrange(3, 400) for _ in range(40)]
 @pytest.fixture(scope="module")
 def stack(tiny_model_dir, launch_module_stack):
     # 8-token chunks; 12 blocks of 16 tokens: the concurrent test below preempts.
-    return launch_module_stack(tiny_model_dir, ["--num-kv-blocks", "12"],
+    return launch_module_stack.with_scheduler(tiny_model_dir, ["--num-kv-blocks", "12"],
                                ["--max-num-batched-tokens", "8", "--http-port", "0", "--enable-prefix-caching"])
 
 

@@ -61,6 +61,17 @@ GRID = [
 ]
 
 
+MAX_K = 5
+EXECUTOR_K = ["--num-spec-tokens", str(MAX_K)]
+"""Executors draft up to MAX_K and each scheduler asks for its K (as dynamic K does per step): one executor per
+drafter serves every K."""
+
+
+def scheduler_k(k: int) -> list[str]:
+    """The scheduler's --num-spec-tokens for K (none at MAX_K: the executor's K is the default)."""
+    return [] if k == MAX_K else ["--num-spec-tokens", str(k)]
+
+
 def drafter_flags(drafter: str, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir) -> list[str]:
     """--spec-method and its drafter for: ngram, eagle (a trained head with a 200-of-400 draft vocabulary),
     eagle_ngram (that head where the lookup finds no match), draft_model or "same"/"other" (the draft model is
@@ -81,7 +92,8 @@ def test_greedy_output_is_unchanged_by_speculation(
 ):
     executor_flags, scheduler_flags = constraints
     spec = drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir)
-    stack = launch_stack(tiny_model_dir, [*executor_flags, *spec, "--num-spec-tokens", str(k)], scheduler_flags)
+    stack = launch_stack.with_scheduler(tiny_model_dir, [*executor_flags, *spec, *EXECUTOR_K],
+                                        [*scheduler_flags, *scheduler_k(k)])
     results = run_all(stack.address, make_prompts())
     assert [tokens for tokens, _, _ in results] == reference
     drafted = sum(d for _, d, _ in results)
@@ -95,7 +107,8 @@ def test_greedy_output_is_unchanged_by_speculation(
 
 
 def test_opt_out_request_is_not_speculated(tiny_model_dir, launch_stack):
-    stack = launch_stack(tiny_model_dir, ["--spec-method", "draft_model", "--draft-model", str(tiny_model_dir)])
+    stack = launch_stack.with_scheduler(tiny_model_dir, [*drafter_flags("same", tiny_model_dir, None, None),
+                                                         *EXECUTOR_K])
     with Client(stack.address) as client:
         prompt = make_prompts(1)[0]
         opted_out = client.generate(token_ids=prompt, max_tokens=10, temperature=0.0, disable_speculation=True,
@@ -114,8 +127,8 @@ def test_opt_out_request_is_not_speculated(tiny_model_dir, launch_stack):
 def test_logit_bias_applies_to_verified_drafts(tiny_model_dir, launch_stack):
     """The target drafting for itself proposes its unbiased argmax; verification must apply the request's bias, so
     biased outputs equal those without speculation (greedy and seeded) while some drafts get rejected."""
-    stack = launch_stack(tiny_model_dir, ["--spec-method", "draft_model", "--draft-model", str(tiny_model_dir),
-                                          "--num-spec-tokens", "3"])
+    stack = launch_stack.with_scheduler(tiny_model_dir, [*drafter_flags("same", tiny_model_dir, None, None),
+                                                         *EXECUTOR_K], scheduler_k(3))
     prompt = make_prompts(1)[0]
     with Client(stack.address) as client:
         plain = client.generate(token_ids=prompt, max_tokens=24, temperature=0.0, ignore_eos=True).token_ids
@@ -137,11 +150,12 @@ def test_logit_bias_applies_to_verified_drafts(tiny_model_dir, launch_stack):
 @pytest.mark.parametrize("drafter", ["other", "ngram", "eagle", "eagle_ngram"])
 def test_sync_and_async_verify_identical_drafts(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir,
                                                 launch_stack):
-    spec = [*drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir), "--num-spec-tokens", "3"]
+    spec = [*drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, tiny_eagle_dir), *EXECUTOR_K]
     prompts = make_prompts(20)
     outcomes = {}
     for inflight in (1, 2):
-        stack = launch_stack.with_scheduler(tiny_model_dir, spec, ["--max-inflight-steps", str(inflight)])
+        stack = launch_stack.with_scheduler(tiny_model_dir, spec, ["--max-inflight-steps", str(inflight),
+                                                                   *scheduler_k(3)])
         outcomes[inflight] = run_all(stack.address, prompts)
         assert_all_blocks_free(stack.address)
     assert outcomes[1] == outcomes[2]
@@ -180,9 +194,9 @@ def test_seeded_sampling_is_unchanged_by_speculation(
 ):
     """Verification draws each position's token as plain sampling does, so a seeded request gets the
     same tokens with speculation, in sync and async mode, whatever drafts were offered."""
-    draft_model = tiny_model_dir if drafter == "same" else tiny_draft_model_dir
-    spec = ["--spec-method", "draft_model", "--draft-model", str(draft_model), "--num-spec-tokens", str(k)]
-    stack = launch_module_stack.with_scheduler(tiny_model_dir, spec, ["--max-inflight-steps", str(inflight)])
+    spec = [*drafter_flags(drafter, tiny_model_dir, tiny_draft_model_dir, None), *EXECUTOR_K]
+    stack = launch_module_stack.with_scheduler(tiny_model_dir, spec, ["--max-inflight-steps", str(inflight),
+                                                                      *scheduler_k(k)])
     results = run_seeded(stack.address, make_prompts())
     assert [tokens for tokens, _, _ in results] == seeded_reference
     drafted, accepted = sum(d for _, d, _ in results), sum(a for _, _, a in results)

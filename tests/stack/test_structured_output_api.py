@@ -30,7 +30,7 @@ SCHEMA = {
 
 @pytest.fixture(scope="module")
 def stack(tiny_model_dir, launch_module_stack):
-    return launch_module_stack(tiny_model_dir, [], ["--http-port", "0", "--tool-call-parser", "hermes"])
+    return launch_module_stack.with_scheduler(tiny_model_dir, [], ["--http-port", "0", "--tool-call-parser", "hermes"])
 
 
 def test_outputs_match_their_format_greedy_and_sampled(stack):

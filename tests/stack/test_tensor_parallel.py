@@ -22,13 +22,13 @@ pytestmark = pytest.mark.stack
 
 FORCED_EXECUTOR = ["--num-kv-blocks", "8", "--num-threads", "1"]
 FORCED_SCHEDULER = ["--max-num-batched-tokens", "32", "--max-inflight-steps", "2"]
-VARIANTS = {  # (executor flags, scheduler flags) added to the forced ones
+VARIANTS = {  # (executor flags, scheduler flags) added to the forced ones; multi_step runs on async's executors
     "async": ([], []),
+    "multi_step": ([], ["--num-scheduler-steps", "4"]),
     "draft_model": (["--spec-method", "draft_model", "--num-spec-tokens", "3"], []),
     # Both replicated drafters of eagle_ngram (n-gram lookup where the context repeats, the head elsewhere) in one
     # variant: CI time is why eagle and ngram alone are not stacks of their own here.
     "eagle_ngram": (["--spec-method", "eagle_ngram", "--num-spec-tokens", "3"], []),
-    "multi_step": ([], ["--num-scheduler-steps", "4"]),
 }
 
 

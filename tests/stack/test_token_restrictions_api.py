@@ -16,8 +16,9 @@ MAX_MODEL_LEN = 256
 
 @pytest.fixture(scope="module")
 def stack(tiny_model_dir, launch_module_stack):
-    return launch_module_stack(tiny_model_dir, ["--spec-method", "draft_model", "--draft-model", str(tiny_model_dir),
-                                                "--num-spec-tokens", "3", "--max-model-len", str(MAX_MODEL_LEN)])
+    return launch_module_stack.with_scheduler(tiny_model_dir, [
+        "--spec-method", "draft_model", "--draft-model", str(tiny_model_dir), "--num-spec-tokens", "3",
+        "--max-model-len", str(MAX_MODEL_LEN)])
 
 
 def speculated_and_not(client: Client, **options) -> tuple:
