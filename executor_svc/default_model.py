@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,7 +53,7 @@ def convert_gguf(gguf_file: Path, out_dir: Path) -> Path:
     stages = ["load model", "save model", "load tokenizer", "save tokenizer"]
     kwargs = {"gguf_file": gguf_file.name}
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tqdm(total=len(stages), desc=f"converting {gguf_file.name}", unit="stage") as progress:
+    with _gguf_parsed_once(), tqdm(total=len(stages), desc=f"converting {gguf_file.name}", unit="stage") as progress:
         progress.set_postfix_str(stages[0])
         model = AutoModelForCausalLM.from_pretrained(
             gguf_file.parent, dtype=torch.float32, **kwargs
@@ -67,6 +68,45 @@ def convert_gguf(gguf_file: Path, out_dir: Path) -> Path:
         tokenizer.save_pretrained(out_dir)
         _advance(progress, stages)
     return out_dir
+
+
+@contextmanager
+def _gguf_parsed_once() -> Iterator[None]:
+    """Within, the gguf package's reader and tensor-name maps are built once per file and per (architecture,
+    layers) and then reused.
+
+    transformers builds a new GGUFReader (which parses every metadata field, the 49,152 vocabulary strings
+    included) for the config, again for the weights and again for the tokenizer, and a new tensor-name map for
+    each of the model's modules: 30 s of the default model's conversion here, about half of it repeated work.
+    Both are read-only once built; transformers looks them up on the gguf module at each call."""
+    import gguf
+
+    originals: dict[str, Callable[..., object]] = {"GGUFReader": gguf.GGUFReader,
+                                                   "get_tensor_name_map": gguf.get_tensor_name_map}
+    keys: dict[str, Callable[..., object]] = {
+        "GGUFReader": lambda path, mode="r": (str(Path(path).resolve()), mode),
+        "get_tensor_name_map": lambda arch, n_blocks: (arch, n_blocks),
+    }
+    for name, original in originals.items():
+        setattr(gguf, name, _memoised(original, keys[name]))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(gguf, name, original)
+
+
+def _memoised(build: Callable[..., object], key: Callable[..., object]) -> Callable[..., object]:
+    """``build``, remembering its result per ``key(*args)``."""
+    built: dict[object, object] = {}
+
+    def cached(*args: object, **kwargs: object) -> object:
+        slot = key(*args, **kwargs)
+        if slot not in built:
+            built[slot] = build(*args, **kwargs)
+        return built[slot]
+
+    return cached
 
 
 def _drop_quantization_state(model: PreTrainedModel) -> None:

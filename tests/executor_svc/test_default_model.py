@@ -84,3 +84,22 @@ def test_default_model_converts_to_an_fp32_hf_dir(
 
     monkeypatch.setattr(model_resolver, "run_checked", _refuse_subprocess)
     assert model_resolver.resolve_model("default", cache_dir=model_dir.parent.parent) == model_dir
+
+
+def test_a_conversion_parses_each_gguf_once_and_leaves_the_gguf_package_as_it_was(tmp_path: Path) -> None:
+    """Inside a conversion, transformers' repeated GGUFReader and tensor-name-map builds return the first one
+    (read-only objects); outside, the gguf package is untouched."""
+    import gguf
+    from tiny_models import make_tiny_llama_gguf
+
+    path = make_tiny_llama_gguf(tmp_path / "tiny.gguf")
+    originals = (gguf.GGUFReader, gguf.get_tensor_name_map)
+    with default_model._gguf_parsed_once():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is first and isinstance(first, originals[0])
+        assert gguf.GGUFReader(tmp_path / "." / "tiny.gguf", mode="r") is first
+        arch = gguf.MODEL_ARCH.LLAMA
+        assert gguf.get_tensor_name_map(arch, 2) is gguf.get_tensor_name_map(arch, 2)
+        assert gguf.get_tensor_name_map(arch, 3) is not gguf.get_tensor_name_map(arch, 2)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == originals
+    assert gguf.GGUFReader(path) is not first
