@@ -12,14 +12,9 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING
 
 from client.env_defaults import RepeatableOption
 from scheduler_svc.config import DEFAULT_PORT
-
-if TYPE_CHECKING:
-    from client.stack import LocalStack
-
 
 
 def _add_model_argument(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +56,10 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--executor-max-restarts", type=non_negative_int, default=5,
                        help="restart a crashed executor this many times at most (backoff 1, 2, 4, ... s); the "
                             "scheduler resumes its requests there (default 5; 0: exit when it crashes)")
+    serve.add_argument("--scheduler-max-restarts", type=non_negative_int, default=5,
+                       help="restart a crashed scheduler this many times at most (backoff 1, 2, 4, ... s), on the "
+                            "same ports, the executors keeping their models; its requests end UNAVAILABLE "
+                            "(default 5; 0: exit when it crashes)")
 
     scheduler = commands.add_parser("scheduler", help="start the scheduler service alone")
     _add_model_argument(scheduler)
@@ -163,6 +162,7 @@ def _run_scheduler(args: argparse.Namespace) -> None:
 def _run_serve(args: argparse.Namespace) -> None:
     from client.env_defaults import without_flag_variables
     from client.model_resolver import resolve_model
+    from client.serve_supervisor import RestartLimits, supervise
     from client.stack import LocalStack
     from client.startup_progress import print_to_stderr
     from executor_svc.cli_args import executor_flags
@@ -191,38 +191,10 @@ def _run_serve(args: argparse.Namespace) -> None:
         http = f" and {stack.http_url}" if stack.http_url else ""
         metrics = f"metrics on {stack.metrics_address}; " if stack.metrics_address else ""
         print(f"stepahead serving {model_dir} on {address}{http} ({metrics}Ctrl-C to stop)", flush=True)
-        _supervise(stack, stop, args.executor_max_restarts, args.executor_recovery_timeout_s)
+        supervise(stack, stop, RestartLimits(args.executor_max_restarts, args.scheduler_max_restarts),
+                  args.executor_recovery_timeout_s)
     finally:
         stack.stop(scheduler_timeout_s=args.shutdown_grace_s + 5.0)  # the scheduler drains, then exits
-
-
-def _supervise(stack: LocalStack, stop: threading.Event, max_restarts: int, recovery_timeout_s: float) -> None:
-    """Until ``stop``: restart a crashed executor (bounded, with backoff); exit 1 if the scheduler exits or
-    the restarts are used up (after the scheduler's recovery timeout: its requests end with UNAVAILABLE and
-    it answers health meanwhile)."""
-    restarts = [0] * len(stack.executors)
-    while not stop.wait(0.5):
-        if stack.scheduler is None or not stack.scheduler.is_running():
-            print(f"the scheduler exited:\n{stack.logs()}", file=sys.stderr)
-            raise SystemExit(1)
-        for index, executor in enumerate(stack.executors):
-            if executor.is_running():
-                continue
-            code = executor.process.returncode if executor.process else None
-            if restarts[index] >= max_restarts:
-                print(f"{executor.name} exited (code {code}) and --executor-max-restarts {max_restarts} are used "
-                      f"up; exiting once its requests have ended (--executor-recovery-timeout-s "
-                      f"{recovery_timeout_s:g}):\n{stack.logs()}", file=sys.stderr, flush=True)
-                stop.wait(recovery_timeout_s + 5.0)
-                raise SystemExit(1)
-            delay = min(2.0 ** restarts[index], 30.0)
-            restarts[index] += 1
-            print(f"{executor.name} exited (code {code}); restart {restarts[index]} of {max_restarts} in {delay:g} s",
-                  file=sys.stderr, flush=True)
-            if stop.wait(delay):
-                return
-            stack.restart_executor(index=index)
-            print(f"{executor.name} restarted on {stack.executor_addresses[index]}", file=sys.stderr, flush=True)
 
 
 def _run_health(args: argparse.Namespace) -> None:

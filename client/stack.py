@@ -104,9 +104,26 @@ class LocalStack:
             raise
         return self.address
 
-    def _start_scheduler(self, timeout_s: float) -> None:
+    def restart_exited_scheduler(self, timeout_s: float = 600.0) -> str:
+        """Start a scheduler with the exited one's flags on the ports it had bound (gRPC, and HTTP and metrics
+        where it served them): clients reach it where they reached the old one. The executors keep their models
+        and forget the old scheduler's requests. Returns its address."""
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        pinned = {"--port": self.address, "--http-port": self.http_url, "--metrics-port": self.metrics_address}
+        try:
+            self._start_scheduler(timeout_s, {flag: bound.rpartition(":")[2] for flag, bound in pinned.items()
+                                              if bound})
+        except BaseException:
+            self.stop()
+            raise
+        return self.address
+
+    def _start_scheduler(self, timeout_s: float, ports: dict[str, str] | None = None) -> None:
+        """``ports``: port flags whose values replace those given (a restart keeps the bound ports)."""
         executor_flags = [flag for address in self.executor_addresses for flag in ("--executor", address)]
-        argv = ServiceProcess.cli_argv(*self._scheduler_base, *self._scheduler_flags, *executor_flags)
+        flags = _with_values([*self._scheduler_base, *self._scheduler_flags], ports or {})
+        argv = ServiceProcess.cli_argv(*flags, *executor_flags)
         self.scheduler = ServiceProcess("scheduler", argv, self._env)
         if self._progress is not None:
             self.scheduler.line_listener = self._progress.scheduler_starting()
@@ -158,3 +175,12 @@ class LocalStack:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _with_values(argv: Sequence[str], values: dict[str, str]) -> list[str]:
+    """``argv`` with the value after each flag in ``values`` replaced by its value there."""
+    words = list(argv)
+    for index, word in enumerate(words[:-1]):
+        if word in values:
+            words[index + 1] = values[word]
+    return words

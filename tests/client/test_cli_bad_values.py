@@ -30,6 +30,7 @@ def test_generate_names_the_bad_option_and_exits_2(flags, field):
     (["profile", "--out", "p.json", "--max-num-seqs", "0"], "--max-num-seqs", "must be >= 1, got 0"),
     (["serve", "--executor-groups", "0"], "--executor-groups", "must be >= 1, got 0"),
     (["serve", "--executor-max-restarts", "-1"], "--executor-max-restarts", "must be >= 0, got -1"),
+    (["serve", "--scheduler-max-restarts", "-1"], "--scheduler-max-restarts", "must be >= 0, got -1"),
     (["health", "127.0.0.1:1", "--timeout", "0"], "--timeout", "must be a finite number > 0, got 0"),
     (["make-certs", "--out", "certs", "--days", "0"], "--days", "must be >= 1, got 0"),
 ])

@@ -1,0 +1,88 @@
+"""`stepahead serve` restarts a crashed scheduler on the ports it had (gRPC, HTTP, metrics), the executor keeping its
+model, and exits 1 once --scheduler-max-restarts are used up."""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+
+import psutil
+import pytest
+from cpu_share import executor_threads
+
+from client import Client, UnavailableError
+from client.launcher import ServiceProcess
+from client.serve_supervisor import RestartLimits
+
+pytestmark = pytest.mark.stack
+
+SERVING = r"stepahead serving \S+ on (\S+) "
+GREEDY = dict(token_ids=[5, 6, 7, 8], max_tokens=12, temperature=0.0, ignore_eos=True)
+
+
+def start_serve(model_dir, *flags: str) -> ServiceProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPAHEAD_")}
+    return ServiceProcess("serve", ServiceProcess.cli_argv(
+        "serve", "--model", str(model_dir), "--port", "0", "--num-threads", executor_threads(), *flags), env)
+
+
+def child(serve: ServiceProcess, service: str) -> psutil.Process:
+    """The serve process's one child running ``service`` (the CLI command word)."""
+    (process,) = [p for p in psutil.Process(serve.process.pid).children(recursive=True) if service in p.cmdline()]
+    return process
+
+
+def wait_for_log_line(process: ServiceProcess, text: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while text not in process.log():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_killed_scheduler_is_restarted_on_its_ports_and_serves_the_same_tokens(tiny_model_dir):
+    serve = start_serve(tiny_model_dir, "--http-port", "0", "--metrics-port", "0", "--scheduler-max-restarts", "2")
+    try:
+        address = serve.start(SERVING, timeout_s=300)
+        http_url = serve.find(r" and (http://\S+) ")
+        metrics = serve.find(r"metrics on (\S+);")
+        executor = child(serve, "executor")
+        with Client(address, timeout=60) as client:
+            before = client.generate(**GREEDY).token_ids
+            stream = client.generate_stream(**{**GREEDY, "max_tokens": 400})
+            next(stream)
+            child(serve, "scheduler").kill()
+            with pytest.raises(UnavailableError):
+                list(stream)  # a request of the crashed scheduler ends; the client may send it again
+        assert wait_for_log_line(serve, "the scheduler restarted on", timeout_s=60), serve.log()
+        assert "restart 1 of 2 in 1 s" in serve.log()
+        with Client(address, timeout=60) as client:
+            assert client.generate(**GREEDY).token_ids == before
+            info = client.model_info()
+            assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == 0
+        assert child(serve, "executor").pid == executor.pid  # the model was not loaded again
+        with urllib.request.urlopen(f"{http_url}/v1/models", timeout=10) as response:
+            assert response.status == 200
+        with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as response:
+            assert b"stepahead_scheduler_requests_finished_total" in response.read()
+        assert serve.is_running()
+    finally:
+        serve.stop()
+
+
+def test_serve_exits_1_when_the_scheduler_restarts_are_used_up(tiny_model_dir):
+    serve = start_serve(tiny_model_dir, "--scheduler-max-restarts", "0")
+    try:
+        serve.start(SERVING, timeout_s=300)
+        child(serve, "scheduler").kill()
+        assert serve.process.wait(timeout=30) == 1
+        assert wait_for_log_line(serve, "--scheduler-max-restarts 0 are used up", timeout_s=10)
+    finally:
+        serve.stop()
+
+
+def test_restart_limits_are_not_negative():
+    with pytest.raises(ValueError, match="--scheduler-max-restarts: must be >= 0, got -1"):
+        RestartLimits(executor=5, scheduler=-1)
