@@ -32,7 +32,7 @@ def supervise(stack: LocalStack, stop: threading.Event, limits: RestartLimits, r
     """Until ``stop``: restart a crashed executor or scheduler (bounded, with backoff); exit 1 once a service's
     restarts are used up (for an executor, after the scheduler's recovery timeout: its requests end with
     UNAVAILABLE and it answers health meanwhile)."""
-    restarts = [0] * len(stack.executors)
+    executor_restarts = [0] * len(stack.executors)
     scheduler_restarts = 0
     while not stop.wait(0.5):
         if stack.scheduler is None or not stack.scheduler.is_running():
@@ -42,21 +42,32 @@ def supervise(stack: LocalStack, stop: threading.Event, limits: RestartLimits, r
         for index, executor in enumerate(stack.executors):
             if executor.is_running():
                 continue
-            code = executor.process.returncode if executor.process else None
-            if restarts[index] >= limits.executor:
-                print(f"{executor.name} exited (code {code}) and --executor-max-restarts {limits.executor} are used "
-                      f"up; exiting once its requests have ended (--executor-recovery-timeout-s "
-                      f"{recovery_timeout_s:g}):\n{stack.logs()}", file=sys.stderr, flush=True)
-                stop.wait(recovery_timeout_s + 5.0)
-                raise SystemExit(1)
-            delay = _restart_delay_s(restarts[index])
-            restarts[index] += 1
-            print(f"{executor.name} exited (code {code}); restart {restarts[index]} of {limits.executor} in "
-                  f"{delay:g} s", file=sys.stderr, flush=True)
-            if stop.wait(delay):
+            if not _restart_executor(stack, stop, index, executor_restarts[index], limits.executor,
+                                     recovery_timeout_s):
                 return
-            stack.restart_executor(index=index)
-            print(f"{executor.name} restarted on {stack.executor_addresses[index]}", file=sys.stderr, flush=True)
+            executor_restarts[index] += 1
+
+
+def _restart_executor(stack: LocalStack, stop: threading.Event, index: int, restarts_so_far: int, max_restarts: int,
+                      recovery_timeout_s: float) -> bool:
+    """Restart exited executor ``index`` at its address after the backoff; False if ``stop`` came meanwhile. When
+    the restarts are used up, exits 1 with the services' logs once the scheduler has ended its requests."""
+    executor = stack.executors[index]
+    code = executor.process.returncode if executor.process else None
+    if restarts_so_far >= max_restarts:
+        print(f"{executor.name} exited (code {code}) and --executor-max-restarts {max_restarts} are used up; exiting "
+              f"once its requests have ended (--executor-recovery-timeout-s {recovery_timeout_s:g}):\n"
+              f"{stack.logs()}", file=sys.stderr, flush=True)
+        stop.wait(recovery_timeout_s + 5.0)
+        raise SystemExit(1)
+    delay = _restart_delay_s(restarts_so_far)
+    print(f"{executor.name} exited (code {code}); restart {restarts_so_far + 1} of {max_restarts} in {delay:g} s",
+          file=sys.stderr, flush=True)
+    if stop.wait(delay):
+        return False
+    stack.restart_executor(index=index)
+    print(f"{executor.name} restarted on {stack.executor_addresses[index]}", file=sys.stderr, flush=True)
+    return True
 
 
 def _restart_scheduler(stack: LocalStack, stop: threading.Event, restarts_so_far: int, max_restarts: int) -> bool:

@@ -94,26 +94,23 @@ class LocalStack:
     def restart_scheduler(self, scheduler_flags: Sequence[str], timeout_s: float = 600.0) -> str:
         """Stop the scheduler, then start one with ``scheduler_flags`` on the same executors (an executor serves
         one scheduler at a time and forgets the previous one's requests); returns its address."""
-        if self.scheduler is not None:
-            self.scheduler.stop()
         self._scheduler_flags = list(scheduler_flags)
-        try:
-            self._start_scheduler(timeout_s)
-        except BaseException:
-            self.stop()
-            raise
-        return self.address
+        return self._replace_scheduler(timeout_s, {})
 
     def restart_exited_scheduler(self, timeout_s: float = 600.0) -> str:
         """Start a scheduler with the exited one's flags on the ports it had bound (gRPC, and HTTP and metrics
         where it served them): clients reach it where they reached the old one. The executors keep their models
         and forget the old scheduler's requests. Returns its address."""
+        bound = {"--port": self.address, "--http-port": self.http_url, "--metrics-port": self.metrics_address}
+        return self._replace_scheduler(timeout_s, {flag: at.rpartition(":")[2] for flag, at in bound.items() if at})
+
+    def _replace_scheduler(self, timeout_s: float, ports: dict[str, str]) -> str:
+        """Stop the scheduler and start one on ``ports`` (see _start_scheduler); the whole stack stops if that
+        fails. Returns its address."""
         if self.scheduler is not None:
             self.scheduler.stop()
-        pinned = {"--port": self.address, "--http-port": self.http_url, "--metrics-port": self.metrics_address}
         try:
-            self._start_scheduler(timeout_s, {flag: bound.rpartition(":")[2] for flag, bound in pinned.items()
-                                              if bound})
+            self._start_scheduler(timeout_s, ports)
         except BaseException:
             self.stop()
             raise

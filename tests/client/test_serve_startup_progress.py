@@ -3,7 +3,6 @@ stays alone there); a step profile it has to measure is a phase of its own; Ctrl
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 from cpu_share import executor_threads
+from serve_process import environment_without_flag_variables
 
 from client.launcher import ServiceProcess
 
@@ -28,8 +28,8 @@ def serve_with_stderr_to(stderr: Path, model_dir: Path, profile_dir: Path) -> Se
         "--num-threads", executor_threads(), "--kv-cache-memory-gb", "0.02",
         "--spec-method", "ngram", "--num-spec-tokens", "dynamic", "--spec-profile-dir", str(profile_dir),
     )
-    env = {key: value for key, value in os.environ.items() if not key.startswith("STEPAHEAD_")}
-    return ServiceProcess("serve", ["sh", "-c", 'exec "$@" 2>"$0"', str(stderr), *argv], env)
+    return ServiceProcess("serve", ["sh", "-c", 'exec "$@" 2>"$0"', str(stderr), *argv],
+                          environment_without_flag_variables())
 
 
 def expected_phases(model_dir: Path, profile_dir: Path) -> list[str]:

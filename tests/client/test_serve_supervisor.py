@@ -3,13 +3,12 @@ model, and exits 1 once --scheduler-max-restarts are used up."""
 
 from __future__ import annotations
 
-import os
-import time
 import urllib.request
 
 import psutil
 import pytest
 from cpu_share import executor_threads
+from serve_process import serve_process, wait_for_log_line
 
 from client import Client, UnavailableError
 from client.launcher import ServiceProcess
@@ -21,29 +20,15 @@ SERVING = r"stepahead serving \S+ on (\S+) "
 GREEDY = dict(token_ids=[5, 6, 7, 8], max_tokens=12, temperature=0.0, ignore_eos=True)
 
 
-def start_serve(model_dir, *flags: str) -> ServiceProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPAHEAD_")}
-    return ServiceProcess("serve", ServiceProcess.cli_argv(
-        "serve", "--model", str(model_dir), "--port", "0", "--num-threads", executor_threads(), *flags), env)
-
-
 def child(serve: ServiceProcess, service: str) -> psutil.Process:
     """The serve process's one child running ``service`` (the CLI command word)."""
     (process,) = [p for p in psutil.Process(serve.process.pid).children(recursive=True) if service in p.cmdline()]
     return process
 
 
-def wait_for_log_line(process: ServiceProcess, text: str, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while text not in process.log():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
 def test_a_killed_scheduler_is_restarted_on_its_ports_and_serves_the_same_tokens(tiny_model_dir):
-    serve = start_serve(tiny_model_dir, "--http-port", "0", "--metrics-port", "0", "--scheduler-max-restarts", "2")
+    serve = serve_process(tiny_model_dir, "--num-threads", executor_threads(), "--http-port", "0", "--metrics-port",
+                          "0", "--scheduler-max-restarts", "2")
     try:
         address = serve.start(SERVING, timeout_s=300)
         http_url = serve.find(r" and (http://\S+) ")
@@ -73,7 +58,7 @@ def test_a_killed_scheduler_is_restarted_on_its_ports_and_serves_the_same_tokens
 
 
 def test_serve_exits_1_when_the_scheduler_restarts_are_used_up(tiny_model_dir):
-    serve = start_serve(tiny_model_dir, "--scheduler-max-restarts", "0")
+    serve = serve_process(tiny_model_dir, "--num-threads", executor_threads(), "--scheduler-max-restarts", "0")
     try:
         serve.start(SERVING, timeout_s=300)
         child(serve, "scheduler").kill()

@@ -13,9 +13,9 @@ import time
 
 import pytest
 from cpu_share import executor_threads
+from serve_process import serve_process, wait_for_log_line
 
 from client import AsyncClient, Client, UnavailableError
-from client.launcher import ServiceProcess
 
 pytestmark = pytest.mark.stack
 
@@ -75,22 +75,10 @@ def test_requests_survive_a_killed_executor_token_for_token(variant, tiny_model_
         assert info.num_free_kv_blocks == info.num_kv_blocks and info.num_running == info.num_waiting == 0
 
 
-def wait_for_log_line(process: ServiceProcess, text: str, timeout_s: float) -> bool:
-    """Whether ``text`` appears in the process's log within ``timeout_s`` (its supervisor polls every 0.5 s)."""
-    deadline = time.monotonic() + timeout_s
-    while text not in process.log():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
 def test_serve_restarts_a_crashed_executor_and_16_requests_complete_token_for_token(tiny_model_dir):
     import psutil
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPAHEAD_")}
-    serve = ServiceProcess("serve", ServiceProcess.cli_argv(
-        "serve", "--model", str(tiny_model_dir), "--port", "0", "--num-threads", executor_threads()), env)
+    serve = serve_process(tiny_model_dir, "--num-threads", executor_threads())
 
     def kill_executor() -> None:
         executors = [p for p in psutil.Process(serve.process.pid).children(recursive=True)
@@ -108,10 +96,8 @@ def test_serve_restarts_a_crashed_executor_and_16_requests_complete_token_for_to
 
 
 def test_serve_with_restarts_used_up_ends_requests_then_exits_1(tiny_model_dir):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPAHEAD_")}
-    serve = ServiceProcess("serve", ServiceProcess.cli_argv(
-        "serve", "--model", str(tiny_model_dir), "--port", "0", "--num-threads", "1", "--executor-max-restarts", "0",
-        "--executor-recovery-timeout-s", "2"), env)
+    serve = serve_process(tiny_model_dir, "--num-threads", "1", "--executor-max-restarts", "0",
+                          "--executor-recovery-timeout-s", "2")
     try:
         address = serve.start(r"stepahead serving \S+ on (\S+) ", timeout_s=300)
         with Client(address, timeout=30) as client:

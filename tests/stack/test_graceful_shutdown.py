@@ -13,10 +13,10 @@ import urllib.request
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from serve_process import serve_process
 
 from client import Client
 from client.errors import UnavailableError
-from client.launcher import ServiceProcess
 
 pytestmark = pytest.mark.stack
 
@@ -81,10 +81,7 @@ def test_requests_still_running_after_the_grace_end_with_unavailable(tiny_model_
 
 
 def test_serve_forwards_sigterm_and_exits_0(tiny_model_dir):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPAHEAD_")}
-    serve = ServiceProcess("serve", ServiceProcess.cli_argv(
-        "serve", "--model", str(tiny_model_dir), "--port", "0", "--num-threads", "1", "--shutdown-grace-s", "60",
-        "--metrics-port", "0"), env)
+    serve = serve_process(tiny_model_dir, "--num-threads", "1", "--shutdown-grace-s", "60", "--metrics-port", "0")
     try:
         address = serve.start(r"stepahead serving \S+ on (\S+) ", timeout_s=300)
         metrics_address = serve.find(r"stepahead serving .* \(metrics on (\S+);")

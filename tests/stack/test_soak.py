@@ -6,10 +6,10 @@ the report counts what happened."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
+from serve_process import environment_without_flag_variables
 
 from client.launcher import ServiceProcess
 
@@ -20,7 +20,7 @@ SOAK_MINUTES = 1.0  # the issue asks for 1 minute in CI; `stepahead soak --minut
 
 def test_a_short_soak_with_executor_kills_leaks_nothing(tiny_model_dir, tmp_path):
     out = tmp_path / "soak.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPAHEAD_")}
+    env = environment_without_flag_variables()
     argv = ServiceProcess.cli_argv(
         "soak", "--minutes", str(SOAK_MINUTES), "--model", str(tiny_model_dir), "--concurrency", "6",
         "--max-prompt-tokens", "40", "--max-output-tokens", "24", "--num-kv-blocks", "16", "--num-threads", "1",
