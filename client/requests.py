@@ -110,7 +110,7 @@ STRUCTURED_OUTPUT_OPTIONS = ("json_schema", "json_object", "regex", "choice", "g
 
 class ChatMessageLike(Protocol):
     """Any object with string `role` and `content` attributes (e.g. a ChatMessage proto, whose `tool_calls_json`,
-    `tool_call_id` and `name` are kept too)."""
+    `tool_call_id`, `name` and `reasoning_content` are kept too)."""
 
     role: str
     content: str
@@ -120,8 +120,9 @@ Message = Mapping[str, Any] | ChatMessageLike
 """A chat message: a mapping with "role" and "content" keys, or an object with those attributes.
 
 A mapping may also carry OpenAI's "tool_calls" (an assistant's: a list of tool call dicts, or their JSON text;
-its "content" may then be None or absent), "tool_call_id" (a tool message's) and "name" (the author's), which the
-chat template receives."""
+its "content" may then be None or absent), "tool_call_id" (a tool message's), "name" (the author's) and
+"reasoning_content" (an assistant's thinking, which templates such as Qwen3's read), which the chat template
+receives."""
 
 
 def build_generate_request(
@@ -397,22 +398,25 @@ def _chat_message(message: Message, index: int) -> generation_pb2.ChatMessage:
         tool_calls_json = "" if tool_calls is None else _json_list(tool_calls, f"messages[{index}].tool_calls")
         tool_call_id = message.get("tool_call_id")
         name = message.get("name")
+        reasoning = message.get("reasoning_content")
     else:
         role, content = getattr(message, "role", None), getattr(message, "content", None)
         tool_calls_json = getattr(message, "tool_calls_json", "")
         tool_call_id = getattr(message, "tool_call_id", None)
         name = getattr(message, "name", None)
+        reasoning = getattr(message, "reasoning_content", None)
     if content is None and tool_calls_json:
         content = ""  # an assistant message that only calls tools (OpenAI's content: null)
     if not isinstance(role, str) or not isinstance(content, str):
         raise ValueError(f"messages[{index}] needs string 'role' and 'content', got {message!r}")
-    for key, value in (("tool_call_id", tool_call_id), ("name", name)):
+    for key, value in (("tool_call_id", tool_call_id), ("name", name), ("reasoning_content", reasoning)):
         if value is not None and not isinstance(value, str):
             raise ValueError(f"messages[{index}].{key}: must be a string, got {value!r}")
     if not isinstance(tool_calls_json, str):
         raise ValueError(f"messages[{index}].tool_calls_json: must be a string, got {tool_calls_json!r}")
     return generation_pb2.ChatMessage(role=role, content=content, tool_calls_json=tool_calls_json,
-                                      tool_call_id=tool_call_id or "", name=name or "")
+                                      tool_call_id=tool_call_id or "", name=name or "",
+                                      reasoning_content=reasoning or "")
 
 
 def _json_list(value: Any, field: str) -> str:

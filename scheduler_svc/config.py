@@ -14,6 +14,9 @@ SCHEDULING_POLICIES = ("fcfs", "priority")
 """--scheduling-policy: the order requests start in and the order they are preempted in."""
 TOOL_CALL_PARSERS = ("hermes", "llama3_json", "pythonic", "mistral")
 """The tool call syntaxes the HTTP front can read from free text (tool_choice "auto"): --tool-call-parser."""
+REASONING_PARSERS = ("deepseek_r1", "qwen3")
+"""Who opens a reasoning model's <think> block, which the HTTP front splits from the answer: --reasoning-parser
+(scheduler_svc/http/reasoning.py)."""
 
 
 def _require(condition: bool, field_name: str, message: str) -> None:
@@ -128,6 +131,9 @@ class SchedulerServiceConfig:
     tool_call_parser: str | None = None
     """The model's tool call syntax, one of TOOL_CALL_PARSERS: the HTTP front serves tool_choice "auto" (OpenAI's
     default with tools) by parsing calls from the output; None: "auto" is refused."""
+    reasoning_parser: str | None = None
+    """One of REASONING_PARSERS: the HTTP front returns a reasoning model's thinking as chat messages' ``reasoning``
+    (and ``reasoning_content``), apart from their ``content``; None: the output is all content."""
     generation_config: str = "auto"
     """Default sampling parameters for what requests leave unset: "auto" (the model's generation_config.json),
     "none", or a directory holding a generation_config.json (vLLM's --generation-config)."""
@@ -182,6 +188,8 @@ class SchedulerServiceConfig:
         self._check_http_port()
         _require(self.tool_call_parser is None or self.tool_call_parser in TOOL_CALL_PARSERS, "tool_call_parser",
                  f"must be one of {', '.join(TOOL_CALL_PARSERS)}, got {self.tool_call_parser!r}")
+        _require(self.reasoning_parser is None or self.reasoning_parser in REASONING_PARSERS, "reasoning_parser",
+                 f"must be one of {', '.join(REASONING_PARSERS)}, got {self.reasoning_parser!r}")
         _require(self.generation_config in ("auto", "none") or Path(self.generation_config).is_dir(),
                  "generation_config", f"must be auto, none or a directory, got {self.generation_config!r}")
         check_pair(self.tls_cert, self.tls_key, "tls_cert", "tls_key")

@@ -206,7 +206,8 @@ async def serve(config: SchedulerServiceConfig) -> None:
             context = ServingContext(
                 engine, tokenizer, limits, api_keys, tracing.http(), lambda: monitor.ready is True,
                 metrics.registry if config.metrics_port is not None else None,
-                tool_call_parser=config.tool_call_parser, max_body_bytes=max_bytes, lora_updates=lora_updates,
+                tool_call_parser=config.tool_call_parser, reasoning_parser=config.reasoning_parser,
+                max_body_bytes=max_bytes, lora_updates=lora_updates,
             )
             http_front = await start_http_front(config, context, config.http_port)
             print(f"stepahead scheduler HTTP on {http_front.url}", flush=True)

@@ -245,7 +245,8 @@ def _template_kwargs(text: str) -> dict[str, Any]:
 
 def _template_message(message: generation_pb2.ChatMessage, index: int) -> dict[str, Any]:
     """One message as the chat template reads it: role and content, an assistant's ``tool_calls`` (left out when
-    it has none), a tool's ``tool_call_id`` and the author's ``name`` (left out when empty)."""
+    it has none), a tool's ``tool_call_id``, the author's ``name`` and an assistant's ``reasoning_content`` (left out
+    when empty)."""
     field = f"chat.messages[{index}]"
     _check(message.role in CHAT_ROLES, f"{field}.role", f"{message.role!r} is not one of {', '.join(CHAT_ROLES)}")
     rendered: dict[str, Any] = {"role": message.role, "content": message.content}
@@ -261,6 +262,10 @@ def _template_message(message: generation_pb2.ChatMessage, index: int) -> dict[s
         rendered["tool_call_id"] = message.tool_call_id
     if message.name:
         rendered["name"] = message.name
+    if message.reasoning_content:
+        _check(message.role == "assistant", f"{field}.reasoning_content",
+               f"only an assistant message has reasoning, not one of role {message.role!r}")
+        rendered["reasoning_content"] = message.reasoning_content
     return rendered
 
 
@@ -303,11 +308,12 @@ def _template_tool_call(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def chat_prompt_chars(chat: generation_pb2.ChatPrompt) -> int:
-    """The characters a chat prompt counts as: its roles, contents, tool calls, tool call ids and names,
+    """The characters a chat prompt counts as: its roles, contents, tool calls, tool call ids, names and reasoning,
     CHAT_MESSAGE_CHARS per message, its tools, documents, template kwargs and template (which may render any)."""
     return len(chat.tools_json) + len(chat.documents_json) + len(chat.template_kwargs_json) + len(
         chat.chat_template) + sum(
-        len(m.content) + len(m.role) + len(m.tool_calls_json) + len(m.tool_call_id) + len(m.name) + CHAT_MESSAGE_CHARS
+        len(m.content) + len(m.role) + len(m.tool_calls_json) + len(m.tool_call_id) + len(m.name)
+        + len(m.reasoning_content) + CHAT_MESSAGE_CHARS
         for m in chat.messages
     )
 

@@ -122,6 +122,12 @@ class GenerationPlan:
     response_role: str = RESPONSE_ROLE
     """The role of a chat's reply (vLLM's): the assistant's when the template adds a generation prompt, else the last
     message's (the reply continues that message)."""
+    reasoning_parser: str | None = None
+    """The server's --reasoning-parser when it applies to this chat (free text: no structured output format, no
+    tool_choice forcing calls, whose constrained output holds no thinking): each choice's thinking is split from its
+    content (reasoning.py); None: the output is all content."""
+    include_reasoning: bool = True
+    """vLLM's ``include_reasoning``: false leaves the split-off thinking out of the response."""
 
 
 def check_model(requested: str | None, served: str, adapters: tuple[str, ...] = ()) -> str:
@@ -141,9 +147,10 @@ def check_model(requested: str | None, served: str, adapters: tuple[str, ...] = 
 
 
 def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: str | None = None,
-              adapters: tuple[str, ...] = ()) -> GenerationPlan:
+              adapters: tuple[str, ...] = (), reasoning_parser: str | None = None) -> GenerationPlan:
     """The engine requests of a chat completion (``tool_call_parser``: the server's, for tool_choice "auto";
-    ``adapters``: the LoRA adapters ``model`` may name besides the served model)."""
+    ``adapters``: the LoRA adapters ``model`` may name besides the served model; ``reasoning_parser``: the server's,
+    splitting the thinking off free-text output)."""
     model = check_model(body.model, served_model, adapters)
     # before the unrecognized fields: a tool of another type is named by its type
     tools = chat_tools(body, tool_call_parser)
@@ -163,7 +170,11 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
     plan = _plan("chat", body, model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling)
     role = _response_role(prompt.chat)
-    return replace(plan, response_role=role, echo_content=_chat_echo(body, prompt.chat, role))
+    constrained = plan.structured_output_param is not None or (
+        tools.calling is not None and tools.calling.mode != "auto")
+    return replace(plan, response_role=role, echo_content=_chat_echo(body, prompt.chat, role),
+                   reasoning_parser=None if constrained else reasoning_parser,
+                   include_reasoning=body.include_reasoning is not False)
 
 
 def _response_role(chat: generation_pb2.ChatPrompt) -> str:
@@ -513,8 +524,19 @@ def chat_prompt(messages: list[ChatMessage], tools_json: str = "",
     for index, message in enumerate(messages):
         prompt.messages.add(role=ROLE_ALIASES.get(message.role, message.role), content=_content(message, index),
                             tool_calls_json=message_tool_calls(message, index),
-                            tool_call_id=message.tool_call_id or "", name=message.name or "")
+                            tool_call_id=message.tool_call_id or "", name=message.name or "",
+                            reasoning_content=_reasoning(message, index))
     return prompt
+
+
+def _reasoning(message: ChatMessage, index: int) -> str:
+    """A message's thinking, given as ``reasoning`` (vLLM's) or ``reasoning_content`` (DeepSeek's, SGLang's): both
+    only if they agree ("": none)."""
+    reasoning, reasoning_content = message.reasoning or "", message.reasoning_content or ""
+    if reasoning and reasoning_content and reasoning != reasoning_content:
+        raise invalid(f"messages[{index}].reasoning_content",
+                      "differs from the message's reasoning (give the thinking once, in either field)")
+    return reasoning or reasoning_content
 
 
 def _content(message: ChatMessage, index: int) -> str:

@@ -36,6 +36,10 @@ constrained to the tools' schemas); "none" generates free text without showing t
 server's ``--tool-call-parser`` (refused without it). Messages may carry an assistant's ``tool_calls`` and a tool's
 ``tool_call_id``, which the chat template receives.
 
+Thinking (chat, with the server's ``--reasoning-parser``: reasoning.py, responses.py): vLLM's ``include_reasoning``
+(false: the thinking is left out of the response); an assistant message may carry its earlier thinking as
+``reasoning`` or ``reasoning_content``, which the chat template receives as ``reasoning_content``.
+
 Chat template controls (chat and /tokenize with ``messages``), as vLLM takes them: ``add_generation_prompt`` (default
 true; false renders no assistant header), ``continue_final_message`` (the prompt ends with the last message, an
 assistant's, unterminated: the model continues a prefilled answer; add_generation_prompt then defaults to false and
@@ -144,6 +148,11 @@ class ChatMessage(_Strict):
     """A tool message's: the call it answers."""
     tool_calls: list[ToolCall] | None = None
     """An assistant message's: the calls it made."""
+    reasoning: str | None = None
+    """An assistant message's thinking, as a response with --reasoning-parser gave it (vLLM's name), given to the
+    chat template as ``reasoning_content``, which templates such as Qwen3's read."""
+    reasoning_content: str | None = None
+    """The same under DeepSeek's (and SGLang's, older vLLM's) name; with both, they must agree."""
 
 
 class FunctionDefinition(_Strict):
@@ -247,6 +256,9 @@ class ChatCompletionRequest(SamplingFields, ChatTemplateFields):
     echo: bool | None = None
     """vLLM's: when the last message is the assistant's (the role the response has), its content goes before each
     choice's content (streamed: in a chunk of its own after the role chunk)."""
+    include_reasoning: bool | None = None
+    """vLLM's: false leaves the thinking the server's --reasoning-parser splits off out of the response (unset:
+    true; without a parser nothing is split off)."""
     functions: list[Any] | None = None
 
 

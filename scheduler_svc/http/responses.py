@@ -24,6 +24,11 @@ tool_call_parsers.py names): the finished text is parsed into content and calls 
 streamed (its stream_parser), content goes out as it is generated until a call may be starting, each call in a
 chunk of its own once it is complete (``index`` its place among the calls), and the finish chunk says "tool_calls"
 once a call was sent.
+
+Thinking (the server's --reasoning-parser, free-text chats: reasoning.py): each choice's output is split into its
+thinking and the rest, which is the content (or, tool_choice "auto", what calls are parsed from); the message carries
+the thinking as ``reasoning`` and ``reasoning_content`` (null when the output did not think), stream deltas as the
+same two keys, before the content of the same delta. vLLM's ``include_reasoning: false`` leaves it out.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from scheduler_svc.http.logprobs import (
     echo_logprobs,
     prompt_logprobs,
 )
+from scheduler_svc.http.reasoning import ReasoningSplitter, split_reasoning
 from scheduler_svc.http.tool_call_parsers import tool_call_parser
 from scheduler_svc.http.tool_calls_common import CallStream, StreamDelta
 from scheduler_svc.http.tools import ToolCalling, new_call_id, output_calls, tool_call
@@ -75,6 +81,8 @@ class _Choice:
     """The id of the named function's call (tool_choice naming a function)."""
     calls_parser: CallStream | None = None
     """The stream's parser of calls in the text (tool_choice "auto")."""
+    reasoning: ReasoningSplitter | None = None
+    """The stream's splitter of thinking from content (the plan's reasoning parser)."""
 
 
 class ResponseBuilder:
@@ -93,7 +101,9 @@ class ResponseBuilder:
         """Each prompt's echoed text, by prompt index (its samples share it)."""
         calling = plan.tool_calling
         named = calling is not None and calling.mode == "named"
-        self._choices = [_Choice(tool_call_id=new_call_id() if named else "", calls_parser=_calls_parser(calling))
+        parser = plan.reasoning_parser
+        self._choices = [_Choice(tool_call_id=new_call_id() if named else "", calls_parser=_calls_parser(calling),
+                                 reasoning=ReasoningSplitter(parser) if parser else None)
                          for _ in plan.requests]
         self._prompt_tokens: dict[int, int] = {}
         self._cached_tokens: dict[int, int] = {}
@@ -218,13 +228,18 @@ class ResponseBuilder:
     def _chat_chunks(self, index: int, choice: _Choice, text: str,
                      logprobs: dict[str, Any] | None) -> list[dict[str, Any]]:
         calling = self.plan.tool_calling
+        reasoning, text = self._split_streamed(choice, text)
         delta: dict[str, Any]
         if calling is None:
-            delta = {"content": text} if text else {}
+            delta = {**reasoning, "content": text} if text else reasoning
+            if not delta and choice.finish_reason is None and logprobs is None:
+                return []  # all of it held back (a tag may be starting)
+        elif calling.mode == "auto":
+            return _with_reasoning(self._auto_chunks(index, choice, text, logprobs), reasoning,
+                                   lambda delta: self._chunk([{"index": index, "delta": delta, "logprobs": logprobs,
+                                                               "finish_reason": None}]))
         elif calling.mode == "named":
             delta = {"tool_calls": [{"index": 0, "function": {"arguments": text}}]} if text else {}
-        elif calling.mode == "auto":
-            return self._auto_chunks(index, choice, text, logprobs)
         else:  # "required": the calls are parsed once the output is whole
             choice.text_parts.append(text)
             if choice.finish_reason is not None:
@@ -234,6 +249,23 @@ class ResponseBuilder:
             delta = {}
         return [self._chunk([{"index": index, "delta": delta, "logprobs": logprobs,
                               "finish_reason": choice.finish_reason}])]
+
+    def _split_streamed(self, choice: _Choice, text: str) -> tuple[dict[str, Any], str]:
+        """A streamed piece of a choice's output as the delta's thinking fields ({} when none, or none asked for) and
+        the rest of the piece (all of it without a reasoning parser)."""
+        splitter = choice.reasoning
+        if splitter is None:
+            return {}, text
+        split = splitter.feed(text)
+        if choice.finish_reason is not None:
+            split = split.then(splitter.finish())
+        return (self._reasoning_fields(split.reasoning) if split.reasoning else {}), split.content
+
+    def _reasoning_fields(self, reasoning: str | None) -> dict[str, Any]:
+        """The thinking under both of its names, unless the request left it out."""
+        if not self.plan.include_reasoning:
+            return {}
+        return {"reasoning": reasoning, "reasoning_content": reasoning}
 
     def _required_calls_chunks(self, index: int, choice: _Choice,
                                logprobs: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -336,6 +368,17 @@ class ResponseBuilder:
         return {**message, "role": self.plan.response_role}, finish_reason
 
     def _message_as_assistant(self, choice: _Choice, text: str) -> tuple[dict[str, Any], str | None]:
+        if choice.reasoning is None:
+            return self._answer(choice, text)
+        assert self.plan.reasoning_parser is not None
+        reasoning, content = split_reasoning(self.plan.reasoning_parser, text)
+        message, finish_reason = self._answer(choice, content)
+        if reasoning is not None and not message.get("content") and not message.get("tool_calls"):
+            message["content"] = None  # it only thought (cut off before answering)
+        return {**message, **self._reasoning_fields(reasoning)}, finish_reason
+
+    def _answer(self, choice: _Choice, text: str) -> tuple[dict[str, Any], str | None]:
+        """The message of the answer ``text``: its content, or its tool calls."""
         calling = self.plan.tool_calling
         if calling is None:
             return {"role": "assistant", "content": text}, choice.finish_reason
@@ -361,6 +404,19 @@ def _calls_parser(calling: ToolCalling | None) -> CallStream | None:
     if calling is None or calling.mode != "auto":
         return None
     return tool_call_parser(calling.parser).stream_parser(calling.names, calling.parallel)
+
+
+def _with_reasoning(chunks: list[dict[str, Any]], reasoning: dict[str, Any],
+                    new_chunk: Any) -> list[dict[str, Any]]:
+    """``chunks`` with the thinking fields put first in the first one's delta (or, with no chunk, in a chunk made by
+    ``new_chunk(delta)``)."""
+    if not reasoning:
+        return chunks
+    if not chunks:
+        return [new_chunk(dict(reasoning))]
+    first = chunks[0]["choices"][0]
+    first["delta"] = {**reasoning, **first["delta"]}
+    return chunks
 
 
 def _auto_deltas(sent: StreamDelta, first_position: int) -> list[dict[str, Any]]:

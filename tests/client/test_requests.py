@@ -147,6 +147,16 @@ def test_a_messages_name_reaches_the_chat_prompt() -> None:
         build_generate_request(messages=[{"role": "user", "content": "hi", "name": 3}])
 
 
+def test_an_assistants_reasoning_content_reaches_the_chat_prompt() -> None:
+    turns = [{"role": "user", "content": "Is 91 prime?"},
+             {"role": "assistant", "content": "No.", "reasoning_content": "7 x 13"}]
+    request = build_generate_request(messages=turns)
+    assert [m.reasoning_content for m in request.chat.messages] == ["", "7 x 13"]
+    assert build_generate_request(messages=list(request.chat.messages)).chat == request.chat
+    with pytest.raises(ValueError, match=r"messages\[0\].reasoning_content: must be a string"):
+        build_generate_request(messages=[{"role": "assistant", "content": "x", "reasoning_content": 1}])
+
+
 def test_tools_and_tool_messages_reach_the_chat_prompt() -> None:
     request = build_generate_request(messages=TOOL_CHAT, tools=TOOLS)
     assert json.loads(request.chat.tools_json) == TOOLS

@@ -62,7 +62,9 @@ expect them: objects), ``tool_call_id`` and ``name``."""
 THINKING_TEMPLATE = (
     "{% if persona is defined %}{{ '<|im_start|>system\n' + persona + '<|im_end|>\n' }}{% endif %}"
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
-    "{% if message['role'] == 'assistant' %}{{ message['content'] | trim }}"
+    "{% if message['role'] == 'assistant' %}"
+    "{% if message.reasoning_content is defined %}{{ '<think>\n' + message.reasoning_content + '\n</think>\n\n' }}"
+    "{% endif %}{{ message['content'] | trim }}"
     "{% else %}{{ message['content'] }}{% endif %}"
     "{{ '<|im_end|>\n' }}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
@@ -70,7 +72,8 @@ THINKING_TEMPLATE = (
     "{% endif %}"
 )
 """A Qwen3-like ChatML template that reads two extra variables, ``enable_thinking`` (false: an empty think block after
-the generation prompt) and ``persona`` (a system message first), and trims assistants' contents (as Qwen3's does)."""
+the generation prompt) and ``persona`` (a system message first), trims assistants' contents (as Qwen3's does) and
+writes an assistant's ``reasoning_content`` before its content in a think block."""
 
 
 def _save(raw: RawTokenizer, directory: Path, special: dict[str, str], chat_template: str) -> None:

@@ -231,6 +231,26 @@ def test_a_reply_message_sent_back_as_the_sdk_returned_it_is_accepted(stack, mod
         assert answer.choices[0].finish_reason == "length" and answer.usage.completion_tokens == 12
 
 
+def test_the_reasoning_parser_splits_what_grpc_returns_whole(tiny_model_dir, launch_stack):
+    """--reasoning-parser deepseek_r1 through the real scheduler: the openai package reads the gRPC text's thinking as
+    the message's reasoning and the rest as content, whole and streamed, and accepts the reply sent back."""
+    from scheduler_svc.http.reasoning import split_reasoning
+
+    stack = launch_stack.with_scheduler(tiny_model_dir, [], ["--http-port", "0", "--reasoning-parser", "deepseek_r1"])
+    with Client(stack.address) as grpc_client, sync_openai(stack) as client:
+        name = grpc_client.model_info().model
+        expected = grpc_client.generate(messages=MESSAGES, temperature=0.0, max_tokens=12, ignore_eos=True).text
+        reasoning, content = split_reasoning("deepseek_r1", expected)
+        reply = client.chat.completions.create(model=name, messages=MESSAGES, **GREEDY).choices[0].message
+        assert (reply.reasoning, reply.reasoning_content, reply.content or "") == (reasoning, reasoning, content)
+        chunks = list(client.chat.completions.create(model=name, messages=MESSAGES, stream=True, **GREEDY))
+        deltas = [chunk.choices[0].delta for chunk in chunks]
+        assert "".join(getattr(delta, "reasoning", None) or "" for delta in deltas) == reasoning
+        assert "".join(delta.content or "" for delta in deltas) == content
+        follow_up = [*MESSAGES, reply, {"role": "user", "content": "And the sky?"}]
+        assert client.chat.completions.create(model=name, messages=follow_up, **GREEDY).usage.completion_tokens == 12
+
+
 def test_unknown_model_is_404_model_not_found(stack, model_name):
     with sync_openai(stack) as client:
         with pytest.raises(openai.NotFoundError) as caught:

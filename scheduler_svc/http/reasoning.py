@@ -1,0 +1,121 @@
+"""Reasoning models' thinking, split from their answer (the server's --reasoning-parser, chat completions only).
+
+Models that think before answering write ``<think> ... </think>`` and then the answer. With a parser the HTTP front
+returns the thinking as the message's ``reasoning`` (vLLM's current name) and ``reasoning_content`` (DeepSeek's API,
+SGLang and older vLLM), and the answer alone as ``content``, in whole responses and, as it is generated, in stream
+deltas. The tags themselves are dropped; the text between and after them is kept as the model wrote it.
+
+The two parsers differ in who opens the thinking:
+
+- ``deepseek_r1``: the chat template (DeepSeek-R1, QwQ, Qwen3 thinking releases end the prompt with ``<think>``).
+  The output is thinking up to ``</think>``, the answer after it; without ``</think>`` (cut by max_tokens, say) all
+  of it is thinking. A ``<think>`` the model writes first anyway is dropped.
+- ``qwen3``: the model itself (Qwen3, SmolLM3: ``enable_thinking`` or ``/think``). Only an output that starts with
+  ``<think>`` (after whitespace) thinks, up to ``</think>`` or its end; any other output is all answer (thinking
+  turned off, or a template that already closed the block in the prompt).
+
+The split is decided on text as it streams: a delta that may end inside a tag holds those characters back until the
+next delta (or the end) tells, so the streamed pieces join to exactly what the whole response gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from scheduler_svc.config import REASONING_PARSERS
+
+THINK_START = "<think>"
+THINK_END = "</think>"
+
+
+class _Part(Enum):
+    LEADING = "leading"
+    """Nothing but whitespace or the start of ``<think>`` so far: whether the output thinks is not known yet."""
+    REASONING = "reasoning"
+    CONTENT = "content"
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """What one piece of output adds to the thinking and to the answer ("" where nothing)."""
+
+    reasoning: str = ""
+    content: str = ""
+
+    def then(self, other: ReasoningDelta) -> ReasoningDelta:
+        """This delta followed by ``other``."""
+        return ReasoningDelta(self.reasoning + other.reasoning, self.content + other.content)
+
+
+class ReasoningSplitter:
+    """Splits one choice's output, fed in order, into thinking and answer (see the module's docstring)."""
+
+    def __init__(self, parser: str) -> None:
+        if parser not in REASONING_PARSERS:
+            raise ValueError(f"reasoning_parser: must be one of {', '.join(REASONING_PARSERS)}, got {parser!r}")
+        self._thinks_unopened = parser == "deepseek_r1"
+        self._part = _Part.LEADING
+        self._held = ""
+        self.thought = self._thinks_unopened
+        """Whether the output thinks: deepseek_r1's always does (the template opened the block), qwen3's once it
+        opens one (an empty ``<think></think>`` counts)."""
+
+    def feed(self, text: str) -> ReasoningDelta:
+        """The thinking and answer ``text`` lets go (characters that may begin a tag are held back)."""
+        pending, self._held = self._held + text, ""
+        delta = ReasoningDelta()
+        while pending:
+            step, pending = self._advance(pending)
+            delta = delta.then(step)
+        return delta
+
+    def finish(self) -> ReasoningDelta:
+        """What was held back, once the output has ended."""
+        held, self._held = self._held, ""
+        if not held:
+            return ReasoningDelta()
+        if self._part is _Part.LEADING:
+            self._part = _Part.REASONING if self._thinks_unopened else _Part.CONTENT
+        return ReasoningDelta(reasoning=held) if self._part is _Part.REASONING else ReasoningDelta(content=held)
+
+    def _advance(self, text: str) -> tuple[ReasoningDelta, str]:
+        """One move through ``text``: what it lets go, and what is left to read."""
+        if self._part is _Part.CONTENT:
+            return ReasoningDelta(content=text), ""
+        if self._part is _Part.LEADING:
+            return ReasoningDelta(), self._lead(text)
+        end = text.find(THINK_END)
+        if end >= 0:
+            self._part = _Part.CONTENT
+            return ReasoningDelta(reasoning=text[:end]), text[end + len(THINK_END):]
+        kept = len(text) - _partial_tag_length(text, THINK_END)
+        self._held = text[kept:]
+        return ReasoningDelta(reasoning=text[:kept]), ""
+
+    def _lead(self, text: str) -> str:
+        """Decide from the output's first characters whether it thinks; the text left to read."""
+        stripped = text.lstrip()
+        if stripped.startswith(THINK_START):
+            self._part, self.thought = _Part.REASONING, True
+            return stripped[len(THINK_START):]
+        if THINK_START.startswith(stripped):  # only whitespace, or the tag's beginning: wait for more
+            self._held = text
+            return ""
+        self._part = _Part.REASONING if self._thinks_unopened else _Part.CONTENT
+        return text
+
+
+def split_reasoning(parser: str, text: str) -> tuple[str | None, str]:
+    """A whole output's thinking (None when it did not think) and answer."""
+    splitter = ReasoningSplitter(parser)
+    delta = splitter.feed(text).then(splitter.finish())
+    return (delta.reasoning if splitter.thought else None), delta.content
+
+
+def _partial_tag_length(text: str, tag: str) -> int:
+    """The length of the longest end of ``text`` that is a beginning of ``tag`` (shorter than the tag)."""
+    for length in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:length]):
+            return length
+    return 0

@@ -1,0 +1,71 @@
+"""The reasoning parsers: which part of an output is thinking and which the answer, whole and streamed in any pieces."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler_svc.config import REASONING_PARSERS
+from scheduler_svc.http.reasoning import ReasoningSplitter, split_reasoning
+
+CASES = {
+    # output: (deepseek_r1's (reasoning, content), qwen3's)
+    "<think>\nplan\n</think>\n\nAnswer.": (("\nplan\n", "\n\nAnswer."), ("\nplan\n", "\n\nAnswer.")),
+    "plan</think>Answer.": (("plan", "Answer."), (None, "plan</think>Answer.")),
+    "Answer.": (("Answer.", ""), (None, "Answer.")),
+    "": (("", ""), (None, "")),
+    "  \n<think>a < b</think>": (("a < b", ""), ("a < b", "")),
+    "<think>cut off while thin": (("cut off while thin", ""), ("cut off while thin", "")),
+    "<think></think>": (("", ""), ("", "")),
+    "<thi": (("<thi", ""), (None, "<thi")),
+    "x<think>y</think>z": (("x<think>y", "z"), (None, "x<think>y</think>z")),
+    "<think>a</think>b</think>c": (("a", "b</think>c"), ("a", "b</think>c")),
+    "<think>a</thin": (("a</thin", ""), ("a</thin", "")),
+}
+
+
+@pytest.mark.parametrize("output", list(CASES))
+@pytest.mark.parametrize("parser", REASONING_PARSERS)
+def test_whole_outputs_split_as_each_parser_defines(parser, output):
+    assert split_reasoning(parser, output) == CASES[output][REASONING_PARSERS.index(parser)]
+
+
+def streamed(parser: str, pieces: list[str]) -> tuple[str | None, str, int]:
+    """The pieces fed one by one: the thinking (None if it did not think), the content, and how many pieces were
+    let go with a tag's beginning still held back."""
+    splitter = ReasoningSplitter(parser)
+    reasoning, content, holding = "", "", 0
+    for piece in pieces:
+        delta = splitter.feed(piece)
+        reasoning, content = reasoning + delta.reasoning, content + delta.content
+        holding += bool(splitter._held)
+    delta = splitter.finish()
+    return (reasoning + delta.reasoning if splitter.thought else None), content + delta.content, holding
+
+
+TEXT = st.lists(st.sampled_from(["<think>", "</think>", "<", "</", "think", ">", "/", " ", "\n", "a", "<th", "k>"]),
+                max_size=12).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=TEXT, cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=8),
+       parser=st.sampled_from(REASONING_PARSERS))
+def test_any_streamed_pieces_join_to_the_whole_split(text, cuts, parser):
+    bounds = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
+    pieces = [text[start:end] for start, end in zip(bounds, bounds[1:])]
+    reasoning, content, _ = streamed(parser, pieces)
+    assert (reasoning, content) == split_reasoning(parser, text)
+
+
+def test_a_tag_split_over_pieces_is_held_back_not_sent_as_text():
+    pieces = ["<th", "ink>pl", "an</th", "ink>Ans", "wer"]
+    splitter = ReasoningSplitter("qwen3")
+    deltas = [splitter.feed(piece) for piece in pieces]
+    assert [(d.reasoning, d.content) for d in deltas] == [("", ""), ("pl", ""), ("an", ""), ("", "Ans"), ("", "wer")]
+    assert streamed("qwen3", pieces)[:2] == ("plan", "Answer")
+
+
+def test_an_unknown_parser_is_refused_naming_the_setting():
+    with pytest.raises(ValueError, match="reasoning_parser: must be one of deepseek_r1, qwen3"):
+        ReasoningSplitter("granite")
