@@ -1,6 +1,8 @@
-"""Fuzzing the HTTP front with hypothesis: chat and completion bodies whose every parameter may be missing, right,
-of the wrong type, out of range, huge or nested, with unknown keys and malformed messages, plus bodies that are not
-JSON objects at all; streamed or not, over the in-process engine with the tool call and reasoning parsers on.
+"""Fuzzing the HTTP front with hypothesis: chat and completion bodies with plausible values in up to six parameters
+(messages of every role with tool calls and thinking, tools, structured output, logprobs, template controls, ...)
+and up to two parameters, or an unknown one, set to anything (wrong type, out of range, huge, nested), plus bodies
+that are not JSON objects at all; streamed or not, over the in-process engine with the tool call and reasoning
+parsers on.
 
 Every answer is a 200 or an OpenAI error (4xx with ``error.message`` and ``error.type``), never a 500 or a dropped
 connection; a 200 stream is well-formed server-sent events ending in [DONE]; afterwards no request and no KV block
