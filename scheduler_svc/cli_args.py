@@ -110,6 +110,9 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
                        help="return a reasoning model's <think> block over HTTP as chat messages' reasoning (and "
                             "reasoning_content), apart from content: deepseek_r1 (the template opens the block: "
                             "DeepSeek-R1, QwQ) or qwen3 (the model opens it: Qwen3, SmolLM3) (default: none)")
+    group.add_argument("--chat-template", default=None,
+                       help="a Jinja file, or the template itself, rendering chat prompts instead of the model's own "
+                            "chat template, as vLLM's flag (default: the model's)")
     group.add_argument("--trust-request-chat-template", action="store_true",
                        help="accept a request's own chat template (ChatPrompt.chat_template, HTTP chat_template): "
                             "it runs sandboxed but unbounded in time, so only for trusted clients (default: refused)")
@@ -167,6 +170,7 @@ def scheduler_config_from_args(
         spec_profile_dir=getattr(args, "spec_profile_dir", None),
         tool_call_parser=getattr(args, "tool_call_parser", None),
         reasoning_parser=getattr(args, "reasoning_parser", None),
+        chat_template=getattr(args, "chat_template", None),
         trust_request_chat_template=bool(getattr(args, "trust_request_chat_template", False)),
         allow_runtime_lora_updating=bool(getattr(args, "allow_runtime_lora_updating", False)),
         generation_config=getattr(args, "generation_config", "auto"),
@@ -202,8 +206,8 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
     flags.append("--enable-prefix-caching" if caching else "--no-enable-prefix-caching")
     if getattr(args, "spec_method", "none") != "none" and getattr(args, "num_spec_tokens", None) is not None:
         flags += ["--num-spec-tokens", str(args.num_spec_tokens)]  # serve: dynamic or N
-    for name in ("spec_profile_dir", "http_port", "tool_call_parser", "reasoning_parser", "tls_cert", "tls_key",
-                 "api_key_file", "executor_tls_ca", "executor_tls_cert", "executor_tls_key"):
+    for name in ("spec_profile_dir", "http_port", "tool_call_parser", "reasoning_parser", "chat_template", "tls_cert",
+                 "tls_key", "api_key_file", "executor_tls_ca", "executor_tls_cert", "executor_tls_key"):
         value = getattr(args, name, None)
         if value is not None:
             flags += ["--" + name.replace("_", "-"), str(value)]

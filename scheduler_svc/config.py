@@ -19,6 +19,11 @@ REASONING_PARSERS = ("deepseek_r1", "qwen3")
 (scheduler_svc/http/reasoning.py)."""
 
 
+def _is_template_text(value: str) -> bool:
+    """Whether a --chat-template value is the template itself rather than a file's path."""
+    return "{{" in value or "{%" in value
+
+
 def _require(condition: bool, field_name: str, message: str) -> None:
     if not condition:
         raise ValueError(f"{field_name}: {message}")
@@ -137,12 +142,23 @@ class SchedulerServiceConfig:
     generation_config: str = "auto"
     """Default sampling parameters for what requests leave unset: "auto" (the model's generation_config.json),
     "none", or a directory holding a generation_config.json (vLLM's --generation-config)."""
+    chat_template: str | None = None
+    """A Jinja file, or the template itself (text holding ``{{`` or ``{%``), that renders chat prompts instead of the
+    model's own chat template (vLLM's --chat-template); None: the model's."""
     trust_request_chat_template: bool = False
     """Whether a request may bring its own chat template (ChatPrompt.chat_template): Jinja sandboxed, but a template
     may loop for as long as it likes, so only for trusted clients."""
     allow_runtime_lora_updating: bool = False
     """Whether LoadLoraAdapter / UnloadLoraAdapter (HTTP /v1/load_lora_adapter, /v1/unload_lora_adapter) may change
     the served LoRA adapters: the executors read any directory a client names, so only for trusted clients."""
+
+    def chat_template_source(self) -> str | None:
+        """The Jinja source of ``chat_template``: the file's text, or the value itself; None when unset."""
+        if self.chat_template is None:
+            return None
+        if _is_template_text(self.chat_template):
+            return self.chat_template
+        return Path(self.chat_template).expanduser().read_text(encoding="utf-8")
 
     @property
     def fixed_num_spec_tokens(self) -> int | None:
@@ -190,6 +206,7 @@ class SchedulerServiceConfig:
                  f"must be one of {', '.join(TOOL_CALL_PARSERS)}, got {self.tool_call_parser!r}")
         _require(self.reasoning_parser is None or self.reasoning_parser in REASONING_PARSERS, "reasoning_parser",
                  f"must be one of {', '.join(REASONING_PARSERS)}, got {self.reasoning_parser!r}")
+        self._check_chat_template()
         _require(self.generation_config in ("auto", "none") or Path(self.generation_config).is_dir(),
                  "generation_config", f"must be auto, none or a directory, got {self.generation_config!r}")
         check_pair(self.tls_cert, self.tls_key, "tls_cert", "tls_key")
@@ -204,6 +221,18 @@ class SchedulerServiceConfig:
             _require(":" in address, f"executor_addresses[{index}]", f"must be host:port, got {address!r}")
         _require(len(set(self.executor_addresses)) == len(self.executor_addresses), "executor_addresses",
                  f"must not repeat an address, got {list(self.executor_addresses)}")
+
+    def _check_chat_template(self) -> None:
+        if self.chat_template is None:
+            return
+        from scheduler_svc.tokenizer import check_template_compiles
+
+        _require(_is_template_text(self.chat_template) or Path(self.chat_template).expanduser().is_file(),
+                 "chat_template", f"no such file: {self.chat_template!r} (give a Jinja file or the template itself)")
+        try:
+            check_template_compiles(self.chat_template_source() or "")
+        except (ValueError, OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"chat_template: {self.chat_template!r} {error}") from None
 
     def _check_http_port(self) -> None:
         if self.http_port is None:

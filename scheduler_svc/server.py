@@ -167,7 +167,7 @@ async def serve(config: SchedulerServiceConfig) -> None:
     # Long prompts are tokenized in worker threads with the GIL released (prompt_work.py); without rayon's pool,
     # which this single-item use does not need.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    tokenizer = Tokenizer.from_dir(config.model_dir, release_gil=True)
+    tokenizer = Tokenizer.from_dir(config.model_dir, release_gil=True, chat_template=config.chat_template_source())
     api_keys = ApiKeyChecker(config.load_api_keys())
     connections = await connect_executors(config)
     limits = model_limits(config, [c.description for c in connections], tokenizer)

@@ -62,8 +62,11 @@ class Tokenizer:
         self._grammar_lock = threading.Lock()
 
     @classmethod
-    def from_dir(cls, model_dir: str | Path, release_gil: bool = False) -> Tokenizer:
+    def from_dir(cls, model_dir: str | Path, release_gil: bool = False, chat_template: str | None = None) -> Tokenizer:
         """Load tokenizer.json, the chat template, special tokens and EOS ids from an HF model directory.
+
+        ``chat_template``: Jinja source that replaces the model's chat template (the scheduler's --chat-template);
+        TemplateSourceError when it does not compile.
 
         ``release_gil``: encode through ``encode_batch``, which releases the GIL while it works, so that a long
         prompt tokenized in a worker thread leaves the event loop running (the scheduler's service). Only for a
@@ -76,9 +79,11 @@ class Tokenizer:
         inner = tokenizers.Tokenizer.from_file(str(tokenizer_file))
         tokenizer_config = _read_json(model_dir / "tokenizer_config.json")
         special_tokens = _special_tokens(tokenizer_config, _read_json(model_dir / "special_tokens_map.json"))
+        if chat_template is not None:
+            check_template_compiles(chat_template)
         return cls(
             inner=inner,
-            chat_template=_chat_template(model_dir, tokenizer_config),
+            chat_template=chat_template if chat_template is not None else _chat_template(model_dir, tokenizer_config),
             special_tokens=special_tokens,
             eos_token_ids=_eos_token_ids(model_dir, inner, special_tokens.get("eos_token")),
             release_gil=release_gil,
@@ -242,6 +247,11 @@ def _continued(rendered: str, content: str, marker: str) -> str:
     if rendered.startswith(marker, cut):
         return rendered[:cut]
     return rendered[:cut].rstrip()
+
+
+def check_template_compiles(source: str) -> None:
+    """Raise TemplateSourceError ("does not compile: ...") unless ``source`` compiles as a chat template."""
+    _request_template(source)
 
 
 @functools.lru_cache(maxsize=32)

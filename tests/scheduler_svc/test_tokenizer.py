@@ -8,7 +8,7 @@ import pytest
 import tokenizers
 from tiny_tokenizers import build_byte_level, build_metaspace
 
-from scheduler_svc.tokenizer import Tokenizer
+from scheduler_svc.tokenizer import TemplateSourceError, Tokenizer
 
 TEXTS = [
     "Hello world",
@@ -143,6 +143,17 @@ def test_missing_or_broken_template_raises_value_error(tmp_path):
     (directory / "chat_template.jinja").write_text("{% for m in messages %}")
     with pytest.raises(ValueError, match="does not compile"):
         Tokenizer.from_dir(directory).render_chat([{"role": "user", "content": "hi"}])
+
+
+def test_a_given_chat_template_replaces_the_models_or_fills_its_absence(tmp_path):
+    directory = build_byte_level(tmp_path / "tok")
+    template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+    assert Tokenizer.from_dir(directory, chat_template=template).render_chat([{"role": "user", "content": "hi"}]) == (
+        "<user>hi")
+    (directory / "chat_template.jinja").unlink()
+    assert Tokenizer.from_dir(directory, chat_template=template).chat_template == template
+    with pytest.raises(TemplateSourceError, match="does not compile"):
+        Tokenizer.from_dir(directory, chat_template="{% for m in messages %}")
 
 
 def test_missing_tokenizer_json_raises(tmp_path):

@@ -55,3 +55,24 @@ def test_an_untrusting_server_refuses_request_templates_by_name(tiny_model_dir, 
         with pytest.raises(InvalidArgumentError, match="chat.chat_template.*--trust-request-chat-template"):
             client.generate(messages=MESSAGES, chat_template=RAG_TEMPLATE, max_tokens=3)
         assert client.generate(messages=MESSAGES, documents=DOCUMENTS, max_tokens=3).usage.prompt_tokens > 0
+
+
+def test_the_servers_chat_template_renders_every_chat_and_a_request_template_still_wins(tiny_model_dir, tmp_path,
+                                                                                         launch_module_stack):
+    """--chat-template (a file) replaces the model's template for every chat prompt, gRPC and HTTP alike; a trusted
+    request's own template is still the one that request renders with."""
+    path = tmp_path / "server.jinja"
+    path.write_text("{% for m in messages %}<{{ m.role }}> {{ m.content }}\n{% endfor %}<assistant>")
+    server = launch_module_stack.with_scheduler(tiny_model_dir, [], [
+        "--chat-template", str(path), "--http-port", "0", "--trust-request-chat-template"])
+    with Client(server.address) as client:
+        rendered = client.tokenize(messages=MESSAGES)
+        assert client.detokenize(rendered.token_ids, skip_special_tokens=False) == (
+            "<user> Capital of France?\n<assistant>")
+        assert client.generate(messages=MESSAGES, max_tokens=3).usage.prompt_tokens == rendered.count
+        own = client.tokenize(messages=MESSAGES, chat_template=RAG_TEMPLATE)
+        assert client.detokenize(own.token_ids, skip_special_tokens=False) == "user: Capital of France?\nassistant:"
+        model = client.model_info().model
+    http = openai.OpenAI(base_url=f"{server.http_url}/v1", api_key="unused")
+    assert http.chat.completions.create(model=model, messages=MESSAGES, max_tokens=3).usage.prompt_tokens == (
+        rendered.count)
