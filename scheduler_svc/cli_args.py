@@ -110,6 +110,9 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
                        help="return a reasoning model's <think> block over HTTP as chat messages' reasoning (and "
                             "reasoning_content), apart from content: deepseek_r1 (the template opens the block: "
                             "DeepSeek-R1, QwQ) or qwen3 (the model opens it: Qwen3, SmolLM3) (default: none)")
+    group.add_argument("--allowed-origins", nargs="+", default=None, metavar="ORIGIN",
+                       help="web origins whose pages may call the HTTP API from a browser (CORS), such as "
+                            "https://ui.example:8080, or * for any, as vLLM's flag (default: none)")
     group.add_argument("--chat-template", default=None,
                        help="a Jinja file, or the template itself, rendering chat prompts instead of the model's own "
                             "chat template, as vLLM's flag (default: the model's)")
@@ -171,6 +174,7 @@ def scheduler_config_from_args(
         tool_call_parser=getattr(args, "tool_call_parser", None),
         reasoning_parser=getattr(args, "reasoning_parser", None),
         chat_template=getattr(args, "chat_template", None),
+        allowed_origins=tuple(getattr(args, "allowed_origins", None) or ()),
         trust_request_chat_template=bool(getattr(args, "trust_request_chat_template", False)),
         allow_runtime_lora_updating=bool(getattr(args, "allow_runtime_lora_updating", False)),
         generation_config=getattr(args, "generation_config", "auto"),
@@ -202,6 +206,8 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         flags.append("--trust-request-chat-template")
     if getattr(args, "allow_runtime_lora_updating", False):
         flags.append("--allow-runtime-lora-updating")
+    if getattr(args, "allowed_origins", None):
+        flags += ["--allowed-origins", *args.allowed_origins]
     caching = getattr(args, "enable_prefix_caching", True)
     flags.append("--enable-prefix-caching" if caching else "--no-enable-prefix-caching")
     if getattr(args, "spec_method", "none") != "none" and getattr(args, "num_spec_tokens", None) is not None:

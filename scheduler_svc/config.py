@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,10 @@ TOOL_CALL_PARSERS = ("hermes", "llama3_json", "pythonic", "mistral")
 REASONING_PARSERS = ("deepseek_r1", "qwen3")
 """Who opens a reasoning model's <think> block, which the HTTP front splits from the answer: --reasoning-parser
 (scheduler_svc/http/reasoning.py)."""
+
+
+_ORIGIN = re.compile(r"https?://[^/\s:?#]+(:\d{1,5})?")
+"""A web origin: scheme, host and port, as a browser sends it in its Origin header."""
 
 
 def _is_template_text(value: str) -> bool:
@@ -142,6 +147,9 @@ class SchedulerServiceConfig:
     generation_config: str = "auto"
     """Default sampling parameters for what requests leave unset: "auto" (the model's generation_config.json),
     "none", or a directory holding a generation_config.json (vLLM's --generation-config)."""
+    allowed_origins: tuple[str, ...] = ()
+    """Web origins (``https://ui.example:8080``, or ``*`` for any) whose browser pages may call the HTTP front
+    (CORS, vLLM's --allowed-origins); empty: none are answered with CORS headers."""
     chat_template: str | None = None
     """A Jinja file, or the template itself (text holding ``{{`` or ``{%``), that renders chat prompts instead of the
     model's own chat template (vLLM's --chat-template); None: the model's."""
@@ -207,6 +215,9 @@ class SchedulerServiceConfig:
         _require(self.reasoning_parser is None or self.reasoning_parser in REASONING_PARSERS, "reasoning_parser",
                  f"must be one of {', '.join(REASONING_PARSERS)}, got {self.reasoning_parser!r}")
         self._check_chat_template()
+        for origin in self.allowed_origins:
+            _require(origin == "*" or _ORIGIN.fullmatch(origin) is not None, "allowed_origins",
+                     f"{origin!r} is not * or an origin such as https://ui.example:8080 (scheme, host, port; no path)")
         _require(self.generation_config in ("auto", "none") or Path(self.generation_config).is_dir(),
                  "generation_config", f"must be auto, none or a directory, got {self.generation_config!r}")
         check_pair(self.tls_cert, self.tls_key, "tls_cert", "tls_key")

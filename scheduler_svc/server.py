@@ -207,6 +207,7 @@ async def serve(config: SchedulerServiceConfig) -> None:
                 engine, tokenizer, limits, api_keys, tracing.http(), lambda: monitor.ready is True,
                 metrics.registry if config.metrics_port is not None else None,
                 tool_call_parser=config.tool_call_parser, reasoning_parser=config.reasoning_parser,
+                allowed_origins=config.allowed_origins,
                 max_body_bytes=max_bytes, lora_updates=lora_updates,
             )
             http_front = await start_http_front(config, context, config.http_port)

@@ -1,10 +1,11 @@
-"""The FastAPI app of the HTTP front: routes, and every error in OpenAI's shape."""
+"""The FastAPI app of the HTTP front: routes, every error in OpenAI's shape, and CORS for --allowed-origins."""
 
 from __future__ import annotations
 
 import logging
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -39,6 +40,11 @@ def create_app(context: ServingContext) -> FastAPI:
     app.add_api_route("/version", info.version, methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _server_error)
+    if context.allowed_origins:
+        # Answers browsers' preflights itself (before any route or API key check, as preflights carry no key) and
+        # marks the allowed origins' responses, errors included, readable by their pages.
+        app.add_middleware(CORSMiddleware, allow_origins=list(context.allowed_origins),
+                           allow_methods=["GET", "POST"], allow_headers=["*"], expose_headers=["*"])
     return app
 
 

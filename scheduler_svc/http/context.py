@@ -35,6 +35,8 @@ class ServingContext:
     """When the model was loaded (the ``created`` of /v1/models), Unix seconds."""
     tool_call_parser: str | None = None
     """--tool-call-parser: the model's tool call syntax, for tool_choice "auto" (None: "auto" is refused)."""
+    allowed_origins: tuple[str, ...] = ()
+    """--allowed-origins: the web origins answered with CORS headers (``*``: any); empty: none."""
     reasoning_parser: str | None = None
     """--reasoning-parser: who opens the model's <think> block (http/reasoning.py); None: no thinking is split off."""
     max_body_bytes: int = 4 * 2**20

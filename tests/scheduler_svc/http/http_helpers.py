@@ -164,7 +164,7 @@ class EngineHarness:
     def __init__(self, tokenizer: Tokenizer, executor: FakeExecutor | None = None, api_keys: tuple[str, ...] = (),
                  metrics_on: bool = False, ready: bool = True, max_body_bytes: int = 4 * 2**20,
                  tool_call_parser: str | None = None, request_chat_templates: bool = False,
-                 reasoning_parser: str | None = None) -> None:
+                 reasoning_parser: str | None = None, allowed_origins: tuple[str, ...] = ()) -> None:
         self.executor = executor or FakeExecutor()
         self.scheduler = Scheduler(SchedulingConfig(max_num_batched_tokens=256, max_num_seqs=16),
                                    KVBlockManager(NUM_BLOCKS, 16), max_model_len=MAX_MODEL_LEN)
@@ -177,7 +177,7 @@ class EngineHarness:
         self.context = ServingContext(
             self.engine, tokenizer, self.limits, ApiKeyChecker(api_keys), is_ready=lambda: self.ready,
             metrics_registry=self.engine.metrics.registry if metrics_on else None, max_body_bytes=max_body_bytes,
-            tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser,
+            tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, allowed_origins=allowed_origins,
         )
         self.app = create_app(self.context)
 
