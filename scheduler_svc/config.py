@@ -15,9 +15,9 @@ SCHEDULING_POLICIES = ("fcfs", "priority")
 """--scheduling-policy: the order requests start in and the order they are preempted in."""
 TOOL_CALL_PARSERS = ("hermes", "llama3_json", "pythonic", "mistral")
 """The tool call syntaxes the HTTP front can read from free text (tool_choice "auto"): --tool-call-parser."""
-REASONING_PARSERS = ("deepseek_r1", "qwen3")
-"""Who opens a reasoning model's <think> block, which the HTTP front splits from the answer: --reasoning-parser
-(scheduler_svc/http/reasoning.py)."""
+REASONING_PARSERS = ("deepseek_r1", "qwen3", "openai_gptoss")
+"""How a reasoning model's thinking is marked, which the HTTP front splits from the answer: a <think> block the
+template or the model opens, or gpt-oss's harmony channels (--reasoning-parser; scheduler_svc/http/reasoning.py)."""
 
 
 _ORIGIN = re.compile(r"https?://[^/\s:?#]+(:\d{1,5})?")

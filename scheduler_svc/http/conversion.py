@@ -172,9 +172,12 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
     role = _response_role(prompt.chat)
     constrained = plan.structured_output_param is not None or (
         tools.calling is not None and tools.calling.mode != "auto")
+    splitting = None if constrained else reasoning_parser
+    if splitting is not None and body.skip_special_tokens is None:
+        for request in plan.requests:  # a model's <think> or harmony markers may be special tokens
+            request.skip_special_tokens = False
     return replace(plan, response_role=role, echo_content=_chat_echo(body, prompt.chat, role),
-                   reasoning_parser=None if constrained else reasoning_parser,
-                   include_reasoning=body.include_reasoning is not False)
+                   reasoning_parser=splitting, include_reasoning=body.include_reasoning is not False)
 
 
 def _response_role(chat: generation_pb2.ChatPrompt) -> str:

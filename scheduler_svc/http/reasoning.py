@@ -5,7 +5,7 @@ returns the thinking as the message's ``reasoning`` (vLLM's current name) and ``
 SGLang and older vLLM), and the answer alone as ``content``, in whole responses and, as it is generated, in stream
 deltas. The tags themselves are dropped; the text between and after them is kept as the model wrote it.
 
-The two parsers differ in who opens the thinking:
+The two <think> parsers differ in who opens the thinking:
 
 - ``deepseek_r1``: the chat template (DeepSeek-R1, QwQ, Qwen3 thinking releases end the prompt with ``<think>``).
   The output is thinking up to ``</think>``, the answer after it; without ``</think>`` (cut by max_tokens, say) all
@@ -14,16 +14,20 @@ The two parsers differ in who opens the thinking:
   ``<think>`` (after whitespace) thinks, up to ``</think>`` or its end; any other output is all answer (thinking
   turned off, or a template that already closed the block in the prompt).
 
-The split is decided on text as it streams: a delta that may end inside a tag holds those characters back until the
-next delta (or the end) tells, so the streamed pieces join to exactly what the whole response gives.
+``openai_gptoss``: gpt-oss's harmony channels instead (harmony_reasoning.py).
+
+Every split is decided on text as it streams: a delta that may end inside a tag or marker holds those characters
+back until the next delta (or the end) tells, so the streamed pieces join to exactly what the whole response gives.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 from scheduler_svc.config import REASONING_PARSERS
+from scheduler_svc.http.harmony_reasoning import HarmonySplitter
+from scheduler_svc.http.reasoning_delta import ReasoningDelta, partial_marker_length
 
 THINK_START = "<think>"
 THINK_END = "</think>"
@@ -36,25 +40,31 @@ class _Part(Enum):
     CONTENT = "content"
 
 
-@dataclass(frozen=True)
-class ReasoningDelta:
-    """What one piece of output adds to the thinking and to the answer ("" where nothing)."""
+class ReasoningSplitter(Protocol):
+    """Splits one choice's output, fed in order, into thinking and answer."""
 
-    reasoning: str = ""
-    content: str = ""
+    thought: bool
+    """Whether the output (so far) thinks."""
 
-    def then(self, other: ReasoningDelta) -> ReasoningDelta:
-        """This delta followed by ``other``."""
-        return ReasoningDelta(self.reasoning + other.reasoning, self.content + other.content)
+    def feed(self, text: str) -> ReasoningDelta:
+        """The thinking and answer ``text`` lets go (characters that may begin a marker are held back)."""
+
+    def finish(self) -> ReasoningDelta:
+        """What was held back, once the output has ended."""
 
 
-class ReasoningSplitter:
-    """Splits one choice's output, fed in order, into thinking and answer (see the module's docstring)."""
+def reasoning_splitter(parser: str) -> ReasoningSplitter:
+    """A new splitter of the server's --reasoning-parser ``parser``."""
+    if parser not in REASONING_PARSERS:
+        raise ValueError(f"reasoning_parser: must be one of {', '.join(REASONING_PARSERS)}, got {parser!r}")
+    return HarmonySplitter() if parser == "openai_gptoss" else ThinkTagSplitter(parser == "deepseek_r1")
 
-    def __init__(self, parser: str) -> None:
-        if parser not in REASONING_PARSERS:
-            raise ValueError(f"reasoning_parser: must be one of {', '.join(REASONING_PARSERS)}, got {parser!r}")
-        self._thinks_unopened = parser == "deepseek_r1"
+
+class ThinkTagSplitter:
+    """Splits a ``<think>`` block from the answer (deepseek_r1 and qwen3; see the module's docstring)."""
+
+    def __init__(self, opened_by_template: bool) -> None:
+        self._thinks_unopened = opened_by_template
         self._part = _Part.LEADING
         self._held = ""
         self.thought = self._thinks_unopened
@@ -89,7 +99,7 @@ class ReasoningSplitter:
         if end >= 0:
             self._part = _Part.CONTENT
             return ReasoningDelta(reasoning=text[:end]), text[end + len(THINK_END):]
-        kept = len(text) - _partial_tag_length(text, THINK_END)
+        kept = len(text) - partial_marker_length(text, (THINK_END,))
         self._held = text[kept:]
         return ReasoningDelta(reasoning=text[:kept]), ""
 
@@ -108,14 +118,6 @@ class ReasoningSplitter:
 
 def split_reasoning(parser: str, text: str) -> tuple[str | None, str]:
     """A whole output's thinking (None when it did not think) and answer."""
-    splitter = ReasoningSplitter(parser)
+    splitter = reasoning_splitter(parser)
     delta = splitter.feed(text).then(splitter.finish())
     return (delta.reasoning if splitter.thought else None), delta.content
-
-
-def _partial_tag_length(text: str, tag: str) -> int:
-    """The length of the longest end of ``text`` that is a beginning of ``tag`` (shorter than the tag)."""
-    for length in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:length]):
-            return length
-    return 0

@@ -45,7 +45,7 @@ from scheduler_svc.http.logprobs import (
     echo_logprobs,
     prompt_logprobs,
 )
-from scheduler_svc.http.reasoning import ReasoningSplitter, split_reasoning
+from scheduler_svc.http.reasoning import ReasoningSplitter, reasoning_splitter, split_reasoning
 from scheduler_svc.http.tool_call_parsers import tool_call_parser
 from scheduler_svc.http.tool_calls_common import CallStream, StreamDelta
 from scheduler_svc.http.tools import ToolCalling, new_call_id, output_calls, tool_call
@@ -103,7 +103,7 @@ class ResponseBuilder:
         named = calling is not None and calling.mode == "named"
         parser = plan.reasoning_parser
         self._choices = [_Choice(tool_call_id=new_call_id() if named else "", calls_parser=_calls_parser(calling),
-                                 reasoning=ReasoningSplitter(parser) if parser else None)
+                                 reasoning=reasoning_splitter(parser) if parser else None)
                          for _ in plan.requests]
         self._prompt_tokens: dict[int, int] = {}
         self._cached_tokens: dict[int, int] = {}

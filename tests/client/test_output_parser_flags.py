@@ -17,7 +17,7 @@ PARSERS = [
     ("--tool-call-parser", "tool_call_parser", "hermes",
      "^tool_call_parser: must be one of hermes, llama3_json, pythonic, mistral, got 'xml'$"),
     ("--reasoning-parser", "reasoning_parser", "qwen3",
-     "^reasoning_parser: must be one of deepseek_r1, qwen3, got 'xml'$"),
+     "^reasoning_parser: must be one of deepseek_r1, qwen3, openai_gptoss, got 'xml'$"),
 ]
 
 

@@ -239,7 +239,8 @@ def test_the_reasoning_parser_splits_what_grpc_returns_whole(tiny_model_dir, lau
     stack = launch_stack.with_scheduler(tiny_model_dir, [], ["--http-port", "0", "--reasoning-parser", "deepseek_r1"])
     with Client(stack.address) as grpc_client, sync_openai(stack) as client:
         name = grpc_client.model_info().model
-        expected = grpc_client.generate(messages=MESSAGES, temperature=0.0, max_tokens=12, ignore_eos=True).text
+        expected = grpc_client.generate(messages=MESSAGES, temperature=0.0, max_tokens=12, ignore_eos=True,
+                                        skip_special_tokens=False).text  # kept while a parser reads
         reasoning, content = split_reasoning("deepseek_r1", expected)
         reply = client.chat.completions.create(model=name, messages=MESSAGES, **GREEDY).choices[0].message
         assert (reply.reasoning, reply.reasoning_content, reply.content or "") == (reasoning, reasoning, content)

@@ -58,10 +58,12 @@ def joined(deltas: list[dict], key: str) -> str:
     ("qwen3", THOUGHT, "\n91 = 7 x 13, so no.\n", "\n\nNo: 91 = 7 x 13."),
     ("qwen3", "No: 91 = 7 x 13.", None, "No: 91 = 7 x 13."),
     ("deepseek_r1", "91 = 7 x 13.</think>No.", "91 = 7 x 13.", "No."),
+    ("openai_gptoss", "<|channel|>analysis<|message|>91 = 7 x 13.<|end|><|start|>assistant<|channel|>final"
+                      "<|message|>No.", "91 = 7 x 13.", "No."),
 ])
 def test_thinking_is_split_from_the_answer_whole_and_streamed(tokenizer, parser, output, reasoning, content):
     async def test(client, served):
-        messages, deltas = await whole_and_streamed(client, {"messages": MESSAGES, "max_tokens": 60, "n": 2})
+        messages, deltas = await whole_and_streamed(client, {"messages": MESSAGES, "max_tokens": 120, "n": 2})
         for message, choice_deltas in zip(messages, deltas, strict=True):
             assert (message["reasoning"], message["reasoning_content"], message["content"]) == (
                 reasoning, reasoning, content)
@@ -135,6 +137,14 @@ def test_a_constrained_output_is_not_split(fields):
     assert chat_plan(body, "m", reasoning_parser="deepseek_r1").reasoning_parser is None
     free = ChatCompletionRequest.model_validate({"messages": MESSAGES})
     assert chat_plan(free, "m", reasoning_parser="deepseek_r1").reasoning_parser == "deepseek_r1"
+
+
+def test_special_tokens_are_kept_while_a_parser_reads_unless_the_request_says_otherwise():
+    for fields, kept in (({}, True), ({"skip_special_tokens": True}, False), ({"skip_special_tokens": False}, True)):
+        body = ChatCompletionRequest.model_validate({"messages": MESSAGES, "n": 2, **fields})
+        assert all(not r.skip_special_tokens == kept for r in chat_plan(body, "m", reasoning_parser="qwen3").requests)
+    plain = chat_plan(ChatCompletionRequest.model_validate({"messages": MESSAGES}), "m")
+    assert not plain.requests[0].HasField("skip_special_tokens")  # the server's default (skip) without a parser
 
 
 def test_completions_are_left_whole(tokenizer):

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler_svc.config import REASONING_PARSERS
-from scheduler_svc.http.reasoning import ReasoningSplitter, split_reasoning
+from scheduler_svc.http.reasoning import reasoning_splitter, split_reasoning
 
 CASES = {
     # output: (deepseek_r1's (reasoning, content), qwen3's)
@@ -25,16 +25,39 @@ CASES = {
 }
 
 
+THINK_PARSERS = ("deepseek_r1", "qwen3")
+ANALYSIS = "<|channel|>analysis<|message|>7 x 13<|end|>"
+HARMONY_CASES = {
+    # gpt-oss output (the template ended the prompt with <|start|>assistant): (reasoning, content)
+    f"{ANALYSIS}<|start|>assistant<|channel|>final<|message|>No.": ("7 x 13", "No."),
+    "<|channel|>final<|message|>Hi!": (None, "Hi!"),
+    "<|channel|>analysis<|message|>cut off while thin": ("cut off while thin", ""),
+    f"{ANALYSIS}<|start|>assistant<|channel|>analysis<|message|> more<|end|><|start|>assistant<|channel|>final"
+    "<|message|>No.": ("7 x 13 more", "No."),
+    f"{ANALYSIS}<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{{}}<|call|>": (
+        "7 x 13", "{}"),
+    "Plain text, no channels.": (None, "Plain text, no channels."),
+    "<|channel|>analysis": (None, "<|channel|>analysis"),
+    f"{ANALYSIS}<|start|>assistant<|chan": ("7 x 13", "assistant<|chan"),
+    "": (None, ""),
+}
+
+
 @pytest.mark.parametrize("output", list(CASES))
-@pytest.mark.parametrize("parser", REASONING_PARSERS)
-def test_whole_outputs_split_as_each_parser_defines(parser, output):
-    assert split_reasoning(parser, output) == CASES[output][REASONING_PARSERS.index(parser)]
+@pytest.mark.parametrize("parser", THINK_PARSERS)
+def test_whole_outputs_split_as_each_think_parser_defines(parser, output):
+    assert split_reasoning(parser, output) == CASES[output][THINK_PARSERS.index(parser)]
+
+
+@pytest.mark.parametrize("output", list(HARMONY_CASES))
+def test_whole_gpt_oss_outputs_split_by_channel(output):
+    assert split_reasoning("openai_gptoss", output) == HARMONY_CASES[output]
 
 
 def streamed(parser: str, pieces: list[str]) -> tuple[str | None, str, int]:
     """The pieces fed one by one: the thinking (None if it did not think), the content, and how many pieces were
     let go with a tag's beginning still held back."""
-    splitter = ReasoningSplitter(parser)
+    splitter = reasoning_splitter(parser)
     reasoning, content, holding = "", "", 0
     for piece in pieces:
         delta = splitter.feed(piece)
@@ -44,7 +67,9 @@ def streamed(parser: str, pieces: list[str]) -> tuple[str | None, str, int]:
     return (reasoning + delta.reasoning if splitter.thought else None), content + delta.content, holding
 
 
-TEXT = st.lists(st.sampled_from(["<think>", "</think>", "<", "</", "think", ">", "/", " ", "\n", "a", "<th", "k>"]),
+TEXT = st.lists(st.sampled_from(["<think>", "</think>", "<", "</", "think", ">", "/", " ", "\n", "a", "<th", "k>",
+                                 "<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|call|>", "<|", "|>",
+                                 "analysis", "final", "assistant", "<|chan"]),
                 max_size=12).map("".join)
 
 
@@ -60,12 +85,18 @@ def test_any_streamed_pieces_join_to_the_whole_split(text, cuts, parser):
 
 def test_a_tag_split_over_pieces_is_held_back_not_sent_as_text():
     pieces = ["<th", "ink>pl", "an</th", "ink>Ans", "wer"]
-    splitter = ReasoningSplitter("qwen3")
+    splitter = reasoning_splitter("qwen3")
     deltas = [splitter.feed(piece) for piece in pieces]
     assert [(d.reasoning, d.content) for d in deltas] == [("", ""), ("pl", ""), ("an", ""), ("", "Ans"), ("", "wer")]
     assert streamed("qwen3", pieces)[:2] == ("plan", "Answer")
 
 
+def test_a_harmony_marker_split_over_pieces_is_held_back():
+    pieces = ["<|chan", "nel|>analysis<|mess", "age|>hm<|e", "nd|><|start|>assistant<|channel|>final<|message|>",
+              "Yes<", "|return|>"]
+    assert streamed("openai_gptoss", pieces)[:2] == ("hm", "Yes")
+
+
 def test_an_unknown_parser_is_refused_naming_the_setting():
-    with pytest.raises(ValueError, match="reasoning_parser: must be one of deepseek_r1, qwen3"):
-        ReasoningSplitter("granite")
+    with pytest.raises(ValueError, match="reasoning_parser: must be one of deepseek_r1, qwen3, openai_gptoss"):
+        reasoning_splitter("granite")
