@@ -94,6 +94,10 @@ class AsyncClient:
 
     TLS: `tls_ca="ca.pem"` trusts that CA (`tls=True` alone: the system's roots). `api_key` is sent
     as `authorization: Bearer <key>` with every call; None reads STEPAHEAD_API_KEY (unset: no key).
+
+    `wait_for_server=True`: a call made while the server cannot be reached (not started yet, or restarting, as
+    `stepahead serve` restarts a crashed scheduler) waits for it, within the call's timeout, instead of failing
+    at once with UnavailableError (gRPC's wait_for_ready). A stream the server drops still ends with that error.
     """
 
     def __init__(
@@ -105,12 +109,14 @@ class AsyncClient:
         tls_ca: str | None = None,
         tls: bool | None = None,
         api_key: str | None = None,
+        wait_for_server: bool = False,
     ) -> None:
         if not target:
             raise ValueError("target must be a non-empty 'host:port' address")
         self.target = target
         self.timeout = check_timeout(timeout)
         self._api_key = resolve_api_key(api_key)
+        self._wait_for_server = wait_for_server
         self._channel = open_aio_channel(target, tls, tls_ca, channel_options)
         self._stub = generation_pb2_grpc.GenerationStub(self._channel)
 
@@ -126,7 +132,7 @@ class AsyncClient:
         """Start a generation; iterate the result with `async for` (see Client.generate_stream)."""
         request = build_generate_request(prompt, messages=messages, token_ids=token_ids, **options)
         call = self._stub.Generate(
-            request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
+            request, **self._call_options(timeout)
         )
         return AsyncGenerationStream(call)
 
@@ -154,7 +160,7 @@ class AsyncClient:
         request = generation_pb2.AbortRequest(request_id=request_id)
         try:
             response = await self._stub.Abort(
-                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
+                request, **self._call_options(timeout)
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -165,8 +171,7 @@ class AsyncClient:
         try:
             response = await self._stub.GetModelInfo(
                 generation_pb2.GetModelInfoRequest(),
-                timeout=resolve_timeout(timeout, self.timeout),
-                metadata=call_metadata(self._api_key),
+                **self._call_options(timeout),
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -179,8 +184,7 @@ class AsyncClient:
         try:
             response = await self._stub.LoadLoraAdapter(
                 generation_pb2.LoadLoraAdapterRequest(lora_name=name, lora_path=path),
-                timeout=resolve_timeout(timeout, self.timeout),
-                metadata=call_metadata(self._api_key),
+                **self._call_options(timeout),
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -192,8 +196,7 @@ class AsyncClient:
         try:
             response = await self._stub.UnloadLoraAdapter(
                 generation_pb2.UnloadLoraAdapterRequest(lora_name=name),
-                timeout=resolve_timeout(timeout, self.timeout),
-                metadata=call_metadata(self._api_key),
+                **self._call_options(timeout),
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -223,7 +226,7 @@ class AsyncClient:
                                          chat_template=chat_template)
         try:
             response = await self._stub.Tokenize(
-                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
+                request, **self._call_options(timeout)
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -241,11 +244,16 @@ class AsyncClient:
         request = build_detokenize_request(token_ids, skip_special_tokens=skip_special_tokens, model=model)
         try:
             response = await self._stub.Detokenize(
-                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
+                request, **self._call_options(timeout)
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
         return str(response.text)
+
+    def _call_options(self, timeout: float | None) -> dict[str, Any]:
+        """The deadline, API key and waiting every RPC of this client is made with."""
+        return {"timeout": resolve_timeout(timeout, self.timeout), "metadata": call_metadata(self._api_key),
+                "wait_for_ready": self._wait_for_server}
 
     async def wait_for_ready(self, timeout: float) -> None:
         """Wait until the channel is connected; UnavailableError after `timeout` seconds."""

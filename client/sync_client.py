@@ -80,6 +80,10 @@ class Client:
 
     TLS: `tls_ca="ca.pem"` trusts that CA (`tls=True` alone: the system's roots). `api_key` is sent
     as `authorization: Bearer <key>` with every call; None reads STEPAHEAD_API_KEY (unset: no key).
+
+    `wait_for_server=True`: a call made while the server cannot be reached (not started yet, or restarting, as
+    `stepahead serve` restarts a crashed scheduler) waits for it, within the call's timeout, instead of failing
+    at once with UnavailableError (gRPC's wait_for_ready). A stream the server drops still ends with that error.
     """
 
     def __init__(
@@ -91,12 +95,14 @@ class Client:
         tls_ca: str | None = None,
         tls: bool | None = None,
         api_key: str | None = None,
+        wait_for_server: bool = False,
     ) -> None:
         if not target:
             raise ValueError("target must be a non-empty 'host:port' address")
         self.target = target
         self.timeout = check_timeout(timeout)
         self._api_key = resolve_api_key(api_key)
+        self._wait_for_server = wait_for_server
         self._channel = open_channel(target, tls, tls_ca, channel_options)
         self._stub = generation_pb2_grpc.GenerationStub(self._channel)
 
@@ -116,7 +122,7 @@ class Client:
         """
         request = build_generate_request(prompt, messages=messages, token_ids=token_ids, **options)
         call = self._stub.Generate(
-            request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
+            request, **self._call_options(timeout)
         )
         return GenerationStream(call)
 
@@ -144,7 +150,7 @@ class Client:
         request = generation_pb2.AbortRequest(request_id=request_id)
         try:
             response = self._stub.Abort(
-                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
+                request, **self._call_options(timeout)
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -155,8 +161,7 @@ class Client:
         try:
             response = self._stub.GetModelInfo(
                 generation_pb2.GetModelInfoRequest(),
-                timeout=resolve_timeout(timeout, self.timeout),
-                metadata=call_metadata(self._api_key),
+                **self._call_options(timeout),
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -169,8 +174,7 @@ class Client:
         try:
             response = self._stub.LoadLoraAdapter(
                 generation_pb2.LoadLoraAdapterRequest(lora_name=name, lora_path=path),
-                timeout=resolve_timeout(timeout, self.timeout),
-                metadata=call_metadata(self._api_key),
+                **self._call_options(timeout),
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -182,8 +186,7 @@ class Client:
         try:
             response = self._stub.UnloadLoraAdapter(
                 generation_pb2.UnloadLoraAdapterRequest(lora_name=name),
-                timeout=resolve_timeout(timeout, self.timeout),
-                metadata=call_metadata(self._api_key),
+                **self._call_options(timeout),
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -213,7 +216,7 @@ class Client:
                                          chat_template=chat_template)
         try:
             response = self._stub.Tokenize(
-                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
+                request, **self._call_options(timeout)
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
@@ -231,11 +234,16 @@ class Client:
         request = build_detokenize_request(token_ids, skip_special_tokens=skip_special_tokens, model=model)
         try:
             response = self._stub.Detokenize(
-                request, timeout=resolve_timeout(timeout, self.timeout), metadata=call_metadata(self._api_key)
+                request, **self._call_options(timeout)
             )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
         return str(response.text)
+
+    def _call_options(self, timeout: float | None) -> dict[str, Any]:
+        """The deadline, API key and waiting every RPC of this client is made with."""
+        return {"timeout": resolve_timeout(timeout, self.timeout), "metadata": call_metadata(self._api_key),
+                "wait_for_ready": self._wait_for_server}
 
     def wait_for_ready(self, timeout: float) -> None:
         """Block until the channel is connected; UnavailableError after `timeout` seconds."""

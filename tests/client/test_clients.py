@@ -443,6 +443,44 @@ def test_dead_server(dead_address: str) -> None:
             dead.wait_for_ready(timeout=0.2)
 
 
+@pytest.fixture()
+def late_address(fake: FakeGeneration, dead_address: str) -> Iterator[str]:
+    """An address nothing listens on for its first LATE_START_S seconds; the fake serves there after that."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    generation_pb2_grpc.add_GenerationServicer_to_server(fake, server)
+
+    def start() -> None:
+        server.add_insecure_port(dead_address)
+        server.start()
+
+    timer = threading.Timer(LATE_START_S, start)
+    timer.start()
+    try:
+        yield dead_address
+    finally:
+        timer.cancel()
+        server.stop(grace=None)
+
+
+LATE_START_S = 1.0
+
+
+def test_wait_for_server_rides_over_a_server_that_is_not_up_yet(late_address: str) -> None:
+    with Client(late_address, timeout=WAIT_S) as impatient, pytest.raises(sdk.UnavailableError):
+        impatient.generate("hello")  # fails at once: nothing listens yet
+    with Client(late_address, timeout=WAIT_S, wait_for_server=True) as patient:
+        _check_hello_result(patient.generate("hello"))
+        assert patient.model_info().model
+
+
+def test_async_wait_for_server_rides_over_a_server_that_is_not_up_yet(late_address: str) -> None:
+    async def scenario() -> GenerationResult:
+        async with AsyncClient(late_address, timeout=WAIT_S, wait_for_server=True) as patient:
+            return await patient.generate("hello")
+
+    _check_hello_result(asyncio.run(scenario()))
+
+
 def test_bad_arguments_fail_before_any_rpc(client: Client, fake: FakeGeneration) -> None:
     with pytest.raises(ValueError, match="exactly one"):
         client.generate("a", token_ids=[1])

@@ -217,3 +217,34 @@ def test_a_schema_file_that_is_not_json_names_the_file(capsys, tmp_path):
     with pytest.raises(SystemExit):
         cli.main(["generate", "hi", "--server", "127.0.0.1:1", "--json-schema", f"@{tmp_path / 'bad.json'}"])
     assert f"error: argument --json-schema: {str(tmp_path / 'bad.json')!r} is not valid JSON" in capsys.readouterr().err
+
+
+def test_wait_for_server_waits_for_a_server_that_starts_late_and_gives_up_after_its_seconds(capsys):
+    import socket
+    import threading
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    servicer = RecordingGeneration()
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    generation_pb2_grpc.add_GenerationServicer_to_server(servicer, server)
+
+    def start() -> None:
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        server.start()
+
+    timer = threading.Timer(1.0, start)
+    timer.start()
+    try:
+        cli.main(["generate", "plain text", "--server", f"127.0.0.1:{port}", "--raw", "--wait-for-server", "30"])
+        assert capsys.readouterr().out == "ok\n" and len(servicer.requests) == 1
+    finally:
+        timer.cancel()
+        server.stop(None)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{sock.getsockname()[1]}"
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["generate", "plain text", "--server", nobody, "--raw", "--wait-for-server", "0.5"])
+    assert exit_info.value.code != 0 and "within 0.5 s" in capsys.readouterr().err

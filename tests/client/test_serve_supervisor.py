@@ -41,6 +41,8 @@ def test_a_killed_scheduler_is_restarted_on_its_ports_and_serves_the_same_tokens
             child(serve, "scheduler").kill()
             with pytest.raises(UnavailableError):
                 list(stream)  # a request of the crashed scheduler ends; the client may send it again
+        with Client(address, timeout=60, wait_for_server=True) as patient:
+            assert patient.generate(**GREEDY).token_ids == before  # sent while it restarts: waits for it
         assert wait_for_log_line(serve, "the scheduler restarted on", timeout_s=60), serve.log()
         assert "restart 1 of 2 in 1 s" in serve.log()
         with Client(address, timeout=60) as client:
