@@ -32,6 +32,7 @@ def _add_client_tls_arguments(parser: argparse.ArgumentParser, api_key: bool = T
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    from client.chat_cli import add_chat_arguments
     from client.cli_values import non_negative_int, positive_float, positive_int
     from client.generate_cli import add_generate_arguments
     from client.tokenize_cli import add_tokenize_arguments
@@ -82,6 +83,10 @@ def _build_parser() -> argparse.ArgumentParser:
     add_generate_arguments(generate)
     _add_client_tls_arguments(generate)
 
+    chat = commands.add_parser("chat", help="a conversation with a running server in the terminal")
+    add_chat_arguments(chat)
+    _add_client_tls_arguments(chat)
+
     tokenize = commands.add_parser("tokenize", help="a prompt's token ids on a running server (chat template applied)")
     add_tokenize_arguments(tokenize)
     _add_client_tls_arguments(tokenize)
@@ -125,7 +130,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     for service_parser in (serve, scheduler, executor):
         attach_env_defaults(service_parser, os.environ)
-    attach_env_defaults(generate, os.environ, only=("api_key",))
+    for client_parser in (generate, chat):
+        attach_env_defaults(client_parser, os.environ, only=("api_key",))
     return parser
 
 
@@ -223,6 +229,7 @@ def main(argv: list[str] | None = None) -> None:
     from client.env_defaults import resolve_env_defaults
 
     args = resolve_env_defaults(_build_parser().parse_args(argv))
+    from client.chat_cli import run_chat
     from client.errors import StepaheadError
     from client.generate_cli import run_generate
     from client.launcher import ServiceStartError
@@ -236,6 +243,7 @@ def main(argv: list[str] | None = None) -> None:
         "scheduler": _run_scheduler,
         "executor": _run_executor,
         "generate": run_generate,
+        "chat": run_chat,
         "tokenize": run_tokenize,
         "health": _run_health,
         "make-certs": _run_make_certs,

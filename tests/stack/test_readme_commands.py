@@ -42,22 +42,43 @@ def served_address(served):
 
 def _pointed_at(argv: list[str], address: str) -> list[str]:
     argv = [address if word in DEFAULT_ADDRESSES else word for word in argv]
-    if argv[0] == "generate" and "--server" not in argv:
+    if argv[0] in ("generate", "chat") and "--server" not in argv:
         argv += ["--server", address]
     return argv
 
 
 @pytest.mark.parametrize(
-    "argv", [a for a in stepahead_commands(README) if a[0] in ("generate", "health") and "--tls-ca" not in a],
+    "argv", [a for a in stepahead_commands(README) if a[0] in ("generate", "chat", "health") and "--tls-ca" not in a],
     ids=" ".join,
 )
 def test_readme_client_command_runs(argv, served_address):
     argv = _pointed_at(argv, served_address)
-    if "--max-tokens" not in argv and argv[0] == "generate":
+    if "--max-tokens" not in argv and argv[0] in ("generate", "chat"):
         argv += ["--max-tokens", "16"]  # the README lets the model run to EOS; a test need not
-    done = subprocess.run(ServiceProcess.cli_argv(*argv), capture_output=True, text=True, timeout=300)
+    typed = None
+    if argv[0] == "chat":
+        typed = "Hi!\nAnd again?\n"  # two turns of a conversation, then the end of input
+        argv += ["--temperature", "0"]
+    done = subprocess.run(ServiceProcess.cli_argv(*argv), capture_output=True, text=True, timeout=300, input=typed)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
+    if typed is not None:
+        assert done.stdout == _greedy_conversation(served_address, argv, typed.splitlines())
+
+
+def _greedy_conversation(address: str, argv: list[str], lines: list[str]) -> str:
+    """What `chat` should print for these lines: each greedy reply to the conversation so far, on a line."""
+    from client import Client
+
+    history = [{"role": "system", "content": argv[argv.index("--system") + 1]}] if "--system" in argv else []
+    printed = ""
+    with Client(address) as client:
+        for line in lines:
+            history.append({"role": "user", "content": line})
+            reply = client.generate(messages=history, temperature=0.0, max_tokens=16).text
+            history.append({"role": "assistant", "content": reply})
+            printed += reply + "\n"
+    return printed
 
 
 def test_readme_curl_command_runs(served):
