@@ -131,9 +131,7 @@ class AsyncClient:
     ) -> AsyncGenerationStream:
         """Start a generation; iterate the result with `async for` (see Client.generate_stream)."""
         request = build_generate_request(prompt, messages=messages, token_ids=token_ids, **options)
-        call = self._stub.Generate(
-            request, **self._call_options(timeout)
-        )
+        call = self._stub.Generate(request, **self._call_options(timeout))
         return AsyncGenerationStream(call)
 
     async def generate(
@@ -159,9 +157,7 @@ class AsyncClient:
         """Abort a running or waiting request; True if it was found and aborted."""
         request = generation_pb2.AbortRequest(request_id=request_id)
         try:
-            response = await self._stub.Abort(
-                request, **self._call_options(timeout)
-            )
+            response = await self._stub.Abort(request, **self._call_options(timeout))
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
         return response.aborted
@@ -225,9 +221,7 @@ class AsyncClient:
                                          chat_template_kwargs=chat_template_kwargs, documents=documents,
                                          chat_template=chat_template)
         try:
-            response = await self._stub.Tokenize(
-                request, **self._call_options(timeout)
-            )
+            response = await self._stub.Tokenize(request, **self._call_options(timeout))
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
         return TokenizeResult.from_proto(response)
@@ -243,9 +237,7 @@ class AsyncClient:
         """The text of ``token_ids`` (special tokens dropped unless ``skip_special_tokens=False``)."""
         request = build_detokenize_request(token_ids, skip_special_tokens=skip_special_tokens, model=model)
         try:
-            response = await self._stub.Detokenize(
-                request, **self._call_options(timeout)
-            )
+            response = await self._stub.Detokenize(request, **self._call_options(timeout))
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
         return str(response.text)

@@ -121,9 +121,7 @@ class Client:
         template) or `token_ids`; `options` are listed in client.requests.GenerateOptions.
         """
         request = build_generate_request(prompt, messages=messages, token_ids=token_ids, **options)
-        call = self._stub.Generate(
-            request, **self._call_options(timeout)
-        )
+        call = self._stub.Generate(request, **self._call_options(timeout))
         return GenerationStream(call)
 
     def generate(
@@ -149,9 +147,7 @@ class Client:
         """Abort a running or waiting request; True if it was found and aborted."""
         request = generation_pb2.AbortRequest(request_id=request_id)
         try:
-            response = self._stub.Abort(
-                request, **self._call_options(timeout)
-            )
+            response = self._stub.Abort(request, **self._call_options(timeout))
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
         return response.aborted
@@ -215,9 +211,7 @@ class Client:
                                          chat_template_kwargs=chat_template_kwargs, documents=documents,
                                          chat_template=chat_template)
         try:
-            response = self._stub.Tokenize(
-                request, **self._call_options(timeout)
-            )
+            response = self._stub.Tokenize(request, **self._call_options(timeout))
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
         return TokenizeResult.from_proto(response)
@@ -233,9 +227,7 @@ class Client:
         """The text of ``token_ids`` (special tokens dropped unless ``skip_special_tokens=False``)."""
         request = build_detokenize_request(token_ids, skip_special_tokens=skip_special_tokens, model=model)
         try:
-            response = self._stub.Detokenize(
-                request, **self._call_options(timeout)
-            )
+            response = self._stub.Detokenize(request, **self._call_options(timeout))
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
         return str(response.text)

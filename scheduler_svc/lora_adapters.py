@@ -32,9 +32,11 @@ class ServedAdapters:
     def __contains__(self, name: object) -> bool:
         return name in self._keys
 
-    def cache_key(self, name: str) -> str:
-        """The prefix-cache key of a served adapter ("" for the base model)."""
-        return self._keys[name] if name else ""
+    def cache_key(self, name: str) -> str | None:
+        """The prefix-cache key of a served adapter ("" for the base model; None when ``name`` is not served, as an
+        adapter just unloaded). One lookup: a request validated in a worker thread while the event loop unloads the
+        adapter finds it served, with its key, or not at all."""
+        return self._keys.get(name) if name else ""
 
     def add(self, name: str, path: str) -> None:
         """Record an adapter every group has just loaded."""

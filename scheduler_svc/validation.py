@@ -78,7 +78,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
 
     ``prompt_ids``: the ids of ``pb``'s prompt when a request with the same prompt was built before (HTTP's ``n``
     samples of one prompt): not tokenized again."""
-    lora_adapter = check_model_name(pb.model, limits)
+    lora_adapter, adapter_cache_key = served_model(pb.model, limits)
     _check(
         len(pb.request_id) <= MAX_REQUEST_ID_CHARS,
         "request_id",
@@ -113,7 +113,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         priority=pb.priority,
         bad_words=bad_words,
         lora_adapter=lora_adapter,
-        adapter_cache_key=limits.adapters.cache_key(lora_adapter),
+        adapter_cache_key=adapter_cache_key,
     )
 
 
@@ -130,10 +130,18 @@ def _truncation(pb: generation_pb2.GenerateRequest, limits: ModelLimits) -> int 
 def check_model_name(model: str, limits: ModelLimits) -> str:
     """The LoRA adapter ``model`` names ("" for the base model: empty or the served model's name);
     InvalidRequestError for any other name."""
+    return served_model(model, limits)[0]
+
+
+def served_model(model: str, limits: ModelLimits) -> tuple[str, str]:
+    """The LoRA adapter ``model`` names ("" for the base model: empty or the served model's name) and its prefix-cache
+    key, read together (an adapter unloaded meanwhile is unknown, never half-known); InvalidRequestError for any
+    other name."""
     if model in ("", limits.model_name):
-        return ""
-    if model in limits.lora_adapters:
-        return model
+        return "", ""
+    key = limits.adapters.cache_key(model)
+    if key is not None:
+        return model, key
     adapters = f" and LoRA adapters {list(limits.lora_adapters)}" if limits.lora_adapters else ""
     raise InvalidRequestError("model", f"unknown model {model!r}; served: {limits.model_name!r}{adapters}")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from scheduler_svc.http.reasoning_delta import ReasoningDelta, partial_marker_length
+from scheduler_svc.http.reasoning_delta import PieceReader, ReasoningDelta, partial_marker_length
 
 CHANNEL = "<|channel|>"
 MESSAGE = "<|message|>"
@@ -35,25 +35,16 @@ class _Part(Enum):
     """The output is not in harmony format: all content."""
 
 
-class HarmonySplitter:
+class HarmonySplitter(PieceReader):
     """Splits one choice's harmony output, fed in order, into thinking and answer (see the module's docstring)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._part = _Part.LEADING
-        self._held = ""
         self._header = ""
         self._thinking = False
         self.thought = False
         """Whether any of the output was on the analysis channel."""
-
-    def feed(self, text: str) -> ReasoningDelta:
-        """The thinking and answer ``text`` lets go (characters that may begin a marker are held back)."""
-        pending, self._held = self._held + text, ""
-        delta = ReasoningDelta()
-        while pending:
-            step, pending = self._advance(pending)
-            delta = delta.then(step)
-        return delta
 
     def finish(self) -> ReasoningDelta:
         """What was held back, once the output has ended (an unfinished header as content)."""

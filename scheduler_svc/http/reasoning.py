@@ -27,7 +27,7 @@ from typing import Protocol
 
 from scheduler_svc.config import REASONING_PARSERS
 from scheduler_svc.http.harmony_reasoning import HarmonySplitter
-from scheduler_svc.http.reasoning_delta import ReasoningDelta, partial_marker_length
+from scheduler_svc.http.reasoning_delta import PieceReader, ReasoningDelta, partial_marker_length
 
 THINK_START = "<think>"
 THINK_END = "</think>"
@@ -60,25 +60,16 @@ def reasoning_splitter(parser: str) -> ReasoningSplitter:
     return HarmonySplitter() if parser == "openai_gptoss" else ThinkTagSplitter(parser == "deepseek_r1")
 
 
-class ThinkTagSplitter:
+class ThinkTagSplitter(PieceReader):
     """Splits a ``<think>`` block from the answer (deepseek_r1 and qwen3; see the module's docstring)."""
 
     def __init__(self, opened_by_template: bool) -> None:
+        super().__init__()
         self._thinks_unopened = opened_by_template
         self._part = _Part.LEADING
-        self._held = ""
         self.thought = self._thinks_unopened
         """Whether the output thinks: deepseek_r1's always does (the template opened the block), qwen3's once it
         opens one (an empty ``<think></think>`` counts)."""
-
-    def feed(self, text: str) -> ReasoningDelta:
-        """The thinking and answer ``text`` lets go (characters that may begin a tag are held back)."""
-        pending, self._held = self._held + text, ""
-        delta = ReasoningDelta()
-        while pending:
-            step, pending = self._advance(pending)
-            delta = delta.then(step)
-        return delta
 
     def finish(self) -> ReasoningDelta:
         """What was held back, once the output has ended."""

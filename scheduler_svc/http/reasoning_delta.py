@@ -1,5 +1,5 @@
-"""What a piece of a reasoning model's output adds to its thinking and to its answer, and the holding back of a
-piece's end that may begin a marker (the reasoning parsers' shared parts)."""
+"""What a piece of a reasoning model's output adds to its thinking and to its answer, the reading of a piece in
+moves, and the holding back of a piece's end that may begin a marker (the reasoning parsers' shared parts)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,27 @@ class ReasoningDelta:
     def then(self, other: ReasoningDelta) -> ReasoningDelta:
         """This delta followed by ``other``."""
         return ReasoningDelta(self.reasoning + other.reasoning, self.content + other.content)
+
+
+class PieceReader:
+    """A splitter's reading of its pieces of output: each piece, after what the last one held back, is read in moves
+    (``_advance``: what one move lets go, and what is left) until none is left."""
+
+    def __init__(self) -> None:
+        self._held = ""
+        """The end of the last piece, which may begin a marker."""
+
+    def feed(self, text: str) -> ReasoningDelta:
+        """The thinking and answer ``text`` lets go (characters that may begin a marker are held back)."""
+        pending, self._held = self._held + text, ""
+        delta = ReasoningDelta()
+        while pending:
+            step, pending = self._advance(pending)
+            delta = delta.then(step)
+        return delta
+
+    def _advance(self, text: str) -> tuple[ReasoningDelta, str]:
+        raise NotImplementedError
 
 
 def partial_marker_length(text: str, markers: Iterable[str]) -> int:

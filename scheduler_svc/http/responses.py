@@ -33,7 +33,7 @@ same two keys, before the content of the same delta. vLLM's ``include_reasoning:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -368,10 +368,10 @@ class ResponseBuilder:
         return {**message, "role": self.plan.response_role}, finish_reason
 
     def _message_as_assistant(self, choice: _Choice, text: str) -> tuple[dict[str, Any], str | None]:
-        if choice.reasoning is None:
+        parser = self.plan.reasoning_parser
+        if choice.reasoning is None or parser is None:
             return self._answer(choice, text)
-        assert self.plan.reasoning_parser is not None
-        reasoning, content = split_reasoning(self.plan.reasoning_parser, text)
+        reasoning, content = split_reasoning(parser, text)
         message, finish_reason = self._answer(choice, content)
         if reasoning is not None and not message.get("content") and not message.get("tool_calls"):
             message["content"] = None  # it only thought (cut off before answering)
@@ -407,7 +407,7 @@ def _calls_parser(calling: ToolCalling | None) -> CallStream | None:
 
 
 def _with_reasoning(chunks: list[dict[str, Any]], reasoning: dict[str, Any],
-                    new_chunk: Any) -> list[dict[str, Any]]:
+                    new_chunk: Callable[[dict[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
     """``chunks`` with the thinking fields put first in the first one's delta (or, with no chunk, in a chunk made by
     ``new_chunk(delta)``)."""
     if not reasoning:

@@ -85,3 +85,33 @@ def test_the_limits_carry_the_adapters_and_an_adapter_may_not_take_the_models_na
     assert limits.lora_adapters == ("sql",)
     with pytest.raises(ValueError, match="lora_modules: adapter name 'tiny' is the served model's name"):
         model_limits(config(("a:1",)), [description(lora_adapters=["tiny"])], tokenizer)  # type: ignore[arg-type]
+
+
+class UnloadedWhileChecked(ServedAdapters):
+    """Its adapter "sql" is unloaded right after the first look at what is served (its names or a key): as the event
+    loop may unload an adapter while a request naming it is validated in a worker thread (long prompts are,
+    prompt_work.py)."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self._unloading_after(super().names)
+
+    def cache_key(self, name: str) -> str | None:
+        return self._unloading_after(super().cache_key(name))
+
+    def _unloading_after(self, answer):
+        if "sql" in self:
+            self.remove("sql")
+        return answer
+
+
+def test_an_adapter_unloaded_during_validation_is_served_or_unknown_never_a_crash(tokenizer):
+    limits = ModelLimits("tiny", 128, 400, frozenset({2}), 16, adapters=UnloadedWhileChecked(("sql",)))
+    try:
+        request = build_request(generation_pb2.GenerateRequest(model="sql", text="hello"), tokenizer, limits)
+    except InvalidRequestError as error:
+        assert error.field == "model"
+    else:
+        assert request.lora_adapter == "sql" and request.adapter_cache_key
+    with pytest.raises(InvalidRequestError, match="unknown model 'sql'"):  # it is gone now
+        build_request(generation_pb2.GenerateRequest(model="sql", text="hello"), tokenizer, limits)

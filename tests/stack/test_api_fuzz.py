@@ -1,8 +1,8 @@
 """Fuzzing the public Generate RPC with hypothesis: random and hostile values in every GenerateRequest field
 (huge strings, out-of-vocabulary ids, extreme, negative, NaN and infinite numbers, thousands of stop strings,
-duplicate ids, hostile structured output formats, tool fields and chat template controls, allowed token ids, bad words
-and prompt truncation, invalid UTF-8, oversize and malformed messages), sent through a raw channel so no SDK check
-hides anything; Tokenize and Detokenize likewise.
+duplicate ids, hostile structured output formats, tool fields, earlier turns' thinking and chat template controls,
+allowed token ids, bad words and prompt truncation, invalid UTF-8, oversize and malformed messages), sent through a
+raw channel so no SDK check hides anything; Tokenize and Detokenize likewise.
 Only proper status codes come back, the server stays up, and at the end no KV block is held and no request is left in
 the scheduler. Derandomized: the same cases every run."""
 
@@ -150,6 +150,7 @@ def generate_requests(draw) -> bytes:
                 message.tool_calls_json = draw(TOOLS_TEXT)
                 message.tool_call_id = draw(TEXT)
                 message.name = draw(TEXT)
+                message.reasoning_content = draw(TEXT)
         if draw(st.integers(0, 3)) == 0:
             request.chat.tools_json = draw(TOOLS_TEXT)
         _set_template_options(draw, request.chat)
