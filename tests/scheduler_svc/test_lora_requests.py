@@ -89,8 +89,8 @@ def test_the_limits_carry_the_adapters_and_an_adapter_may_not_take_the_models_na
 
 class UnloadedWhileChecked(ServedAdapters):
     """Its adapter "sql" is unloaded right after the first look at what is served (its names or a key): as the event
-    loop may unload an adapter while a request naming it is validated in a worker thread (long prompts are,
-    prompt_work.py)."""
+    loop may unload an adapter while a request naming it is validated in a worker thread (long prompts and
+    structured output requests are, prompt_work.py)."""
 
     @property
     def names(self) -> tuple[str, ...]:
