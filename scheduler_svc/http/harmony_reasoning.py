@@ -83,8 +83,7 @@ class HarmonySplitter(PieceReader):
             self._header = header
             return ""
         self._header = ""
-        channel = header[:end].split(CHANNEL, 1)[1] if CHANNEL in header[:end] else ""
-        self._thinking = channel.split("<|", 1)[0].split()[0:1] == [THINKING_CHANNEL]
+        self._thinking = _channel_of(header[:end]) == THINKING_CHANNEL
         self.thought = self.thought or self._thinking
         self._part = _Part.BODY
         return header[end + len(MESSAGE):]
@@ -109,3 +108,12 @@ class HarmonySplitter(PieceReader):
             return ReasoningDelta(content=text[:kept]), ""
         self._part = _Part.HEADER
         return ReasoningDelta(content=text[:index]), text[index + len(START):]
+
+
+def _channel_of(header: str) -> str:
+    """The channel a message header names (``<|channel|>analysis``, perhaps followed by `` to=functions.f`` and
+    ``<|constrain|>json``); "" when it names none."""
+    if CHANNEL not in header:
+        return ""
+    words = header.split(CHANNEL, 1)[1].split("<|", 1)[0].split()
+    return words[0] if words else ""
