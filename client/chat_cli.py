@@ -22,7 +22,8 @@ PROMPT = "> "
 
 def add_chat_arguments(chat: argparse.ArgumentParser) -> None:
     """The server, the system message and the sampling settings of `stepahead chat`."""
-    from client.cli_values import positive_float, positive_int
+    from client.cli_connection import add_wait_for_server_argument
+    from client.cli_values import positive_int
 
     chat.add_argument("--server", default=f"127.0.0.1:{DEFAULT_PORT}")
     chat.add_argument("--system", default=None, help="a system message the conversation starts with")
@@ -32,8 +33,7 @@ def add_chat_arguments(chat: argparse.ArgumentParser) -> None:
     chat.add_argument("--seed", type=int, default=None)
     chat.add_argument("--lora-adapter", default=None, metavar="NAME",
                       help="talk to this LoRA adapter of the server's (unset: the base model)")
-    chat.add_argument("--wait-for-server", type=positive_float, default=None, metavar="SECONDS",
-                      help="if the server cannot be reached (starting, restarting), wait up to this long for it")
+    add_wait_for_server_argument(chat)
 
 
 def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -47,16 +47,13 @@ def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_chat(args: argparse.Namespace, lines: TextIO | None = None, out: TextIO | None = None) -> None:
     """Talk until /exit or the end of ``lines`` (stdin); replies go to ``out`` (stdout), errors to stderr."""
-    from client import Client
+    from client.cli_connection import connected_client
 
     lines = sys.stdin if lines is None else lines
     out = sys.stdout if out is None else out
     opening = [{"role": "system", "content": args.system}] if args.system is not None else []
     interactive = lines.isatty()
-    waiting = args.wait_for_server is not None
-    with Client(args.server, tls_ca=args.tls_ca, api_key=args.api_key, wait_for_server=waiting) as client:
-        if waiting:
-            client.wait_for_ready(args.wait_for_server)
+    with connected_client(args) as client:
         history = list(opening)
         while (line := _next_line(lines, out, interactive)) is not None:
             text = line.strip()

@@ -15,13 +15,11 @@ from scheduler_svc.config import DEFAULT_PORT
 
 def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
     """The prompt, the server and the request parameters of `stepahead generate`."""
-    from client.cli_values import positive_float
+    from client.cli_connection import add_wait_for_server_argument
 
     add_prompt_arguments(generate)
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
-    generate.add_argument("--wait-for-server", type=positive_float, default=None, metavar="SECONDS",
-                          help="if the server cannot be reached (starting, restarting), wait up to this long for it "
-                               "instead of failing at once")
+    add_wait_for_server_argument(generate)
     sampling = generate.add_argument_group("sampling (unset: the server's defaults; temperature 0 = greedy)")
     for flag, kind in (("--temperature", float), ("--top-p", float), ("--top-k", int), ("--min-p", float),
                        ("--repetition-penalty", float), ("--presence-penalty", float),
@@ -176,13 +174,10 @@ _SWITCHES = {
 
 def run_generate(args: argparse.Namespace) -> None:
     """Send the request; stream its text to stdout, or print the whole result as JSON with --json."""
-    from client import Client
+    from client.cli_connection import connected_client
 
     kwargs = generate_kwargs(args)
-    waiting = args.wait_for_server is not None
-    with Client(args.server, tls_ca=args.tls_ca, api_key=args.api_key, wait_for_server=waiting) as client:
-        if waiting:
-            client.wait_for_ready(args.wait_for_server)
+    with connected_client(args) as client:
         if args.json:
             print(json.dumps(client.generate(**kwargs).to_dict(), indent=2))
             return

@@ -26,9 +26,9 @@ def add_lora_parser(commands: Any, add_tls_arguments: Any) -> None:
 
 def run_lora(args: argparse.Namespace) -> None:
     """Print the served adapters after the action (one per line; "(none)" when there is none)."""
-    from client import Client
+    from client.cli_connection import connected_client
 
-    with Client(args.server, tls_ca=args.tls_ca, api_key=args.api_key) as client:
+    with connected_client(args) as client:
         if args.lora_action == "load":
             names = client.load_lora_adapter(args.name, args.path)
         elif args.lora_action == "unload":

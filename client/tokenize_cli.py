@@ -17,9 +17,9 @@ def add_tokenize_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_tokenize(args: argparse.Namespace) -> None:
     """Print the prompt's token count against the model's limit and its ids (or everything as JSON)."""
-    from client import Client
+    from client.cli_connection import connected_client
 
-    with Client(args.server, tls_ca=args.tls_ca, api_key=args.api_key) as client:
+    with connected_client(args) as client:
         result = client.tokenize(**prompt_kwargs(args))
         if args.json:
             texts = [client.detokenize([token], skip_special_tokens=False) for token in result.token_ids]

@@ -168,16 +168,11 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
     max_tokens, max_param = body.max_tokens, "max_tokens"
     if body.max_completion_tokens is not None:
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
-    plan = _plan("chat", body, model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling)
+    plan = _plan("chat", body, model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling,
+                 reasoning_parser=reasoning_parser)
     role = _response_role(prompt.chat)
-    constrained = plan.structured_output_param is not None or (
-        tools.calling is not None and tools.calling.mode != "auto")
-    splitting = None if constrained else reasoning_parser
-    if splitting is not None and body.skip_special_tokens is None:
-        for request in plan.requests:  # a model's <think> or harmony markers may be special tokens
-            request.skip_special_tokens = False
     return replace(plan, response_role=role, echo_content=_chat_echo(body, prompt.chat, role),
-                   reasoning_parser=splitting, include_reasoning=body.include_reasoning is not False)
+                   include_reasoning=body.include_reasoning is not False)
 
 
 def _response_role(chat: generation_pb2.ChatPrompt) -> str:
@@ -305,6 +300,7 @@ def _plan(
     max_param: str,
     echo: bool = False,
     tool_calling: ToolCalling | None = None,
+    reasoning_parser: str | None = None,
 ) -> GenerationPlan:
     if not 1 <= body.n <= MAX_CHOICES:
         raise invalid("n", f"must be in [1, {MAX_CHOICES}], got {body.n}")
@@ -330,6 +326,10 @@ def _plan(
         _refuse_token_restrictions(body, "tool_choice", "makes the output tool calls")
     elif structured_output_param is not None:
         _refuse_token_restrictions(body, structured_output_param, "sets a structured output format")
+    if structured_output is not None:
+        reasoning_parser = None  # a constrained output holds no thinking to split off
+    # A parser reads the text for markers that may be special tokens (<tool_call>, <think>): vLLM keeps them too.
+    keeps_special_tokens = reasoning_parser is not None or (tool_calling is not None and tool_calling.mode == "auto")
     requests, prompt_index = [], []
     for index, prompt in enumerate(prompts):
         for sample in range(body.n):
@@ -341,8 +341,8 @@ def _plan(
             request.stopping.CopyFrom(stopping)
             if body.skip_special_tokens is not None:
                 request.skip_special_tokens = body.skip_special_tokens
-            elif tool_calling is not None and tool_calling.mode == "auto":
-                request.skip_special_tokens = False  # a model's <tool_call> may be a special token (vLLM does so too)
+            elif keeps_special_tokens:
+                request.skip_special_tokens = False
             if body.priority is not None:
                 request.priority = body.priority
             if body.truncate_prompt_tokens is not None:
@@ -351,7 +351,7 @@ def _plan(
             prompt_index.append(index)
     return GenerationPlan(endpoint, model, requests, prompt_index, body.stream, include_usage, logprobs, max_param,
                           structured_output_param, body.prompt_logprobs, echo, tool_calling, continuous_usage,
-                          bool(body.return_tokens_as_token_ids))
+                          bool(body.return_tokens_as_token_ids), reasoning_parser=reasoning_parser)
 
 
 def _usage_options(options: StreamOptions | None) -> tuple[bool, bool]:

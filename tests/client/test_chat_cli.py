@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from concurrent import futures
 
 import grpc
 import pytest
+from fake_servers import serving, unused_address
 
 from client import cli
 from stepahead_proto import generation_pb2, generation_pb2_grpc
@@ -36,14 +36,8 @@ class EchoingGeneration(generation_pb2_grpc.GenerationServicer):
 @pytest.fixture()
 def served() -> Iterator[tuple[str, EchoingGeneration]]:
     servicer = EchoingGeneration()
-    server = grpc.server(futures.ThreadPoolExecutor(2))
-    generation_pb2_grpc.add_GenerationServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield f"127.0.0.1:{port}", servicer
-    finally:
-        server.stop(None)
+    with serving(servicer) as address:
+        yield address, servicer
 
 
 def chat(address: str, typed: str, monkeypatch, *flags: str) -> None:
@@ -75,11 +69,6 @@ def test_a_refused_turn_prints_the_error_and_stays_out_of_the_history(served, mo
 
 
 def test_an_unreachable_server_is_an_error_after_the_wait(monkeypatch, capsys):
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        nobody = f"127.0.0.1:{sock.getsockname()[1]}"
     with pytest.raises(SystemExit) as exit_info:
-        chat(nobody, "hi\n", monkeypatch, "--wait-for-server", "0.3")
+        chat(unused_address(), "hi\n", monkeypatch, "--wait-for-server", "0.3")
     assert exit_info.value.code == 2 and "within 0.3 s" in capsys.readouterr().err

@@ -5,34 +5,29 @@ file or a template that does not compile is refused naming it."""
 from __future__ import annotations
 
 import pytest
+from cli_configs import SCHEDULER, scheduler_config_of
 
 from client.cli import _build_parser
-from client.env_defaults import resolve_env_defaults
-from scheduler_svc.cli_args import scheduler_config_from_args, scheduler_flags
+from scheduler_svc.cli_args import scheduler_flags
 from scheduler_svc.config import SchedulerServiceConfig
 
-SCHEDULER = ["scheduler", "--executor", "127.0.0.1:1"]
 TEMPLATE = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
 
-
-def config_of(argv: list[str]) -> SchedulerServiceConfig:
-    args = resolve_env_defaults(_build_parser().parse_args(argv))
-    return scheduler_config_from_args(args, "m", args.executor, 0, "127.0.0.1")
 
 
 def test_a_file_or_the_template_itself_is_the_source_and_none_is_the_models(tmp_path):
     path = tmp_path / "chat.jinja"
     path.write_text(TEMPLATE)
-    assert config_of(SCHEDULER).chat_template_source() is None
-    assert config_of([*SCHEDULER, "--chat-template", str(path)]).chat_template_source() == TEMPLATE
-    assert config_of([*SCHEDULER, "--chat-template", TEMPLATE]).chat_template_source() == TEMPLATE
+    assert scheduler_config_of(SCHEDULER).chat_template_source() is None
+    assert scheduler_config_of([*SCHEDULER, "--chat-template", str(path)]).chat_template_source() == TEMPLATE
+    assert scheduler_config_of([*SCHEDULER, "--chat-template", TEMPLATE]).chat_template_source() == TEMPLATE
 
 
 def test_the_environment_sets_it_and_serve_forwards_it(monkeypatch, tmp_path):
     path = tmp_path / "chat.jinja"
     path.write_text(TEMPLATE)
     monkeypatch.setenv("STEPAHEAD_CHAT_TEMPLATE", str(path))
-    assert config_of(SCHEDULER).chat_template_source() == TEMPLATE
+    assert scheduler_config_of(SCHEDULER).chat_template_source() == TEMPLATE
     monkeypatch.delenv("STEPAHEAD_CHAT_TEMPLATE")
     parser = _build_parser()
     assert "--chat-template" not in scheduler_flags(parser.parse_args(["serve"]))

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 from collections.abc import Iterator
-from concurrent import futures
 from typing import Any
 
 import grpc
 import pytest
+from fake_servers import serving, serving_later, unused_address
 
 import client as sdk
 from client import AsyncClient, Client, GenerationResult, ModelInfo, Timings, TokenizeResult, Usage
@@ -143,14 +142,8 @@ def fake() -> FakeGeneration:
 
 @pytest.fixture()
 def address(fake: FakeGeneration) -> Iterator[str]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    generation_pb2_grpc.add_GenerationServicer_to_server(fake, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.stop(grace=None)
+    with serving(fake) as served_at:
+        yield served_at
 
 
 @pytest.fixture()
@@ -161,9 +154,7 @@ def client(address: str) -> Iterator[Client]:
 
 @pytest.fixture()
 def dead_address() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{sock.getsockname()[1]}"
+    return unused_address()
 
 
 EXPECTED_USAGE = Usage(prompt_tokens=3, completion_tokens=3, num_preemptions=1)
@@ -444,22 +435,10 @@ def test_dead_server(dead_address: str) -> None:
 
 
 @pytest.fixture()
-def late_address(fake: FakeGeneration, dead_address: str) -> Iterator[str]:
+def late_address(fake: FakeGeneration) -> Iterator[str]:
     """An address nothing listens on for its first LATE_START_S seconds; the fake serves there after that."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    generation_pb2_grpc.add_GenerationServicer_to_server(fake, server)
-
-    def start() -> None:
-        server.add_insecure_port(dead_address)
-        server.start()
-
-    timer = threading.Timer(LATE_START_S, start)
-    timer.start()
-    try:
-        yield dead_address
-    finally:
-        timer.cancel()
-        server.stop(grace=None)
+    with serving_later(fake, LATE_START_S) as address:
+        yield address
 
 
 LATE_START_S = 1.0

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from concurrent import futures
 
-import grpc
 import pytest
+from fake_servers import serving, serving_later, unused_address
 
 from client import cli
 from stepahead_proto import generation_pb2, generation_pb2_grpc
@@ -36,14 +35,8 @@ class RecordingGeneration(generation_pb2_grpc.GenerationServicer):
 @pytest.fixture()
 def served() -> Iterator[tuple[str, RecordingGeneration]]:
     servicer = RecordingGeneration()
-    server = grpc.server(futures.ThreadPoolExecutor(2))
-    generation_pb2_grpc.add_GenerationServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield f"127.0.0.1:{port}", servicer
-    finally:
-        server.stop(None)
+    with serving(servicer) as address:
+        yield address, servicer
 
 
 EVERY_FLAG = ["--system", "Be brief.", "--temperature", "0.7", "--top-p", "0.9", "--top-k", "40", "--min-p", "0.05",
@@ -220,31 +213,10 @@ def test_a_schema_file_that_is_not_json_names_the_file(capsys, tmp_path):
 
 
 def test_wait_for_server_waits_for_a_server_that_starts_late_and_gives_up_after_its_seconds(capsys):
-    import socket
-    import threading
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     servicer = RecordingGeneration()
-    server = grpc.server(futures.ThreadPoolExecutor(2))
-    generation_pb2_grpc.add_GenerationServicer_to_server(servicer, server)
-
-    def start() -> None:
-        server.add_insecure_port(f"127.0.0.1:{port}")
-        server.start()
-
-    timer = threading.Timer(1.0, start)
-    timer.start()
-    try:
-        cli.main(["generate", "plain text", "--server", f"127.0.0.1:{port}", "--raw", "--wait-for-server", "30"])
+    with serving_later(servicer, after_s=1.0) as late:
+        cli.main(["generate", "plain text", "--server", late, "--raw", "--wait-for-server", "30"])
         assert capsys.readouterr().out == "ok\n" and len(servicer.requests) == 1
-    finally:
-        timer.cancel()
-        server.stop(None)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        nobody = f"127.0.0.1:{sock.getsockname()[1]}"
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["generate", "plain text", "--server", nobody, "--raw", "--wait-for-server", "0.5"])
+        cli.main(["generate", "plain text", "--server", unused_address(), "--raw", "--wait-for-server", "0.5"])
     assert exit_info.value.code != 0 and "within 0.5 s" in capsys.readouterr().err

@@ -3,23 +3,17 @@ forwards it (default auto, as vLLM)."""
 
 from __future__ import annotations
 
+from cli_configs import SCHEDULER, scheduler_config_of
+
 from client.cli import _build_parser
-from client.env_defaults import resolve_env_defaults
-from scheduler_svc.cli_args import scheduler_config_from_args, scheduler_flags
-
-SCHEDULER = ["scheduler", "--executor", "127.0.0.1:1"]
-
-
-def config_of(argv: list[str]):
-    args = resolve_env_defaults(_build_parser().parse_args(argv))
-    return scheduler_config_from_args(args, "m", args.executor, 0, "127.0.0.1")
+from scheduler_svc.cli_args import scheduler_flags
 
 
 def test_auto_by_default_none_or_a_directory_when_given(monkeypatch, tmp_path):
-    assert config_of(SCHEDULER).generation_config == "auto"
-    assert config_of([*SCHEDULER, "--generation-config", "none"]).generation_config == "none"
+    assert scheduler_config_of(SCHEDULER).generation_config == "auto"
+    assert scheduler_config_of([*SCHEDULER, "--generation-config", "none"]).generation_config == "none"
     monkeypatch.setenv("STEPAHEAD_GENERATION_CONFIG", str(tmp_path))
-    assert config_of(SCHEDULER).generation_config == str(tmp_path)
+    assert scheduler_config_of(SCHEDULER).generation_config == str(tmp_path)
 
 
 def test_serve_forwards_it():

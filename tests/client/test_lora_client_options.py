@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from concurrent import futures
 
-import grpc
 import pytest
+from fake_servers import serving
 
 from client import AsyncClient, Client, ModelInfo, cli
 from client.requests import build_generate_request
@@ -37,14 +36,8 @@ class LoraGeneration(generation_pb2_grpc.GenerationServicer):
 @pytest.fixture()
 def served() -> Iterator[tuple[str, LoraGeneration]]:
     servicer = LoraGeneration()
-    server = grpc.server(futures.ThreadPoolExecutor(2))
-    generation_pb2_grpc.add_GenerationServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield f"127.0.0.1:{port}", servicer
-    finally:
-        server.stop(None)
+    with serving(servicer) as address:
+        yield address, servicer
 
 
 def test_model_info_from_proto_carries_the_adapters():

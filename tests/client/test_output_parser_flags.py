@@ -5,13 +5,12 @@ it, and a value that is not a parser is refused naming it."""
 from __future__ import annotations
 
 import pytest
+from cli_configs import SCHEDULER, scheduler_config_of
 
 from client.cli import _build_parser
-from client.env_defaults import resolve_env_defaults
-from scheduler_svc.cli_args import scheduler_config_from_args, scheduler_flags
+from scheduler_svc.cli_args import scheduler_flags
 from scheduler_svc.config import SchedulerServiceConfig
 
-SCHEDULER = ["scheduler", "--executor", "127.0.0.1:1"]
 PARSERS = [
     # (flag, config field, a valid value, the config's message for "xml")
     ("--tool-call-parser", "tool_call_parser", "hermes",
@@ -21,21 +20,17 @@ PARSERS = [
 ]
 
 
-def config_of(argv: list[str]) -> SchedulerServiceConfig:
-    args = resolve_env_defaults(_build_parser().parse_args(argv))
-    return scheduler_config_from_args(args, "m", args.executor, 0, "127.0.0.1")
-
 
 @pytest.mark.parametrize(("flag", "field", "value", "refusal"), PARSERS)
 def test_off_by_default_and_set_when_given(flag, field, value, refusal):
-    assert getattr(config_of(SCHEDULER), field) is None
-    assert getattr(config_of([*SCHEDULER, flag, value]), field) == value
+    assert getattr(scheduler_config_of(SCHEDULER), field) is None
+    assert getattr(scheduler_config_of([*SCHEDULER, flag, value]), field) == value
 
 
 @pytest.mark.parametrize(("flag", "field", "value", "refusal"), PARSERS)
 def test_the_environment_sets_it(monkeypatch, flag, field, value, refusal):
     monkeypatch.setenv(f"STEPAHEAD_{field.upper()}", value)
-    assert getattr(config_of(SCHEDULER), field) == value
+    assert getattr(scheduler_config_of(SCHEDULER), field) == value
 
 
 @pytest.mark.parametrize(("flag", "field", "value", "refusal"), PARSERS)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from concurrent import futures
 
-import grpc
 import pytest
+from fake_servers import serving
 
 from client import cli
 from stepahead_proto import generation_pb2, generation_pb2_grpc
@@ -32,14 +31,8 @@ class RecordingTokenizer(generation_pb2_grpc.GenerationServicer):
 @pytest.fixture()
 def served() -> Iterator[tuple[str, RecordingTokenizer]]:
     servicer = RecordingTokenizer()
-    server = grpc.server(futures.ThreadPoolExecutor(2))
-    generation_pb2_grpc.add_GenerationServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield f"127.0.0.1:{port}", servicer
-    finally:
-        server.stop(None)
+    with serving(servicer) as address:
+        yield address, servicer
 
 
 def test_the_chat_prompt_is_counted_and_its_ids_printed(served, capsys):

@@ -5,12 +5,12 @@ flag, get no CORS headers; bad origins are refused naming the setting, from the 
 from __future__ import annotations
 
 import pytest
+from cli_configs import SCHEDULER, scheduler_config_of
 from http_helpers import FakeExecutor, serve
 from tiny_tokenizers import build_byte_level
 
 from client.cli import _build_parser
-from client.env_defaults import resolve_env_defaults
-from scheduler_svc.cli_args import scheduler_config_from_args, scheduler_flags
+from scheduler_svc.cli_args import scheduler_flags
 from scheduler_svc.config import SchedulerServiceConfig
 from scheduler_svc.tokenizer import Tokenizer
 
@@ -66,17 +66,11 @@ def test_star_allows_any_origin(tokenizer):
     serve(tokenizer, test, executor=FakeExecutor(eos_after=2), allowed_origins=("*",))
 
 
-def config_of(argv: list[str]) -> SchedulerServiceConfig:
-    args = resolve_env_defaults(_build_parser().parse_args(argv))
-    return scheduler_config_from_args(args, "m", args.executor, 0, "127.0.0.1")
-
-
 def test_the_flag_its_variable_and_serve_set_the_origins(monkeypatch):
-    scheduler = ["scheduler", "--executor", "127.0.0.1:1"]
-    assert config_of(scheduler).allowed_origins == ()
-    assert config_of([*scheduler, "--allowed-origins", UI, "*"]).allowed_origins == (UI, "*")
+    assert scheduler_config_of(SCHEDULER).allowed_origins == ()
+    assert scheduler_config_of([*SCHEDULER, "--allowed-origins", UI, "*"]).allowed_origins == (UI, "*")
     monkeypatch.setenv("STEPAHEAD_ALLOWED_ORIGINS", f"{UI} http://localhost:3000")
-    assert config_of(scheduler).allowed_origins == (UI, "http://localhost:3000")
+    assert scheduler_config_of(SCHEDULER).allowed_origins == (UI, "http://localhost:3000")
     flags = scheduler_flags(_build_parser().parse_args(["serve", "--allowed-origins", UI]))
     assert flags[flags.index("--allowed-origins") + 1] == UI
 
