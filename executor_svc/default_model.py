@@ -114,7 +114,7 @@ def _drop_quantization_state(model: PreTrainedModel) -> None:
 
     The weights are already dequantised to fp32 at this point.
     """
-    model.hf_quantizer = None  # type: ignore[assignment]  # transformers types it as always set
+    model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
 

@@ -226,7 +226,7 @@ def _hf_model(model_dir: str, setup: ForwardSetup, padding_side: str = "right") 
             model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir), dtype=dtype)
     else:
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
-        model.to(setup.device)  # type: ignore[arg-type]  # transformers types .to() through a decorator
+        model.to(setup.device)
     return tokenizer, model.eval()
 
 

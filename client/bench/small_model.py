@@ -33,7 +33,7 @@ def make_small_checkpoint(out_dir: Path, tokenizer_dir: Path, num_layers: int = 
     scratch = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(scratch, ignore_errors=True)
     # transformers decorates `to` with functools.wraps, which mypy types as unbound (self expected first).
-    LlamaForCausalLM(config).to(torch.float32).save_pretrained(scratch)  # type: ignore[arg-type]
+    LlamaForCausalLM(config).to(torch.float32).save_pretrained(scratch)
     for name in TOKENIZER_FILES:
         if (tokenizer_dir / name).is_file():
             shutil.copy(tokenizer_dir / name, scratch / name)
