@@ -1,6 +1,7 @@
 """`stepahead chat`: a conversation with a running server in the terminal.
 
-Each line read is a user message; the reply streams as it is generated and joins the history the next message is
+Each line read is a user message; the reply streams as it is generated (a reasoning model's thinking, split off by
+the server's --reasoning-parser, to stderr: the history keeps the answer) and joins the history the next message is
 sent with (the model's chat template renders the whole conversation each turn). `/reset` clears the history (the
 --system message stays), `/exit` or end of input ends the chat. A request the server refuses (the conversation has
 outgrown the model's context, say) prints the error and leaves the history as it was, so the next line is sent
@@ -84,6 +85,7 @@ def _turn(client: Any, history: list[dict[str, str]], text: str, options: dict[s
     try:
         for chunk in client.generate_stream(messages=messages, **options):
             parts.append(chunk.text)
+            print(chunk.reasoning_text, end="", file=sys.stderr, flush=True)
             print(chunk.text, end="", file=out, flush=True)
     except StepaheadError as error:
         print(f"\nerror: {error}", file=sys.stderr, flush=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,12 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
     generate.add_argument("--truncate-prompt-tokens", type=int, default=None, metavar="N",
                           help="keep only the prompt's last N tokens (after the chat template); -1: as many as the "
                                "model's context allows")
+    split = generate.add_mutually_exclusive_group()
+    split.add_argument("--split-reasoning", action="store_true",
+                       help="split the thinking off (to stderr) with the server's --reasoning-parser even for a --raw "
+                            "prompt (default: chat prompts only)")
+    split.add_argument("--no-split-reasoning", action="store_true",
+                       help="leave the thinking inside the text (default: split off when the server has a parser)")
     generate.add_argument("--no-speculation", action="store_true",
                           help="opt this request out of speculative decoding")
     generate.add_argument("--lora-adapter", default=None, metavar="NAME",
@@ -167,13 +174,16 @@ _SWITCHES = {
     "include_stop_str": ("include_stop_str_in_output", True),
     "keep_special_tokens": ("skip_special_tokens", False),
     "no_speculation": ("disable_speculation", True),
+    "split_reasoning": ("split_reasoning", True),
+    "no_split_reasoning": ("split_reasoning", False),
     "json_object": ("json_object", True),
 }
 """Switch flag -> the request option it sets, and to what."""
 
 
 def run_generate(args: argparse.Namespace) -> None:
-    """Send the request; stream its text to stdout, or print the whole result as JSON with --json."""
+    """Send the request; stream its text to stdout (a reasoning model's thinking, split off by the server's
+    --reasoning-parser, to stderr), or print the whole result as JSON with --json."""
     from client.cli_connection import connected_client
 
     kwargs = generate_kwargs(args)
@@ -182,6 +192,7 @@ def run_generate(args: argparse.Namespace) -> None:
             print(json.dumps(client.generate(**kwargs).to_dict(), indent=2))
             return
         for chunk in client.generate_stream(**kwargs):
+            print(chunk.reasoning_text, end="", file=sys.stderr, flush=True)
             print(chunk.text, end="", flush=True)
         print()
 

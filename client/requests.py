@@ -27,7 +27,10 @@ class GenerateOptions(TypedDict, total=False):
     Stopping: max_tokens, min_tokens, stop (a string or several), stop_token_ids, ignore_eos,
     include_stop_str_in_output. Request: request_id ("" = server-assigned), model ("" or the served model's name:
     the base model; the name of a LoRA adapter the server serves, one of ModelInfo.lora_adapters: the base model with
-    that adapter applied), skip_special_tokens, disable_speculation (opt out of speculative decoding), priority (lower
+    that adapter applied), skip_special_tokens, split_reasoning (with a server started with --reasoning-parser:
+    the thinking comes back apart from the answer, as the result's `reasoning` and the chunks' `reasoning_text`;
+    unset: chat prompts without a structured output format are split; True on a server without a parser, or with a
+    format, is an InvalidRequestError), disable_speculation (opt out of speculative decoding), priority (lower
     values start first and are preempted last; needs a server started with --scheduling-policy priority),
     truncate_prompt_tokens (keep only the prompt's last N tokens, after the chat template, dropping the oldest; -1:
     as many as the model's context allows, max_model_len - 1; unset: a prompt too long is refused; the result's
@@ -75,6 +78,7 @@ class GenerateOptions(TypedDict, total=False):
     ignore_eos: bool | None
     include_stop_str_in_output: bool | None
     skip_special_tokens: bool | None
+    split_reasoning: bool | None
     disable_speculation: bool | None
     priority: int | None
     truncate_prompt_tokens: int | None
@@ -152,6 +156,8 @@ def build_generate_request(
     _set_template_options(request.chat if messages is not None else None, options)
     if options.get("skip_special_tokens") is not None:
         request.skip_special_tokens = options["skip_special_tokens"]
+    if options.get("split_reasoning") is not None:
+        request.split_reasoning = options["split_reasoning"]
     if options.get("disable_speculation"):
         request.disable_speculation = True
     if options.get("priority") is not None:

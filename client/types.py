@@ -141,6 +141,11 @@ class GenerationChunk(_AsDict):
     prompt_logprobs: tuple[PositionLogprobs, ...] = ()
     """With the prompt_logprobs option, on the first chunk: the logprobs of prompt tokens 1..n-1 (token 0 has no
     context), in order; each position's `sampled` is the prompt's own token."""
+    reasoning_text: str = ""
+    """New thinking, when the server's --reasoning-parser splits the output (a chat prompt's, or split_reasoning);
+    `text` is then the answer alone."""
+    thought: bool = False
+    """On the last chunk of a split output: whether it thought (an empty thinking block counts)."""
 
     @property
     def finished(self) -> bool:
@@ -162,6 +167,8 @@ class GenerationChunk(_AsDict):
             prompt_tokens=msg.prompt_tokens,
             spec=SpecStats.from_proto(msg.spec) if msg.HasField("spec") else None,
             prompt_logprobs=tuple(PositionLogprobs.from_proto(p) for p in msg.prompt_logprobs),
+            reasoning_text=msg.reasoning_text,
+            thought=msg.thought,
         )
 
 
@@ -182,6 +189,9 @@ class GenerationResult(_AsDict):
     prompt_logprobs: tuple[PositionLogprobs, ...] = ()
     """With the prompt_logprobs option: the logprobs of prompt tokens 1..n-1 (token 0 has no context), in order,
     each position's `sampled` the prompt's own token; empty when not asked."""
+    reasoning: str | None = None
+    """The thinking the server's --reasoning-parser split off (`text` is then the answer alone); None when the output
+    did not think or was not split."""
 
 
 class ResultBuilder:
@@ -190,6 +200,7 @@ class ResultBuilder:
     def __init__(self) -> None:
         self._request_id = ""
         self._texts: list[str] = []
+        self._reasoning: list[str] = []
         self._token_ids: list[int] = []
         self._logprobs: list[PositionLogprobs] = []
         self._prompt_logprobs: tuple[PositionLogprobs, ...] = ()
@@ -200,6 +211,7 @@ class ResultBuilder:
         """Append one chunk (in stream order)."""
         self._request_id = self._request_id or chunk.request_id
         self._texts.append(chunk.text)
+        self._reasoning.append(chunk.reasoning_text)
         self._token_ids.extend(chunk.token_ids)
         self._logprobs.extend(chunk.logprobs)
         self._prompt_tokens = self._prompt_tokens or chunk.prompt_tokens
@@ -224,6 +236,7 @@ class ResultBuilder:
             prompt_tokens=prompt_tokens,
             spec=last.spec,
             prompt_logprobs=self._prompt_logprobs,
+            reasoning="".join(self._reasoning) if last.thought else None,
         )
 
 
@@ -279,6 +292,8 @@ class ModelInfo(_AsDict):
     generation (empty: none, or a server older than the field)."""
     max_loras: int = 0
     """LoRA adapter slots of each executor group: how many adapters can be served at once (0: LoRA off)."""
+    reasoning_parser: str = ""
+    """The server's --reasoning-parser, which splits chat outputs' thinking from their answer (empty: none)."""
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.ModelInfo) -> ModelInfo:
@@ -297,6 +312,7 @@ class ModelInfo(_AsDict):
             server_version=msg.server_version,
             lora_adapters=tuple(msg.lora_adapters),
             max_loras=msg.max_loras,
+            reasoning_parser=msg.reasoning_parser,
         )
 
 

@@ -17,7 +17,7 @@ TOOL_CALL_PARSERS = ("hermes", "llama3_json", "pythonic", "mistral")
 """The tool call syntaxes the HTTP front can read from free text (tool_choice "auto"): --tool-call-parser."""
 REASONING_PARSERS = ("deepseek_r1", "qwen3", "openai_gptoss")
 """How a reasoning model's thinking is marked, which the HTTP front splits from the answer: a <think> block the
-template or the model opens, or gpt-oss's harmony channels (--reasoning-parser; scheduler_svc/http/reasoning.py)."""
+template or the model opens, or gpt-oss's harmony channels (--reasoning-parser; scheduler_svc/reasoning/)."""
 
 
 _ORIGIN = re.compile(r"https?://[^/\s:?#]+(:\d{1,5})?")

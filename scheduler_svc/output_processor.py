@@ -1,10 +1,12 @@
-"""Turns sampled token ids into stream messages: stop conditions, detokenization, logprobs, usage."""
+"""Turns sampled token ids into stream messages: stop conditions, detokenization, the split of thinking from the
+answer, logprobs, usage."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from scheduler_svc.detokenizer import IncrementalDetokenizer
+from scheduler_svc.reasoning.splitters import ReasoningSplitter, reasoning_splitter
 from scheduler_svc.request import Request
 from scheduler_svc.request_timing import RequestTiming
 from scheduler_svc.spec_stats import SpecStatsTracker
@@ -36,6 +38,9 @@ class RequestOutputState:
         self._stop_checker = (
             StopStringChecker(list(params.stop), params.include_stop_str_in_output) if params.stop else None
         )
+        self._reasoning: ReasoningSplitter | None = (
+            reasoning_splitter(request.reasoning_parser) if request.reasoning_parser else None)
+        """Splits the text (after the stop rules) into thinking and answer: Request.reasoning_parser."""
         self._sent_first_message = False
         self._stop_string_matched = False
         self.spec = SpecStatsTracker()
@@ -113,10 +118,12 @@ class RequestOutputState:
     def _message(
         self, token_ids: list[int], logprobs: list[generation_pb2.PositionLogprobs], text: str
     ) -> generation_pb2.GenerateResponse | None:
-        if not token_ids and not text and self.finish is None and self._sent_first_message:
+        reasoning, text = self._split(text)
+        if not token_ids and not text and not reasoning and self.finish is None and self._sent_first_message:
             return None
         message = generation_pb2.GenerateResponse(
-            request_id=self.request.request_id, text=text, token_ids=token_ids, logprobs=logprobs
+            request_id=self.request.request_id, text=text, reasoning_text=reasoning, token_ids=token_ids,
+            logprobs=logprobs
         )
         if not self._sent_first_message:
             message.prompt_tokens = len(self.request.prompt_token_ids)
@@ -128,7 +135,18 @@ class RequestOutputState:
         if self.finish is not None:
             message.finish_reason = self.finish.reason
             message.stop_reason = self.finish.stop_reason
+            message.thought = self._reasoning is not None and self._reasoning.thought
         return message
+
+    def _split(self, text: str) -> tuple[str, str]:
+        """The thinking and the answer of the final ``text`` (all answer without a parser); what may begin a
+        marker is held back until the next piece, or the finish, tells."""
+        if self._reasoning is None:
+            return "", text
+        split = self._reasoning.feed(text)
+        if self.finish is not None:
+            split = split.then(self._reasoning.finish())
+        return split.reasoning, split.content
 
     def final_fields(self, message: generation_pb2.GenerateResponse, now: float) -> None:
         """Fill usage and timings into the request's last message."""
@@ -143,7 +161,8 @@ class RequestOutputState:
     def abort_message(self, now: float) -> generation_pb2.GenerateResponse:
         """The last message of a request aborted before it finished."""
         message = generation_pb2.GenerateResponse(
-            request_id=self.request.request_id, finish_reason=FinishReason.FINISH_REASON_ABORT
+            request_id=self.request.request_id, finish_reason=FinishReason.FINISH_REASON_ABORT,
+            thought=self._reasoning is not None and self._reasoning.thought
         )
         self.final_fields(message, now)
         paced = self._pacer.pace(message, final=True)  # with what was held for the stream interval

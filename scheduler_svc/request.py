@@ -67,6 +67,9 @@ class Request:
     """The LoRA adapter the request runs with (GenerateRequest.model naming one); empty: the base model."""
     adapter_cache_key: str = ""
     """The adapter's prefix-cache key when the request was built (ServedAdapters.cache_key); empty: none."""
+    reasoning_parser: str | None = None
+    """The --reasoning-parser that splits the output's thinking from its answer (GenerateRequest.split_reasoning);
+    None: the output is not split."""
 
     @property
     def num_tokens(self) -> int:

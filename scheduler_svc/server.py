@@ -70,6 +70,7 @@ def model_limits(
         request_chat_templates=config.trust_request_chat_template,
         generation_defaults=defaults,
         adapters=ServedAdapters(first.lora_adapters, min(d.max_loras for d in descriptions)),
+        reasoning_parser=config.reasoning_parser,
     )
 
 
@@ -206,8 +207,7 @@ async def serve(config: SchedulerServiceConfig) -> None:
             context = ServingContext(
                 engine, tokenizer, limits, api_keys, tracing.http(), lambda: monitor.ready is True,
                 metrics.registry if config.metrics_port is not None else None,
-                tool_call_parser=config.tool_call_parser, reasoning_parser=config.reasoning_parser,
-                allowed_origins=config.allowed_origins,
+                tool_call_parser=config.tool_call_parser, allowed_origins=config.allowed_origins,
                 max_body_bytes=max_bytes, lora_updates=lora_updates,
             )
             http_front = await start_http_front(config, context, config.http_port)

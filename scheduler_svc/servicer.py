@@ -107,6 +107,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
             server_version=package_version(),
             lora_adapters=self.limits.lora_adapters,
             max_loras=self.limits.adapters.max_loras,
+            reasoning_parser=self.limits.reasoning_parser or "",
         )
 
     async def Tokenize(

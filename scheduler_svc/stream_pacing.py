@@ -12,11 +12,11 @@ from stepahead_proto import generation_pb2
 
 
 def merge_delta(into: generation_pb2.GenerateResponse, later: generation_pb2.GenerateResponse) -> None:
-    """Append ``later`` to ``into``: text concatenated, token ids and logprobs extended, the last-message fields
-    (finish and stop reason, usage, timings, speculation statistics) taken from ``later``."""
-    text = into.text + later.text
+    """Append ``later`` to ``into``: text and thinking concatenated, token ids and logprobs extended, the
+    last-message fields (finish and stop reason, usage, timings, speculation statistics) taken from ``later``."""
+    text, reasoning = into.text + later.text, into.reasoning_text + later.reasoning_text
     into.MergeFrom(later)  # repeated fields append; the scalars and messages set in ``later`` win
-    into.text = text
+    into.text, into.reasoning_text = text, reasoning
 
 
 class StreamPacer:

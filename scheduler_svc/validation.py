@@ -9,6 +9,7 @@ from typing import Any
 
 from scheduler_svc.generation_defaults import GenerationDefaults
 from scheduler_svc.lora_adapters import ServedAdapters
+from scheduler_svc.reasoning.request_split import splitting_parser
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.request_errors import InvalidRequestError as InvalidRequestError  # re-exported for callers
 from scheduler_svc.token_restrictions import bad_word_token_ids, check_allowed_token_ids
@@ -60,6 +61,9 @@ class ModelLimits:
     """Sampling values for the fields a request leaves unset (the model's generation_config.json)."""
     adapters: ServedAdapters = field(default_factory=ServedAdapters)
     """LoRA adapters the executors serve: a request naming one as its model runs with it."""
+    reasoning_parser: str | None = None
+    """The server's --reasoning-parser: outputs it splits into thinking and answer (GenerateRequest.split_reasoning);
+    None: no output is split."""
 
     @property
     def lora_adapters(self) -> tuple[str, ...]:
@@ -103,7 +107,8 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         check_structured_output(pb.sampling.structured_output, tokenizer, limits)
     check_allowed_token_ids(pb.sampling, limits.vocab_size)
     bad_words = bad_word_token_ids(pb.sampling, tokenizer)
-    stop_params = _stop_params(pb, len(prompt_ids), limits)
+    reasoning_parser = splitting_parser(pb, limits.reasoning_parser)
+    stop_params = _stop_params(pb, len(prompt_ids), limits, keep_special_tokens=reasoning_parser is not None)
     return Request(
         request_id=pb.request_id or uuid.uuid4().hex,
         prompt_token_ids=prompt_ids,
@@ -114,6 +119,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         bad_words=bad_words,
         lora_adapter=lora_adapter,
         adapter_cache_key=adapter_cache_key,
+        reasoning_parser=reasoning_parser,
     )
 
 
@@ -390,7 +396,10 @@ def check_structured_output(format_: sampling_pb2.StructuredOutput, tokenizer: T
     _check(problem is None, f"{field}.{format_.WhichOneof('kind')}", f"invalid: {(problem or '').strip()}")
 
 
-def _stop_params(pb: generation_pb2.GenerateRequest, prompt_len: int, limits: ModelLimits) -> StopParams:
+def _stop_params(pb: generation_pb2.GenerateRequest, prompt_len: int, limits: ModelLimits,
+                 keep_special_tokens: bool = False) -> StopParams:
+    """``keep_special_tokens``: the default of skip_special_tokens is false (a reasoning parser reads markers that
+    may be special tokens)."""
     s = pb.stopping
     room = limits.max_model_len - prompt_len
     if s.HasField("max_tokens"):
@@ -425,5 +434,5 @@ def _stop_params(pb: generation_pb2.GenerateRequest, prompt_len: int, limits: Mo
         eos_token_ids=limits.eos_token_ids,
         ignore_eos=s.ignore_eos,
         include_stop_str_in_output=s.include_stop_str_in_output,
-        skip_special_tokens=pb.skip_special_tokens if pb.HasField("skip_special_tokens") else True,
+        skip_special_tokens=pb.skip_special_tokens if pb.HasField("skip_special_tokens") else not keep_special_tokens,
     )

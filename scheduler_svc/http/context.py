@@ -37,8 +37,6 @@ class ServingContext:
     """--tool-call-parser: the model's tool call syntax, for tool_choice "auto" (None: "auto" is refused)."""
     allowed_origins: tuple[str, ...] = ()
     """--allowed-origins: the web origins answered with CORS headers (``*``: any); empty: none."""
-    reasoning_parser: str | None = None
-    """--reasoning-parser: who opens the model's <think> block (http/reasoning.py); None: no thinking is split off."""
     max_body_bytes: int = 4 * 2**20
     """Largest request body read (--max-request-bytes, as for a gRPC message): parsing JSON holds the event loop,
     about 0.15 s per MiB of token ids, so a body is refused unread past it."""

@@ -125,7 +125,7 @@ class GenerationPlan:
     reasoning_parser: str | None = None
     """The server's --reasoning-parser when it applies to this chat (free text: no structured output format, no
     tool_choice forcing calls, whose constrained output holds no thinking): each choice's thinking is split from its
-    content (reasoning.py); None: the output is all content."""
+    content (scheduler_svc/reasoning/); None: the output is all content."""
     include_reasoning: bool = True
     """vLLM's ``include_reasoning``: false leaves the split-off thinking out of the response."""
 
@@ -339,6 +339,7 @@ def _plan(
             if structured_output is not None:
                 request.sampling.structured_output.CopyFrom(structured_output)
             request.stopping.CopyFrom(stopping)
+            request.split_reasoning = reasoning_parser is not None  # the engine splits; never a completion's output
             if body.skip_special_tokens is not None:
                 request.skip_special_tokens = body.skip_special_tokens
             elif keeps_special_tokens:

@@ -36,9 +36,9 @@ constrained to the tools' schemas); "none" generates free text without showing t
 server's ``--tool-call-parser`` (refused without it). Messages may carry an assistant's ``tool_calls`` and a tool's
 ``tool_call_id``, which the chat template receives.
 
-Thinking (chat, with the server's ``--reasoning-parser``: reasoning.py, responses.py): vLLM's ``include_reasoning``
-(false: the thinking is left out of the response); an assistant message may carry its earlier thinking as
-``reasoning`` or ``reasoning_content``, which the chat template receives as ``reasoning_content``.
+Thinking (chat, with the server's ``--reasoning-parser``: scheduler_svc/reasoning/, responses.py): vLLM's
+``include_reasoning`` (false: the thinking is left out of the response); an assistant message may carry its earlier
+thinking as ``reasoning`` or ``reasoning_content``, which the chat template receives as ``reasoning_content``.
 
 Chat template controls (chat and /tokenize with ``messages``), as vLLM takes them: ``add_generation_prompt`` (default
 true; false renders no assistant header), ``continue_final_message`` (the prompt ends with the last message, an

@@ -25,7 +25,7 @@ streamed (its stream_parser), content goes out as it is generated until a call m
 chunk of its own once it is complete (``index`` its place among the calls), and the finish chunk says "tool_calls"
 once a call was sent.
 
-Thinking (the server's --reasoning-parser, free-text chats: reasoning.py): each choice's output is split into its
+Thinking (the server's --reasoning-parser, free-text chats): the engine splits each choice's output into its
 thinking and the rest, which is the content (or, tool_choice "auto", what calls are parsed from); the message carries
 the thinking as ``reasoning`` and ``reasoning_content`` (null when the output did not think), stream deltas as the
 same two keys, before the content of the same delta. vLLM's ``include_reasoning: false`` leaves it out.
@@ -45,7 +45,6 @@ from scheduler_svc.http.logprobs import (
     echo_logprobs,
     prompt_logprobs,
 )
-from scheduler_svc.http.reasoning import ReasoningSplitter, reasoning_splitter, split_reasoning
 from scheduler_svc.http.tool_call_parsers import tool_call_parser
 from scheduler_svc.http.tool_calls_common import CallStream, StreamDelta
 from scheduler_svc.http.tools import ToolCalling, new_call_id, output_calls, tool_call
@@ -81,8 +80,10 @@ class _Choice:
     """The id of the named function's call (tool_choice naming a function)."""
     calls_parser: CallStream | None = None
     """The stream's parser of calls in the text (tool_choice "auto")."""
-    reasoning: ReasoningSplitter | None = None
-    """The stream's splitter of thinking from content (the plan's reasoning parser)."""
+    reasoning_parts: list[str] = field(default_factory=list)
+    """The thinking the engine split off so far (GenerateResponse.reasoning_text)."""
+    thought: bool = False
+    """Whether the output thought (from its last message)."""
 
 
 class ResponseBuilder:
@@ -101,9 +102,7 @@ class ResponseBuilder:
         """Each prompt's echoed text, by prompt index (its samples share it)."""
         calling = plan.tool_calling
         named = calling is not None and calling.mode == "named"
-        parser = plan.reasoning_parser
-        self._choices = [_Choice(tool_call_id=new_call_id() if named else "", calls_parser=_calls_parser(calling),
-                                 reasoning=reasoning_splitter(parser) if parser else None)
+        self._choices = [_Choice(tool_call_id=new_call_id() if named else "", calls_parser=_calls_parser(calling))
                          for _ in plan.requests]
         self._prompt_tokens: dict[int, int] = {}
         self._cached_tokens: dict[int, int] = {}
@@ -125,6 +124,7 @@ class ResponseBuilder:
         choice.tokens_so_far += len(item.token_ids)
         if item.finish_reason != generation_pb2.FINISH_REASON_UNSPECIFIED:
             choice.finish_reason = FINISH_REASONS.get(item.finish_reason, "stop")
+            choice.thought = item.thought
             choice.completion_tokens = item.usage.completion_tokens
             prompt_index = self.plan.prompt_index[index]
             self._prompt_tokens[prompt_index] = item.usage.prompt_tokens
@@ -213,22 +213,23 @@ class ResponseBuilder:
         """The chunks for one engine message of choice ``index`` (none when it carries nothing to send)."""
         choice = self._account(index, item)
         echo_text, echo_logprobs_ = self._take_echo(choice)
-        if (not (item.text or echo_text or echo_logprobs_) and choice.finish_reason is None
+        if (not (item.text or item.reasoning_text or echo_text or echo_logprobs_) and choice.finish_reason is None
                 and not (item.logprobs and self.plan.logprobs is not None)):
             return []
         logprobs = self._logprobs(choice, item) if self.plan.logprobs is not None else None
         if self.chat:
-            return self._chat_chunks(index, choice, item.text, logprobs)
+            return self._chat_chunks(index, choice, item, logprobs)
         if echo_logprobs_ is not None and logprobs is not None:
             logprobs = _merge_completion_logprobs([echo_logprobs_, logprobs])
         body = {"index": index, "text": echo_text + item.text, "logprobs": logprobs,
                 "finish_reason": choice.finish_reason}
         return [self._chunk([body])]
 
-    def _chat_chunks(self, index: int, choice: _Choice, text: str,
+    def _chat_chunks(self, index: int, choice: _Choice, item: generation_pb2.GenerateResponse,
                      logprobs: dict[str, Any] | None) -> list[dict[str, Any]]:
         calling = self.plan.tool_calling
-        reasoning, text = self._split_streamed(choice, text)
+        text = item.text  # the answer: the engine split the thinking off (reasoning_text)
+        reasoning = self._reasoning_fields(item.reasoning_text) if item.reasoning_text else {}
         delta: dict[str, Any]
         if calling is None:
             delta = {**reasoning, "content": text} if text else reasoning
@@ -249,17 +250,6 @@ class ResponseBuilder:
             delta = {}
         return [self._chunk([{"index": index, "delta": delta, "logprobs": logprobs,
                               "finish_reason": choice.finish_reason}])]
-
-    def _split_streamed(self, choice: _Choice, text: str) -> tuple[dict[str, Any], str]:
-        """A streamed piece of a choice's output as the delta's thinking fields ({} when none, or none asked for) and
-        the rest of the piece (all of it without a reasoning parser)."""
-        splitter = choice.reasoning
-        if splitter is None:
-            return {}, text
-        split = splitter.feed(text)
-        if choice.finish_reason is not None:
-            split = split.then(splitter.finish())
-        return (self._reasoning_fields(split.reasoning) if split.reasoning else {}), split.content
 
     def _reasoning_fields(self, reasoning: str | None) -> dict[str, Any]:
         """The thinking under both of its names, unless the request left it out."""
@@ -335,6 +325,7 @@ class ResponseBuilder:
             logprobs = self._logprobs(choice, item)
             choice.logprobs.extend(logprobs["content"] if self.chat else [logprobs])
         choice.text_parts += [echo_text, item.text]
+        choice.reasoning_parts.append(item.reasoning_text)
 
     def body(self) -> dict[str, Any]:
         """The non-streaming response."""
@@ -368,11 +359,10 @@ class ResponseBuilder:
         return {**message, "role": self.plan.response_role}, finish_reason
 
     def _message_as_assistant(self, choice: _Choice, text: str) -> tuple[dict[str, Any], str | None]:
-        parser = self.plan.reasoning_parser
-        if choice.reasoning is None or parser is None:
+        if self.plan.reasoning_parser is None:
             return self._answer(choice, text)
-        reasoning, content = split_reasoning(parser, text)
-        message, finish_reason = self._answer(choice, content)
+        reasoning = "".join(choice.reasoning_parts) if choice.thought else None
+        message, finish_reason = self._answer(choice, text)
         if reasoning is not None and not message.get("content") and not message.get("tool_calls"):
             message["content"] = None  # it only thought (cut off before answering)
         return {**message, **self._reasoning_fields(reasoning)}, finish_reason

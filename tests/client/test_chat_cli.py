@@ -72,3 +72,22 @@ def test_an_unreachable_server_is_an_error_after_the_wait(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:
         chat(unused_address(), "hi\n", monkeypatch, "--wait-for-server", "0.3")
     assert exit_info.value.code == 2 and "within 0.3 s" in capsys.readouterr().err
+
+
+class ThinkingGeneration(EchoingGeneration):
+    """Thinks ("hm, ") before echoing, as a server with --reasoning-parser splits it (reasoning_text)."""
+
+    def Generate(self, request, context):  # noqa: N802 - gRPC method name
+        self.conversations.append([(m.role, m.content) for m in request.chat.messages])
+        yield generation_pb2.GenerateResponse(request_id="r", reasoning_text="hm, ", token_ids=[4], prompt_tokens=3)
+        yield generation_pb2.GenerateResponse(request_id="r", text="ok", token_ids=[5], thought=True,
+                                              finish_reason=generation_pb2.FINISH_REASON_STOP)
+
+
+def test_thinking_goes_to_stderr_and_the_history_keeps_the_answer(monkeypatch, capsys):
+    servicer = ThinkingGeneration()
+    with serving(servicer) as address:
+        chat(address, "one\ntwo\n", monkeypatch)
+    assert servicer.conversations[1] == [("user", "one"), ("assistant", "ok"), ("user", "two")]
+    printed = capsys.readouterr()
+    assert (printed.out, printed.err) == ("ok\nok\n", "hm, hm, ")

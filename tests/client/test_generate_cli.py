@@ -46,7 +46,7 @@ EVERY_FLAG = ["--system", "Be brief.", "--temperature", "0.7", "--top-p", "0.9",
               "--max-tokens", "16", "--min-tokens", "2", "--stop", "\n\n", "--stop", "END", "--stop-token-id", "3",
               "--ignore-eos", "--include-stop-str", "--keep-special-tokens", "--no-speculation", "--priority", "-3",
               "--allowed-token-ids", "5", "6", "--allowed-token-ids", "7", "--bad-words", "darn", "heck it",
-              "--truncate-prompt-tokens", "-1"]
+              "--truncate-prompt-tokens", "-1", "--no-split-reasoning"]
 
 
 def test_every_flag_reaches_its_request_field(served, capsys):
@@ -68,6 +68,7 @@ def test_every_flag_reaches_its_request_field(served, capsys):
     assert request.disable_speculation and request.priority == -3
     assert list(sampling.allowed_token_ids) == [5, 6, 7] and list(sampling.bad_words) == ["darn", "heck it"]
     assert request.HasField("truncate_prompt_tokens") and request.truncate_prompt_tokens == -1
+    assert request.HasField("split_reasoning") and not request.split_reasoning
 
 
 def test_unset_flags_leave_the_server_defaults(served, capsys):
@@ -79,7 +80,28 @@ def test_unset_flags_leave_the_server_defaults(served, capsys):
     assert request.sampling == generation_pb2.GenerateRequest().sampling
     assert request.stopping == generation_pb2.GenerateRequest().stopping
     assert not request.HasField("skip_special_tokens") and not request.disable_speculation and request.priority == 0
-    assert not request.HasField("truncate_prompt_tokens")
+    assert not request.HasField("truncate_prompt_tokens") and not request.HasField("split_reasoning")
+
+
+class ThinkingGeneration(RecordingGeneration):
+    """Thinks before answering, as a server with --reasoning-parser splits it (GenerateResponse.reasoning_text)."""
+
+    def Generate(self, request, context):  # noqa: N802 - gRPC method name
+        self.requests.append(request)
+        yield generation_pb2.GenerateResponse(request_id="r", reasoning_text="hm", token_ids=[4], prompt_tokens=3)
+        yield generation_pb2.GenerateResponse(request_id="r", text="ok", token_ids=[5], thought=True,
+                                              finish_reason=generation_pb2.FINISH_REASON_STOP)
+
+
+def test_thinking_streams_to_stderr_and_split_reasoning_asks_for_it_on_a_raw_prompt(capsys):
+    servicer = ThinkingGeneration()
+    with serving(servicer) as address:
+        cli.main(["generate", "plain text", "--server", address, "--raw", "--split-reasoning"])
+        printed = capsys.readouterr()
+        assert (printed.out, printed.err) == ("ok\n", "hm")
+        cli.main(["generate", "Hi", "--server", address, "--json"])
+        assert json.loads(capsys.readouterr().out)["reasoning"] == "hm"
+    assert servicer.requests[0].HasField("split_reasoning") and servicer.requests[0].split_reasoning
 
 
 def test_prompt_logprobs_are_in_the_json_output(served, capsys):

@@ -36,10 +36,12 @@ def delta(text: str, token_ids: list[int], **fields) -> pb.GenerateResponse:
 
 
 def test_merged_deltas_read_as_the_separate_ones():
-    first = delta("Hel", [5], prompt_tokens=7)
-    merge_delta(first, delta("lo!", [6, 7], finish_reason=STOP, stop_reason="!", usage=pb.Usage(completion_tokens=3)))
+    first = delta("Hel", [5], prompt_tokens=7, reasoning_text="Hm")
+    merge_delta(first, delta("lo!", [6, 7], finish_reason=STOP, stop_reason="!", usage=pb.Usage(completion_tokens=3),
+                             reasoning_text="m.", thought=True))
     assert (first.text, list(first.token_ids), [p.sampled.token_id for p in first.logprobs]) == (
         "Hello!", [5, 6, 7], [5, 6, 7])
+    assert (first.reasoning_text, first.thought) == ("Hmm.", True)
     assert (first.prompt_tokens, first.finish_reason, first.stop_reason, first.usage.completion_tokens) == (
         7, STOP, "!", 3)
 

@@ -159,6 +159,8 @@ def generate_requests(draw) -> bytes:
     if draw(st.booleans()):
         request.skip_special_tokens = draw(st.booleans())
     if draw(st.integers(0, 3)) == 0:
+        request.split_reasoning = draw(st.booleans())
+    if draw(st.integers(0, 3)) == 0:
         request.truncate_prompt_tokens = draw(TRUNCATE_PROMPT_TOKENS)
     data = request.SerializeToString()
     damage = draw(st.sampled_from(["none"] * 6 + ["bad_utf8", "truncate", "garbage", "oversize"]))
@@ -244,7 +246,8 @@ def fuzz_target(tiny_model_dir):
 
     stack = LocalStack(str(tiny_model_dir), ["--num-threads", "1", "--num-kv-blocks", "64"],
                        ["--max-request-bytes", str(MAX_MESSAGE_BYTES), "--max-queued-requests", "64",
-                        "--scheduling-policy", "priority"])  # requests' priorities reorder and preempt
+                        "--scheduling-policy", "priority",  # requests' priorities reorder and preempt
+                        "--reasoning-parser", "qwen3"])  # chat outputs split (and split_reasoning honoured)
     stack.start(timeout_s=600)
     channel = grpc.insecure_channel(stack.address)
     generate = channel.unary_stream(GENERATE, request_serializer=lambda data: data,

@@ -231,17 +231,20 @@ def test_a_reply_message_sent_back_as_the_sdk_returned_it_is_accepted(stack, mod
         assert answer.choices[0].finish_reason == "length" and answer.usage.completion_tokens == 12
 
 
-def test_the_reasoning_parser_splits_what_grpc_returns_whole(tiny_model_dir, launch_stack):
-    """--reasoning-parser deepseek_r1 through the real scheduler: the openai package reads the gRPC text's thinking as
-    the message's reasoning and the rest as content, whole and streamed, and accepts the reply sent back."""
-    from scheduler_svc.http.reasoning import split_reasoning
+def test_the_reasoning_parser_splits_grpc_and_http_outputs_alike(tiny_model_dir, launch_stack):
+    """--reasoning-parser deepseek_r1 through the real scheduler: the whole output (gRPC, split_reasoning false) split
+    as the parser reads it is the gRPC result's reasoning and text, and what the openai package reads as the message's
+    reasoning and content, whole and streamed; it accepts the reply sent back."""
+    from scheduler_svc.reasoning.splitters import split_reasoning
 
     stack = launch_stack.with_scheduler(tiny_model_dir, [], ["--http-port", "0", "--reasoning-parser", "deepseek_r1"])
     with Client(stack.address) as grpc_client, sync_openai(stack) as client:
         name = grpc_client.model_info().model
         expected = grpc_client.generate(messages=MESSAGES, temperature=0.0, max_tokens=12, ignore_eos=True,
-                                        skip_special_tokens=False).text  # kept while a parser reads
+                                        skip_special_tokens=False, split_reasoning=False).text  # as a parser reads
         reasoning, content = split_reasoning("deepseek_r1", expected)
+        split = grpc_client.generate(messages=MESSAGES, temperature=0.0, max_tokens=12, ignore_eos=True)
+        assert (split.reasoning, split.text) == (reasoning, content)
         reply = client.chat.completions.create(model=name, messages=MESSAGES, **GREEDY).choices[0].message
         assert (reply.reasoning, reply.reasoning_content, reply.content or "") == (reasoning, reasoning, content)
         chunks = list(client.chat.completions.create(model=name, messages=MESSAGES, stream=True, **GREEDY))

@@ -172,12 +172,12 @@ class EngineHarness:
         self.engine = Engine(self.scheduler, tokenizer, self.executor, MAX_MODEL_LEN, max_inflight_steps=2,
                              recovery_timeout_s=0.0)
         self.limits = ModelLimits(MODEL, MAX_MODEL_LEN, tokenizer.vocab_size, frozenset({EOS}), 16,
-                                  request_chat_templates=request_chat_templates)
+                                  request_chat_templates=request_chat_templates, reasoning_parser=reasoning_parser)
         self.ready = ready
         self.context = ServingContext(
             self.engine, tokenizer, self.limits, ApiKeyChecker(api_keys), is_ready=lambda: self.ready,
             metrics_registry=self.engine.metrics.registry if metrics_on else None, max_body_bytes=max_body_bytes,
-            tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, allowed_origins=allowed_origins,
+            tool_call_parser=tool_call_parser, allowed_origins=allowed_origins,
         )
         self.app = create_app(self.context)
 

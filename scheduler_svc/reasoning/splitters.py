@@ -14,7 +14,7 @@ The two <think> parsers differ in who opens the thinking:
   ``<think>`` (after whitespace) thinks, up to ``</think>`` or its end; any other output is all answer (thinking
   turned off, or a template that already closed the block in the prompt).
 
-``openai_gptoss``: gpt-oss's harmony channels instead (harmony_reasoning.py).
+``openai_gptoss``: gpt-oss's harmony channels instead (harmony.py).
 
 Every split is decided on text as it streams: a delta that may end inside a tag or marker holds those characters
 back until the next delta (or the end) tells, so the streamed pieces join to exactly what the whole response gives.
@@ -26,8 +26,8 @@ from enum import Enum
 from typing import Protocol
 
 from scheduler_svc.config import REASONING_PARSERS
-from scheduler_svc.http.harmony_reasoning import HarmonySplitter
-from scheduler_svc.http.reasoning_delta import PieceReader, ReasoningDelta, partial_marker_length
+from scheduler_svc.reasoning.delta import PieceReader, ReasoningDelta, partial_marker_length
+from scheduler_svc.reasoning.harmony import HarmonySplitter
 
 THINK_START = "<think>"
 THINK_END = "</think>"

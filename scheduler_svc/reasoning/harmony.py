@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from scheduler_svc.http.reasoning_delta import PieceReader, ReasoningDelta, partial_marker_length
+from scheduler_svc.reasoning.delta import PieceReader, ReasoningDelta, partial_marker_length
 
 CHANNEL = "<|channel|>"
 MESSAGE = "<|message|>"

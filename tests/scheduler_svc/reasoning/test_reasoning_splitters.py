@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler_svc.config import REASONING_PARSERS
-from scheduler_svc.http.reasoning import reasoning_splitter, split_reasoning
+from scheduler_svc.reasoning.splitters import reasoning_splitter, split_reasoning
 
 CASES = {
     # output: (deepseek_r1's (reasoning, content), qwen3's)
