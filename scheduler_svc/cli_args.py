@@ -104,7 +104,9 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
                             "from the output in this model syntax, as vLLM's parser of the name: hermes "
                             "(<tool_call>{...}</tool_call> blocks: Hermes, Qwen), llama3_json ({\"name\": ..., "
                             '"parameters": {...}} objects, maybe after <|python_tag|>, ";"-separated: Llama 3.x), '
-                            "pythonic ([f(a=1), g()]: Llama 3.2/4) or mistral ([TOOL_CALLS] [{...}]: Mistral) "
+                            "pythonic ([f(a=1), g()]: Llama 3.2/4), mistral ([TOOL_CALLS] [{...}]: Mistral) or "
+                            "openai (gpt-oss's harmony messages to=functions.NAME; with --reasoning-parser "
+                            "openai_gptoss) "
                             '(default: none, "auto" is refused)')
     group.add_argument("--reasoning-parser", choices=REASONING_PARSERS, default=None,
                        help="return a reasoning model's thinking over HTTP as chat messages' reasoning (and "

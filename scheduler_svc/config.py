@@ -13,7 +13,7 @@ DEFAULT_PORT = 50051
 """Where the public API listens unless told otherwise (and where the CLI's clients look for it)."""
 SCHEDULING_POLICIES = ("fcfs", "priority")
 """--scheduling-policy: the order requests start in and the order they are preempted in."""
-TOOL_CALL_PARSERS = ("hermes", "llama3_json", "pythonic", "mistral")
+TOOL_CALL_PARSERS = ("hermes", "llama3_json", "pythonic", "mistral", "openai")
 """The tool call syntaxes the HTTP front can read from free text (tool_choice "auto"): --tool-call-parser."""
 REASONING_PARSERS = ("deepseek_r1", "qwen3", "openai_gptoss")
 """How a reasoning model's thinking is marked, which the HTTP front splits from the answer: a <think> block the

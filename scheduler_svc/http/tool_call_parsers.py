@@ -5,7 +5,8 @@ offering tool_calls_common.ToolCallParser's parse_output and stream_parser.
 - ``llama3_json``: JSON objects ``{"name": ..., "parameters": {...}}``, maybe after ``<|python_tag|>``, separated
   by ``;`` (Llama 3.1/3.2/3.3);
 - ``pythonic``: a Python list of calls ``[f(a=1), g()]`` (Llama 3.2, Llama 4, ToolACE);
-- ``mistral``: ``[TOOL_CALLS]`` and a JSON array of ``{"name": ..., "arguments": {...}}`` (Mistral 7B v0.3, Nemo).
+- ``mistral``: ``[TOOL_CALLS]`` and a JSON array of ``{"name": ..., "arguments": {...}}`` (Mistral 7B v0.3, Nemo);
+- ``openai``: gpt-oss's harmony messages addressed ``to=functions.NAME`` (with ``--reasoning-parser openai_gptoss``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from scheduler_svc.http import (
+    harmony_tool_calls,
     hermes_tool_calls,
     llama3_json_tool_calls,
     mistral_tool_calls,
@@ -26,6 +28,7 @@ PARSERS: Mapping[str, ToolCallParser] = MappingProxyType({
     "llama3_json": llama3_json_tool_calls,
     "pythonic": pythonic_tool_calls,
     "mistral": mistral_tool_calls,
+    "openai": harmony_tool_calls,
 })
 """Every parser by name, in config.TOOL_CALL_PARSERS' order."""
 

@@ -1,6 +1,6 @@
 """Tool calling (OpenAI's function calling): on structured output, as vLLM serves it without a model-specific
-parser, and, with the server's ``--tool-call-parser`` (hermes, llama3_json, pythonic or mistral), parsed from free
-text (vLLM's ``--enable-auto-tool-choice --tool-call-parser NAME``).
+parser, and, with the server's ``--tool-call-parser`` (hermes, llama3_json, pythonic, mistral or openai), parsed from
+free text (vLLM's ``--enable-auto-tool-choice --tool-call-parser NAME``).
 
 A chat request's ``tools`` (function tools only) and ``tool_choice`` decide what the output is:
 
@@ -20,7 +20,8 @@ A chat request's ``tools`` (function tools only) and ``tool_choice`` decide what
   ``hermes``, ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (hermes_tool_calls.py);
   ``llama3_json``, JSON objects maybe after ``<|python_tag|>``, separated by ``;`` (llama3_json_tool_calls.py);
   ``pythonic``, a Python list of calls (pythonic_tool_calls.py); ``mistral``, ``[TOOL_CALLS]`` and a JSON array
-  (mistral_tool_calls.py). The text before the calls is the ``content`` (trailing whitespace dropped, null when
+  (mistral_tool_calls.py); ``openai``, gpt-oss's harmony messages addressed to a function
+  (harmony_tool_calls.py). The text before the calls is the ``content`` (trailing whitespace dropped, null when
   blank; pythonic calls are the whole output), each call a tool call (at most one with ``parallel_tool_calls:
   false``), ``finish_reason`` "tool_calls"; an output whose calls do not parse, are cut short or call a function
   not among the tools is returned whole as ``content``, with the engine's finish reason. Special tokens are kept

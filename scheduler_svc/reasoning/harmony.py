@@ -4,10 +4,14 @@ The chat template ends the prompt with ``<|start|>assistant``, and the model wri
 its channel and a body: ``<|channel|>analysis<|message|>...<|end|>`` (the thinking), then
 ``<|start|>assistant<|channel|>final<|message|>...`` (the answer, ended by the ``<|return|>`` stop token, which is
 not in the text). The ``analysis`` channel's bodies are the thinking; every other channel's (``final``, and
-``commentary``: preambles and tool calls, whose arguments are not parsed into tool calls here) are the content.
-Headers and markers are dropped. An output that does not start with a channel header is all content; a header left
-unfinished when the output ends is given as content rather than dropped. The markers are special tokens, so the
-HTTP front keeps special tokens in the text while a parser reads it (unless the request sets skip_special_tokens).
+``commentary``: preambles) are the content. Headers and markers are dropped, but for a tool call: a message addressed
+to a function (``to=functions.NAME`` in its header, written as ``... to=functions.get_weather <|constrain|>json``)
+goes to the content as ``<|channel|>commentary to=functions.NAME<|message|>ARGUMENTS<|call|>`` (CALL_OPENER; the
+closing ``<|call|>`` only when another marker ends it: the model's own is a stop token), which the ``openai`` tool
+call parser reads (scheduler_svc/http/harmony_tool_calls.py). An output that does not start with a channel header
+is all content; a header left unfinished when the output ends is given as content rather than dropped. The markers
+are special tokens, so they are kept in the text while a parser reads it (unless the request sets
+skip_special_tokens).
 """
 
 from __future__ import annotations
@@ -22,6 +26,11 @@ START = "<|start|>"
 BODY_ENDS = ("<|end|>", "<|return|>", "<|call|>")
 MARKERS = (CHANNEL, MESSAGE, START, "<|constrain|>", *BODY_ENDS)
 THINKING_CHANNEL = "analysis"
+FUNCTIONS = "functions."
+"""A tool call's recipient prefix: ``to=functions.NAME``."""
+CALL_OPENER = f"{CHANNEL}commentary to={FUNCTIONS}"
+"""How a tool call message starts in the content: the function's name and ``<|message|>`` follow."""
+CALL_END = "<|call|>"
 
 
 class _Part(Enum):
@@ -43,6 +52,8 @@ class HarmonySplitter(PieceReader):
         self._part = _Part.LEADING
         self._header = ""
         self._thinking = False
+        self._calling = False
+        """Whether the body being read is a tool call's arguments (its message names a function)."""
         self.thought = False
         """Whether any of the output was on the analysis channel."""
 
@@ -61,7 +72,7 @@ class HarmonySplitter(PieceReader):
         if self._part is _Part.LEADING:
             return ReasoningDelta(), self._lead(text)
         if self._part is _Part.HEADER:
-            return ReasoningDelta(), self._read_header(text)
+            return self._read_header(text)
         if self._part is _Part.BETWEEN:
             return self._between(text)
         return self._read_body(text)
@@ -76,17 +87,21 @@ class HarmonySplitter(PieceReader):
         self._part = _Part.PLAIN
         return text
 
-    def _read_header(self, text: str) -> str:
+    def _read_header(self, text: str) -> tuple[ReasoningDelta, str]:
+        """A message's header, once its ``<|message|>`` has come: a tool call's opener as content, else nothing."""
         header = self._header + text
         end = header.find(MESSAGE)
         if end < 0:
             self._header = header
-            return ""
+            return ReasoningDelta(), ""
         self._header = ""
-        self._thinking = _channel_of(header[:end]) == THINKING_CHANNEL
+        function = _function_of(header[:end])
+        self._calling = function is not None
+        self._thinking = not self._calling and _channel_of(header[:end]) == THINKING_CHANNEL
         self.thought = self.thought or self._thinking
         self._part = _Part.BODY
-        return header[end + len(MESSAGE):]
+        opener = ReasoningDelta(content=f"{CALL_OPENER}{function}{MESSAGE}") if self._calling else ReasoningDelta()
+        return opener, header[end + len(MESSAGE):]
 
     def _read_body(self, text: str) -> tuple[ReasoningDelta, str]:
         found = [(index, marker) for marker in (*BODY_ENDS, START) if (index := text.find(marker)) >= 0]
@@ -94,6 +109,8 @@ class HarmonySplitter(PieceReader):
             index, marker = min(found)
             body, rest = text[:index], text[index + len(marker):]
             self._part = _Part.HEADER if marker == START else _Part.BETWEEN
+            if self._calling:
+                body, self._calling = body + CALL_END, False
         else:
             kept = len(text) - partial_marker_length(text, MARKERS)
             body, rest, self._held = text[:kept], "", text[kept:]
@@ -108,6 +125,15 @@ class HarmonySplitter(PieceReader):
             return ReasoningDelta(content=text[:kept]), ""
         self._part = _Part.HEADER
         return ReasoningDelta(content=text[:index]), text[index + len(START):]
+
+
+def _function_of(header: str) -> str | None:
+    """The function a message header addresses (``to=functions.NAME``, in its role or channel part); None when it
+    addresses none."""
+    for word in header.replace("<|", " <|").split():
+        if word.startswith(f"to={FUNCTIONS}") and len(word) > len(f"to={FUNCTIONS}"):
+            return word[len(f"to={FUNCTIONS}"):]
+    return None
 
 
 def _channel_of(header: str) -> str:

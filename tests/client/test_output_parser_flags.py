@@ -14,7 +14,7 @@ from scheduler_svc.config import SchedulerServiceConfig
 PARSERS = [
     # (flag, config field, a valid value, the config's message for "xml")
     ("--tool-call-parser", "tool_call_parser", "hermes",
-     "^tool_call_parser: must be one of hermes, llama3_json, pythonic, mistral, got 'xml'$"),
+     "^tool_call_parser: must be one of hermes, llama3_json, pythonic, mistral, openai, got 'xml'$"),
     ("--reasoning-parser", "reasoning_parser", "qwen3",
      "^reasoning_parser: must be one of deepseek_r1, qwen3, openai_gptoss, got 'xml'$"),
 ]

@@ -49,6 +49,13 @@ OUTPUTS = {
          '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Pa"', [], "stop"),
         ("No [TOOL] here", "No [TOOL] here", [], "stop"),
     ],
+    "openai": [  # gpt-oss's raw harmony (with --reasoning-parser openai_gptoss: test_harmony_thinking_and_calls...)
+        ('<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}', None, [PARIS],
+         "tool_calls"),
+        ("<|channel|>final<|message|>Sunny.", "<|channel|>final<|message|>Sunny.", [], "stop"),
+        ("<|channel|>commentary to=functions.get_weather<|message|>{Paris}",
+         "<|channel|>commentary to=functions.get_weather<|message|>{Paris}", [], "stop"),
+    ],
 }
 CASES = [(parser, *case) for parser, cases in OUTPUTS.items() for case in cases]
 
@@ -72,7 +79,7 @@ def message_of(choice) -> tuple[str | None, list[tuple[str, str]]]:
 
 
 def test_the_flag_names_every_parser_and_each_is_one():
-    assert tuple(PARSERS) == TOOL_CALL_PARSERS == ("hermes", "llama3_json", "pythonic", "mistral")
+    assert tuple(PARSERS) == TOOL_CALL_PARSERS == ("hermes", "llama3_json", "pythonic", "mistral", "openai")
     assert tool_call_parser("hermes") is hermes_tool_calls
     for name in TOOL_CALL_PARSERS:
         parser = tool_call_parser(name)
@@ -94,7 +101,7 @@ def test_auto_without_a_parser_names_every_parser():
     with pytest.raises(ApiError) as caught:
         chat_plan(body, "m")
     assert caught.value.param == "tool_choice"
-    assert "--tool-call-parser hermes (or llama3_json, pythonic, mistral)" in caught.value.message
+    assert "--tool-call-parser hermes (or llama3_json, pythonic, mistral, openai)" in caught.value.message
 
 
 @pytest.mark.parametrize("parser, output, content, calls, finish_reason", CASES)
@@ -134,3 +141,23 @@ def test_streamed_content_comes_first_and_each_call_in_a_chunk_of_its_own(tokeni
 
     serve(tokenizer, test, executor=FakeExecutor(script=tokenizer.encode(output, add_special_tokens=False)),
           tool_call_parser="mistral")
+
+
+def test_harmony_thinking_and_calls_come_apart_with_both_gpt_oss_parsers(tokenizer):
+    """--reasoning-parser openai_gptoss and --tool-call-parser openai: the analysis channel is the reasoning, the
+    preamble the content, the message addressed to a function a tool call, whole and streamed."""
+    output = ("<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant<|channel|>commentary<|message|>Checking."
+              '<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary<|message|>{"city": "Paris"}')
+
+    async def test(client, served):
+        body = {"messages": MESSAGES, "tools": TOOLS, "max_tokens": 180}
+        (choice,) = ChatCompletion.model_validate((await client.post(CHAT, json=body)).json()).choices
+        assert message_of(choice) == ("Checking.", [PARIS]) and choice.finish_reason == "tool_calls"
+        assert choice.message.model_extra["reasoning"] == "Hm."
+        chunks = events(await client.post(CHAT, json={**body, "stream": True}))[:-1]
+        (streamed,) = gathered(chunks).choices
+        assert message_of(streamed) == ("Checking.", [PARIS]) and streamed.finish_reason == "tool_calls"
+        assert "".join(chunk["choices"][0]["delta"].get("reasoning") or "" for chunk in chunks) == "Hm."
+
+    serve(tokenizer, test, executor=FakeExecutor(script=tokenizer.encode(output, add_special_tokens=False)),
+          tool_call_parser="openai", reasoning_parser="openai_gptoss")

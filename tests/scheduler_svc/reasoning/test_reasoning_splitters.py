@@ -34,8 +34,16 @@ HARMONY_CASES = {
     "<|channel|>analysis<|message|>cut off while thin": ("cut off while thin", ""),
     f"{ANALYSIS}<|start|>assistant<|channel|>analysis<|message|> more<|end|><|start|>assistant<|channel|>final"
     "<|message|>No.": ("7 x 13 more", "No."),
+    # a tool call goes to the content in one form (the openai tool call parser's), closed where a marker ended it
     f"{ANALYSIS}<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{{}}<|call|>": (
-        "7 x 13", "{}"),
+        "7 x 13", "<|channel|>commentary to=functions.f<|message|>{}<|call|>"),
+    f"{ANALYSIS}<|start|>assistant to=functions.get_time<|channel|>commentary json<|message|>{{}}": (
+        "7 x 13", "<|channel|>commentary to=functions.get_time<|message|>{}"),
+    "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary to=functions.f"
+    '<|message|>{"a": 1}<|end|><|start|>assistant<|channel|>commentary to=functions.g<|message|>{}': (
+        None, 'Checking.<|channel|>commentary to=functions.f<|message|>{"a": 1}<|call|>'
+              "<|channel|>commentary to=functions.g<|message|>{}"),
+    "<|channel|>commentary to=browser.search<|message|>{}<|end|>": (None, "{}"),  # not a function: its body
     "Plain text, no channels.": (None, "Plain text, no channels."),
     "<|channel|>analysis": (None, "<|channel|>analysis"),
     f"{ANALYSIS}<|start|>assistant<|chan": ("7 x 13", "assistant<|chan"),
