@@ -85,7 +85,8 @@ def _turn(client: Any, history: list[dict[str, str]], text: str, options: dict[s
     try:
         for chunk in client.generate_stream(messages=messages, **options):
             parts.append(chunk.text)
-            print(chunk.reasoning_text, end="", file=sys.stderr, flush=True)
+            if chunk.reasoning_text:
+                print(chunk.reasoning_text, end="", file=sys.stderr, flush=True)
             print(chunk.text, end="", file=out, flush=True)
     except StepaheadError as error:
         print(f"\nerror: {error}", file=sys.stderr, flush=True)

@@ -192,7 +192,8 @@ def run_generate(args: argparse.Namespace) -> None:
             print(json.dumps(client.generate(**kwargs).to_dict(), indent=2))
             return
         for chunk in client.generate_stream(**kwargs):
-            print(chunk.reasoning_text, end="", file=sys.stderr, flush=True)
+            if chunk.reasoning_text:
+                print(chunk.reasoning_text, end="", file=sys.stderr, flush=True)
             print(chunk.text, end="", flush=True)
         print()
 

@@ -109,10 +109,11 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
                             "openai_gptoss) "
                             '(default: none, "auto" is refused)')
     group.add_argument("--reasoning-parser", choices=REASONING_PARSERS, default=None,
-                       help="return a reasoning model's thinking over HTTP as chat messages' reasoning (and "
-                            "reasoning_content), apart from content: deepseek_r1 (the template opens the <think> "
-                            "block: DeepSeek-R1, QwQ), qwen3 (the model opens it: Qwen3, SmolLM3) or openai_gptoss "
-                            "(gpt-oss's analysis channel) (default: none)")
+                       help="return a reasoning model's thinking apart from its answer, over HTTP as chat messages' "
+                            "reasoning (and reasoning_content), over gRPC as reasoning_text (a request's "
+                            "split_reasoning chooses; default: chat prompts): deepseek_r1 (the template opens the "
+                            "<think> block: DeepSeek-R1, QwQ), qwen3 (the model opens it: Qwen3, SmolLM3) or "
+                            "openai_gptoss (gpt-oss's analysis channel) (default: none)")
     group.add_argument("--allowed-origins", nargs="+", default=None, metavar="ORIGIN",
                        help="web origins whose pages may call the HTTP API from a browser (CORS), such as "
                             "https://ui.example:8080, or * for any, as vLLM's flag (default: none)")

@@ -16,7 +16,7 @@ SCHEDULING_POLICIES = ("fcfs", "priority")
 TOOL_CALL_PARSERS = ("hermes", "llama3_json", "pythonic", "mistral", "openai")
 """The tool call syntaxes the HTTP front can read from free text (tool_choice "auto"): --tool-call-parser."""
 REASONING_PARSERS = ("deepseek_r1", "qwen3", "openai_gptoss")
-"""How a reasoning model's thinking is marked, which the HTTP front splits from the answer: a <think> block the
+"""How a reasoning model's thinking is marked, which the engine splits from the answer: a <think> block the
 template or the model opens, or gpt-oss's harmony channels (--reasoning-parser; scheduler_svc/reasoning/)."""
 
 
@@ -142,8 +142,9 @@ class SchedulerServiceConfig:
     """The model's tool call syntax, one of TOOL_CALL_PARSERS: the HTTP front serves tool_choice "auto" (OpenAI's
     default with tools) by parsing calls from the output; None: "auto" is refused."""
     reasoning_parser: str | None = None
-    """One of REASONING_PARSERS: the HTTP front returns a reasoning model's thinking as chat messages' ``reasoning``
-    (and ``reasoning_content``), apart from their ``content``; None: the output is all content."""
+    """One of REASONING_PARSERS: the engine splits a reasoning model's thinking from its answer (gRPC
+    ``reasoning_text``, HTTP chat messages' ``reasoning`` and ``reasoning_content``); None: the output is all
+    answer."""
     generation_config: str = "auto"
     """Default sampling parameters for what requests leave unset: "auto" (the model's generation_config.json),
     "none", or a directory holding a generation_config.json (vLLM's --generation-config)."""

@@ -25,6 +25,7 @@ from collections.abc import Collection
 
 from scheduler_svc.http import tool_calls_common
 from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta
+from scheduler_svc.reasoning.delta import partial_marker_length
 from scheduler_svc.reasoning.harmony import CALL_END, CALL_OPENER, MESSAGE
 
 START = CALL_OPENER
@@ -143,13 +144,7 @@ class StreamParser:
         elif ended:
             self._pending = ""
         else:
-            self._pending = self._pending[len(self._pending) - self._partial_start():]
-
-    def _partial_start(self) -> int:
-        """The length of the pending text's longest end that begins START."""
-        text = self._pending
-        return next((size for size in range(min(len(START) - 1, len(text)), 0, -1) if START.startswith(text[-size:])),
-                    0)
+            self._pending = self._pending[len(self._pending) - partial_marker_length(self._pending, (START,)):]
 
     def _take(self, size: int) -> str:
         taken, self._pending = self._pending[:size], self._pending[size:]
