@@ -165,6 +165,7 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
         raise invalid("messages", "at least one message is required")
     prompt = generation_pb2.GenerateRequest(model=model)
     prompt.chat.CopyFrom(chat_prompt(body.messages, tools.tools_json, body))
+    _give_reasoning_effort(prompt.chat, body)
     max_tokens, max_param = body.max_tokens, "max_tokens"
     if body.max_completion_tokens is not None:
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
@@ -173,6 +174,19 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
     role = _response_role(prompt.chat)
     return replace(plan, response_role=role, echo_content=_chat_echo(body, prompt.chat, role),
                    include_reasoning=body.include_reasoning is not False)
+
+
+def _give_reasoning_effort(chat: generation_pb2.ChatPrompt, body: ChatCompletionRequest) -> None:
+    """OpenAI's ``reasoning_effort`` as the chat template variable of the name (vLLM's way), beside
+    chat_template_kwargs, which may not set it to something else."""
+    if body.reasoning_effort is None:
+        return
+    kwargs = dict(body.chat_template_kwargs or {})
+    if kwargs.get("reasoning_effort", body.reasoning_effort) != body.reasoning_effort:
+        raise invalid("reasoning_effort", f"{body.reasoning_effort!r} differs from chat_template_kwargs' "
+                                          f"reasoning_effort {kwargs['reasoning_effort']!r} (give it once)")
+    kwargs["reasoning_effort"] = body.reasoning_effort
+    chat.template_kwargs_json = json.dumps(kwargs, ensure_ascii=False)
 
 
 def _response_role(chat: generation_pb2.ChatPrompt) -> str:

@@ -259,6 +259,9 @@ class ChatCompletionRequest(SamplingFields, ChatTemplateFields):
     include_reasoning: bool | None = None
     """vLLM's: false leaves the thinking the server's --reasoning-parser splits off out of the response (unset:
     true; without a parser nothing is split off)."""
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    """OpenAI's: how much a reasoning model thinks, given to the chat template as ``reasoning_effort`` (gpt-oss's
+    template writes it into the system message), as vLLM does; templates that do not read it ignore it."""
     functions: list[Any] | None = None
 
 

@@ -169,3 +169,29 @@ def test_a_trusting_server_renders_with_the_requests_template(tokenizer):
             assert broken.status_code == 400 and broken.json()["error"]["param"] == "chat_template", broken.text
 
     serve(tokenizer, test, request_chat_templates=True)
+
+
+EFFORT = "{{ reasoning_effort | default('none') }}:{% for m in messages %}{{ m.content }}{% endfor %}"
+
+
+def test_reasoning_effort_reaches_the_template_as_its_variable(tokenizer):
+    """OpenAI's reasoning_effort becomes the template variable of the name (gpt-oss's template reads it), as in vLLM;
+    chat_template_kwargs may repeat it but not contradict it; a value OpenAI does not define is a 400."""
+    assert json.loads(plan_chat(reasoning_effort="high").template_kwargs_json) == {"reasoning_effort": "high"}
+    both = plan_chat(reasoning_effort="low", chat_template_kwargs={"reasoning_effort": "low", "persona": "x"})
+    assert json.loads(both.template_kwargs_json) == {"reasoning_effort": "low", "persona": "x"}
+
+    async def test(client, served):
+        for effort, rendered in (("high", "high:"), (None, "none:")):
+            body = {"messages": [QUESTION], "chat_template": EFFORT, "max_tokens": 1, "reasoning_effort": effort}
+            expected = tokenizer.encode(rendered + QUESTION["content"], add_special_tokens=False)
+            assert usage_and_prompt(await client.post(CHAT, json=body), served)[1] == expected
+            served.executor.prompts.clear()
+        for body, words in (({"reasoning_effort": "max"}, "reasoning_effort"),
+                            ({"reasoning_effort": "low", "chat_template_kwargs": {"reasoning_effort": "high"}},
+                             "differs from chat_template_kwargs")):
+            refused = await client.post(CHAT, json={"messages": [QUESTION], **body})
+            assert refused.status_code == 400 and refused.json()["error"]["param"] == "reasoning_effort", refused.text
+            assert words in refused.json()["error"]["message"]
+
+    serve(tokenizer, test, request_chat_templates=True)
