@@ -11,7 +11,7 @@ for ``"arguments"``, as some models write it), after some text or none:
 - an output without a block is its own content (None when empty); an output with a block that does not parse, is
   not closed or names a function that is not among the tools is returned whole as content, with no call.
 
-parse_output reads a finished output. StreamParser reads the same output as it is generated and says what a
+parse_output reads a finished output. stream_parser reads the same output as it is generated and says what a
 stream may send: content as it comes, except for trailing whitespace and a trailing beginning of ``<tool_call>``
 (held until what follows decides them), and each call once its ``</tool_call>`` has come. Whatever the pieces, it
 ends with the same content and calls as parse_output, but for one case a stream cannot take back: a bad block after
@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from scheduler_svc.http import tool_calls_common
-from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta, call_of_json
+from scheduler_svc.http.tool_call_blocks import BlockCallStream, Blocks, parse_blocks
+from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, call_of_json
 
 START = "<tool_call>"
 END = "</tool_call>"
@@ -36,21 +37,12 @@ def parse_block(body: str, names: Collection[str]) -> ParsedCall | None:
     return call_of_json(body, names)
 
 
+BLOCKS = Blocks(START, END, parse_block)
+
+
 def parse_output(text: str, names: Collection[str], parallel: bool = True) -> ParsedOutput:
     """The content and calls of a finished output (see the module's docstring)."""
-    first = text.find(START)
-    if first < 0:
-        return ParsedOutput(text or None)
-    calls: list[ParsedCall] = []
-    start = first
-    while start >= 0:
-        end = text.find(END, start + len(START))
-        call = parse_block(text[start + len(START):end], names) if end >= 0 else None
-        if call is None:
-            return ParsedOutput(text)
-        calls.append(call)
-        start = text.find(START, end + len(END))
-    return ParsedOutput(text[:first].rstrip() or None, tuple(calls[:1] if not parallel else calls))
+    return parse_blocks(BLOCKS, text, names, parallel)
 
 
 def held_suffix(text: str) -> int:
@@ -59,80 +51,6 @@ def held_suffix(text: str) -> int:
     return tool_calls_common.held_suffix(text, START)
 
 
-def stream_parser(names: Collection[str], parallel: bool = True) -> StreamParser:
+def stream_parser(names: Collection[str], parallel: bool = True) -> BlockCallStream:
     """A parser of one output as it is generated (the parser interface of tool_calls_common)."""
-    return StreamParser(names, parallel)
-
-
-class StreamParser:
-    """Reads an output piece by piece; feed() and finish() return what the stream may send."""
-
-    def __init__(self, names: Collection[str], parallel: bool = True) -> None:
-        self._names = names
-        self._parallel = parallel
-        self._pending = ""
-        """Output not sent yet (before the first block: held content; after: the blocks not closed yet)."""
-        self._in_calls = False
-        """Whether a ``<tool_call>`` has come (the pending text starts at or before it)."""
-        self._failed = False
-        """A block did not parse: the rest of the output is content."""
-        self.calls_sent = 0
-
-    def feed(self, text: str) -> StreamDelta:
-        """One more piece of the output."""
-        if self._failed:
-            return StreamDelta(text)
-        self._pending += text
-        return self._calls() if self._in_calls else self._content()
-
-    def finish(self) -> StreamDelta:
-        """The output has ended: what was held. An unclosed block (or, before any call, the whitespace held before
-        a block) goes out as content; text after the last call is dropped."""
-        pending, self._pending = self._pending, ""
-        if self._failed or (self._in_calls and self.calls_sent and START not in pending):
-            return StreamDelta()
-        return StreamDelta(pending)
-
-    def _content(self) -> StreamDelta:
-        start = self._pending.find(START)
-        if start < 0:
-            sendable = len(self._pending) - held_suffix(self._pending)
-            return StreamDelta(self._take(sendable))
-        content = self._take(len(self._pending[:start].rstrip()))
-        self._in_calls = True
-        return StreamDelta(content).then(self._calls())
-
-    def _calls(self) -> StreamDelta:
-        """Every block closed in the pending text, as calls (or, at a bad one, the rest as content)."""
-        sent: list[ParsedCall] = []
-        self._drop_between_blocks()
-        while (block := self._closed_block()) is not None:
-            start, end = block
-            call = parse_block(self._pending[start + len(START):end], self._names)
-            if call is None:
-                self._failed = True
-                return StreamDelta(self._take(len(self._pending)), tuple(sent))
-            if self._parallel or self.calls_sent == 0:
-                sent.append(call)
-                self.calls_sent += 1
-            self._pending = self._pending[end + len(END):]
-            self._drop_between_blocks()
-        return StreamDelta(calls=tuple(sent))
-
-    def _drop_between_blocks(self) -> None:
-        """Once a call was sent, the text after it is dropped up to the next block (or what may begin one)."""
-        if not self.calls_sent:
-            return
-        start = self._pending.find(START)
-        keep = start if start >= 0 else len(self._pending) - held_suffix(self._pending)
-        self._pending = self._pending[keep:].lstrip()
-
-    def _closed_block(self) -> tuple[int, int] | None:
-        """Where the pending text's first block starts and where its ``</tool_call>`` is, once that has come."""
-        start = self._pending.find(START)
-        end = self._pending.find(END, start + len(START)) if start >= 0 else -1
-        return (start, end) if end >= 0 else None
-
-    def _take(self, size: int) -> str:
-        taken, self._pending = self._pending[:size], self._pending[size:]
-        return taken
+    return BlockCallStream(BLOCKS, names, parallel)

@@ -4,23 +4,17 @@ and calls, and the same output streamed in any pieces ending with the same conte
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tool_call_streams import NAMES, split, streamed_by
 
-from scheduler_svc.http.hermes_tool_calls import (
-    END,
-    START,
-    ParsedCall,
-    ParsedOutput,
-    StreamDelta,
-    StreamParser,
-    held_suffix,
-    parse_output,
-)
+from scheduler_svc.http import hermes_tool_calls
+from scheduler_svc.http.hermes_tool_calls import END, START, held_suffix, parse_output, stream_parser
+from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta
 
-NAMES = frozenset({"get_weather", "get_time"})
 WEATHER = ParsedCall("get_weather", '{"city": "Paris"}')
 TIME = ParsedCall("get_time", "{}")
 
@@ -33,21 +27,7 @@ WEATHER_BLOCK = block("get_weather", {"city": "Paris"})
 TIME_BLOCK = block("get_time", {})
 
 
-def streamed(pieces: list[str], names: frozenset[str] = NAMES, parallel: bool = True) -> ParsedOutput:
-    """What a client gathers from a stream of ``pieces``: the content deltas joined (None when there were none) and
-    the calls."""
-    parser = StreamParser(names, parallel)
-    sent = StreamDelta()
-    for piece in pieces:
-        sent = sent.then(parser.feed(piece))
-    sent = sent.then(parser.finish())
-    assert parser.calls_sent == len(sent.calls)
-    return ParsedOutput(sent.content or None, sent.calls)
-
-
-def split(text: str, cuts: list[int]) -> list[str]:
-    bounds = [0, *sorted({cut % (len(text) + 1) for cut in cuts}), len(text)]
-    return [text[start:end] for start, end in zip(bounds, bounds[1:])]
+streamed = partial(streamed_by, hermes_tool_calls)
 
 
 # ---- whole outputs ----------------------------------------------------------------------------------------------
@@ -103,7 +83,7 @@ def test_a_stream_holds_trailing_whitespace_and_the_beginning_of_a_block(text, h
 
 # ---- streaming --------------------------------------------------------------------------------------------------
 def test_content_streams_as_it_comes_and_each_call_once_its_block_is_closed():
-    parser = StreamParser(NAMES)
+    parser = stream_parser(NAMES)
     assert parser.feed("Let me") == StreamDelta("Let me")
     assert parser.feed(" check.\n") == StreamDelta(" check.")
     assert parser.feed("\n<tool") == StreamDelta()
@@ -117,7 +97,7 @@ def test_content_streams_as_it_comes_and_each_call_once_its_block_is_closed():
 
 
 def test_a_bad_block_streams_as_content():
-    parser = StreamParser(NAMES)
+    parser = stream_parser(NAMES)
     assert parser.feed("Hi\n<tool_call>{oops") == StreamDelta("Hi")
     assert parser.feed("}</tool_call> more") == StreamDelta("\n<tool_call>{oops}</tool_call> more")
     assert parser.feed(f" {WEATHER_BLOCK}") == StreamDelta(f" {WEATHER_BLOCK}")

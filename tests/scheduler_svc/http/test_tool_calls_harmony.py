@@ -5,36 +5,25 @@ harmony output reaches the same splitter-and-parser result."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tool_call_streams import NAMES, split, streamed_by
 
-from scheduler_svc.http.harmony_tool_calls import START, StreamParser, parse_output, stream_parser
+from scheduler_svc.http import harmony_tool_calls
+from scheduler_svc.http.harmony_tool_calls import START, parse_output, stream_parser
 from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta
 from scheduler_svc.reasoning.splitters import reasoning_splitter, split_reasoning
 
-NAMES = frozenset({"get_weather", "get_time"})
 WEATHER = ParsedCall("get_weather", '{"city": "Paris"}')
 TIME = ParsedCall("get_time", "{}")
 WEATHER_CALL = f'{START}get_weather<|message|>{{"city": "Paris"}}'
 TIME_CALL = f"{START}get_time<|message|>{{}}"
 
 
-def streamed(pieces: list[str], names: frozenset[str] = NAMES, parallel: bool = True) -> ParsedOutput:
-    """What a client gathers from a stream of ``pieces``: the content joined (None when there was none), the calls."""
-    parser = stream_parser(names, parallel)
-    sent = StreamDelta()
-    for piece in pieces:
-        sent = sent.then(parser.feed(piece))
-    sent = sent.then(parser.finish())
-    assert parser.calls_sent == len(sent.calls)
-    return ParsedOutput(sent.content or None, sent.calls)
-
-
-def split(text: str, cuts: list[int]) -> list[str]:
-    bounds = [0, *sorted({cut % (len(text) + 1) for cut in cuts}), len(text)]
-    return [text[start:end] for start, end in zip(bounds, bounds[1:])]
+streamed = partial(streamed_by, harmony_tool_calls)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -72,7 +61,7 @@ def test_parallel_tool_calls_false_keeps_the_first_call():
 
 
 def test_content_streams_as_it_comes_and_each_call_once_it_ends():
-    parser = StreamParser(NAMES)
+    parser = stream_parser(NAMES)
     assert parser.feed("Let me check. <|chan") == StreamDelta("Let me check.")
     assert parser.feed("nel|>commentary to=functions.get_weather<|message|>") == StreamDelta()
     assert parser.feed('{"city": "Paris"}<|call|><|channel|>comm') == StreamDelta(calls=(WEATHER,))

@@ -5,34 +5,22 @@ pieces ending with the same content and calls."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tool_call_streams import NAMES, split, streamed_by
 
-from scheduler_svc.http.pythonic_tool_calls import StreamParser, parse_output, stream_parser
+from scheduler_svc.http import pythonic_tool_calls
+from scheduler_svc.http.pythonic_tool_calls import StreamParser, parse_output
 from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta
 
-NAMES = frozenset({"get_weather", "get_time"})
 WEATHER = ParsedCall("get_weather", '{"city": "Paris"}')
 TIME = ParsedCall("get_time", "{}")
 
 
-def streamed(pieces: list[str], names: frozenset[str] = NAMES, parallel: bool = True) -> ParsedOutput:
-    """What a client gathers from a stream of ``pieces``: the content deltas joined (None when there were none) and
-    the calls."""
-    parser = stream_parser(names, parallel)
-    sent = StreamDelta()
-    for piece in pieces:
-        sent = sent.then(parser.feed(piece))
-    sent = sent.then(parser.finish())
-    assert parser.calls_sent == len(sent.calls)
-    return ParsedOutput(sent.content or None, sent.calls)
-
-
-def split(text: str, cuts: list[int]) -> list[str]:
-    bounds = [0, *sorted({cut % (len(text) + 1) for cut in cuts}), len(text)]
-    return [text[start:end] for start, end in zip(bounds, bounds[1:])]
+streamed = partial(streamed_by, pythonic_tool_calls)
 
 
 def weather(arguments: str) -> ParsedOutput:
