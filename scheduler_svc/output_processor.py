@@ -135,8 +135,13 @@ class RequestOutputState:
         if self.finish is not None:
             message.finish_reason = self.finish.reason
             message.stop_reason = self.finish.stop_reason
-            message.thought = self._reasoning is not None and self._reasoning.thought
+            message.thought = self._thought
         return message
+
+    @property
+    def _thought(self) -> bool:
+        """Whether the split output has thought so far (False when it is not split)."""
+        return self._reasoning is not None and self._reasoning.thought
 
     def _split(self, text: str) -> tuple[str, str]:
         """The thinking and the answer of the final ``text`` (all answer without a parser); what may begin a
@@ -162,7 +167,7 @@ class RequestOutputState:
         """The last message of a request aborted before it finished."""
         message = generation_pb2.GenerateResponse(
             request_id=self.request.request_id, finish_reason=FinishReason.FINISH_REASON_ABORT,
-            thought=self._reasoning is not None and self._reasoning.thought
+            thought=self._thought
         )
         self.final_fields(message, now)
         paced = self._pacer.pace(message, final=True)  # with what was held for the stream interval

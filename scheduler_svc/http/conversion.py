@@ -57,6 +57,7 @@ from scheduler_svc.http.protocol import (
 )
 from scheduler_svc.http.tools import ToolCalling, chat_tools, locate_schema_error, message_tool_calls
 from scheduler_svc.http.unrecognized import refuse_unrecognized
+from scheduler_svc.reasoning.request_split import splitting_parser
 from scheduler_svc.request import Request
 from scheduler_svc.request_errors import InvalidRequestError
 from scheduler_svc.tokenizer import Tokenizer
@@ -123,9 +124,9 @@ class GenerationPlan:
     """The role of a chat's reply (vLLM's): the assistant's when the template adds a generation prompt, else the last
     message's (the reply continues that message)."""
     reasoning_parser: str | None = None
-    """The server's --reasoning-parser when it applies to this chat (free text: no structured output format, no
-    tool_choice forcing calls, whose constrained output holds no thinking): each choice's thinking is split from its
-    content (scheduler_svc/reasoning/); None: the output is all content."""
+    """The server's --reasoning-parser when the engine splits this request's thinking from its content (a chat's
+    free text: no structured output format, no tool_choice forcing calls, by the engine's own rule,
+    request_split.splitting_parser); None: the output is all content."""
     include_reasoning: bool = True
     """vLLM's ``include_reasoning``: false leaves the split-off thinking out of the response."""
 
@@ -340,10 +341,9 @@ def _plan(
         _refuse_token_restrictions(body, "tool_choice", "makes the output tool calls")
     elif structured_output_param is not None:
         _refuse_token_restrictions(body, structured_output_param, "sets a structured output format")
-    if structured_output is not None:
-        reasoning_parser = None  # a constrained output holds no thinking to split off
-    # A parser reads the text for markers that may be special tokens (<tool_call>, <think>): vLLM keeps them too.
-    keeps_special_tokens = reasoning_parser is not None or (tool_calling is not None and tool_calling.mode == "auto")
+    # A parser reads the text for markers that may be special tokens (<tool_call>): vLLM keeps them too. (The engine
+    # keeps a reasoning parser's, as it splits the thinking off: validation.build_request.)
+    keeps_special_tokens = tool_calling is not None and tool_calling.mode == "auto"
     requests, prompt_index = [], []
     for index, prompt in enumerate(prompts):
         for sample in range(body.n):
@@ -353,7 +353,6 @@ def _plan(
             if structured_output is not None:
                 request.sampling.structured_output.CopyFrom(structured_output)
             request.stopping.CopyFrom(stopping)
-            request.split_reasoning = reasoning_parser is not None  # the engine splits; never a completion's output
             if body.skip_special_tokens is not None:
                 request.skip_special_tokens = body.skip_special_tokens
             elif keeps_special_tokens:
@@ -366,7 +365,8 @@ def _plan(
             prompt_index.append(index)
     return GenerationPlan(endpoint, model, requests, prompt_index, body.stream, include_usage, logprobs, max_param,
                           structured_output_param, body.prompt_logprobs, echo, tool_calling, continuous_usage,
-                          bool(body.return_tokens_as_token_ids), reasoning_parser=reasoning_parser)
+                          bool(body.return_tokens_as_token_ids),
+                          reasoning_parser=splitting_parser(requests[0], reasoning_parser))
 
 
 def _usage_options(options: StreamOptions | None) -> tuple[bool, bool]:

@@ -5,6 +5,8 @@ chat template."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from http_helpers import FakeExecutor, events, serve
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -13,6 +15,7 @@ from tiny_tokenizers import build_thinking, build_tool_calling
 from scheduler_svc.http.conversion import chat_plan
 from scheduler_svc.http.protocol import ChatCompletionRequest
 from scheduler_svc.tokenizer import Tokenizer
+from scheduler_svc.validation import ModelLimits, build_request
 
 CHAT = "/v1/chat/completions"
 MESSAGES = [{"role": "user", "content": "Is 91 prime?"}]
@@ -139,12 +142,17 @@ def test_a_constrained_output_is_not_split(fields):
     assert chat_plan(free, "m", reasoning_parser="deepseek_r1").reasoning_parser == "deepseek_r1"
 
 
-def test_special_tokens_are_kept_while_a_parser_reads_unless_the_request_says_otherwise():
+def test_special_tokens_are_kept_while_a_parser_reads_unless_the_request_says_otherwise(tokenizer):
+    """As the engine builds the plan's requests (it keeps them while it splits: validation.build_request)."""
+    splitting = ModelLimits("m", 512, tokenizer.vocab_size, frozenset({0}), 16, reasoning_parser="qwen3")
     for fields, kept in (({}, True), ({"skip_special_tokens": True}, False), ({"skip_special_tokens": False}, True)):
         body = ChatCompletionRequest.model_validate({"messages": MESSAGES, "n": 2, **fields})
-        assert all(not r.skip_special_tokens == kept for r in chat_plan(body, "m", reasoning_parser="qwen3").requests)
+        requests = chat_plan(body, "m", reasoning_parser="qwen3").requests
+        assert all(not build_request(r, tokenizer, splitting).stop_params.skip_special_tokens == kept for r in requests)
     plain = chat_plan(ChatCompletionRequest.model_validate({"messages": MESSAGES}), "m")
     assert not plain.requests[0].HasField("skip_special_tokens")  # the server's default (skip) without a parser
+    unsplit = replace(splitting, reasoning_parser=None)
+    assert build_request(plain.requests[0], tokenizer, unsplit).stop_params.skip_special_tokens
 
 
 def test_completions_are_left_whole(tokenizer):
