@@ -29,9 +29,11 @@ class GenerateOptions(TypedDict, total=False):
     the base model; the name of a LoRA adapter the server serves, one of ModelInfo.lora_adapters: the base model with
     that adapter applied), skip_special_tokens, split_reasoning (with a server started with --reasoning-parser:
     the thinking comes back apart from the answer, as the result's `reasoning` and the chunks' `reasoning_text`;
-    unset: chat prompts without a structured output format are split; True on a server without a parser, or with a
-    format, is an InvalidRequestError), disable_speculation (opt out of speculative decoding), priority (lower
-    values start first and are preempted last; needs a server started with --scheduling-policy priority),
+    unset: chat prompts are split, and a structured output format then constrains the answer after the thinking
+    where ModelInfo.format_after_thinking, else the whole output, unsplit; False: never split; True on a server
+    without a parser, or with a format that cannot wait for the thinking, is an InvalidRequestError),
+    disable_speculation (opt out of speculative decoding), priority (lower values start first and are preempted
+    last; needs a server started with --scheduling-policy priority),
     truncate_prompt_tokens (keep only the prompt's last N tokens, after the chat template, dropping the oldest; -1:
     as many as the model's context allows, max_model_len - 1; unset: a prompt too long is refused; the result's
     prompt_tokens counts the tokens kept).

@@ -294,6 +294,9 @@ class ModelInfo(_AsDict):
     """LoRA adapter slots of each executor group: how many adapters can be served at once (0: LoRA off)."""
     reasoning_parser: str = ""
     """The server's --reasoning-parser, which splits chat outputs' thinking from their answer (empty: none)."""
+    format_after_thinking: bool = False
+    """Whether a split request's structured output waits for the thinking and constrains the answer alone (false: it
+    constrains the whole output)."""
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.ModelInfo) -> ModelInfo:
@@ -313,6 +316,7 @@ class ModelInfo(_AsDict):
             lora_adapters=tuple(msg.lora_adapters),
             max_loras=msg.max_loras,
             reasoning_parser=msg.reasoning_parser,
+            format_after_thinking=msg.format_after_thinking,
         )
 
 

@@ -36,6 +36,11 @@ class RequestGrammar:
         self._matcher = matcher
         self._words = mask_words(vocab_size)
 
+    @property
+    def words(self) -> int:
+        """32-bit words of one row's mask."""
+        return self._words
+
     def consume(self, token_ids: list[int]) -> None:
         """Advance past output tokens. A token the format forbids (only possible when the request was resumed with
         outputs from elsewhere) leaves the matcher in its error state, which allows only EOS from then on."""

@@ -20,6 +20,7 @@ import torch
 from executor_svc.bad_words import banned_tokens, deferrable_with
 from executor_svc.cuda_graphs.step_graphs import StepGraphs
 from executor_svc.drafters.base import Drafter, DraftRequest
+from executor_svc.format_after_thinking import FormatAfterThinking, OutputFormat
 from executor_svc.grammar import GrammarCompiler, GrammarError, RequestGrammar
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
@@ -175,17 +176,27 @@ class ModelRunner:
                 raise StepError(f"new_requests: {new.request_id!r} {field} token id {outside[0]} is outside the "
                                 f"vocabulary [0, {self.vocab_size})")
 
-    def _request_grammar(self, new: executor_pb2.NewRequestData) -> RequestGrammar:
+    def _request_grammar(self, new: executor_pb2.NewRequestData) -> OutputFormat:
         """The request's matcher, past the outputs it arrives with (a resumed request)."""
         if self.grammars is None:
             raise StepError(f"new_requests: {new.request_id!r} asks for structured output, which this executor "
                             "cannot apply (no tokenizer.json beside the model)")
         try:
-            grammar = self.grammars.request_grammar(new.sampling.structured_output)
+            matcher = self.grammars.request_grammar(new.sampling.structured_output)
         except GrammarError as error:
             raise StepError(f"new_requests: {new.request_id!r} {error}") from error
+        grammar = self._after_thinking(new, matcher) if new.HasField("format_after_thinking") else matcher
         grammar.consume(list(new.output_token_ids))
         return grammar
+
+    def _after_thinking(self, new: executor_pb2.NewRequestData, grammar: RequestGrammar) -> FormatAfterThinking:
+        after = new.format_after_thinking
+        outside = [token for token in [*after.end_token_ids, *after.opener_token_ids]
+                   if not 0 <= token < self.vocab_size]
+        if not after.end_token_ids or outside:
+            problem = f"token id {outside[0]} is outside the vocabulary" if outside else "end_token_ids is empty"
+            raise StepError(f"new_requests: {new.request_id!r} format_after_thinking: {problem}")
+        return FormatAfterThinking(grammar, self.vocab_size, list(after.end_token_ids), list(after.opener_token_ids))
 
     def _update_cached(self, cached: executor_pb2.CachedRequestData) -> ScheduledWork | None:
         """The request's share of the step; None for a request the executor stopped (a multi-step batch

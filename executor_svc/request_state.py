@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from executor_svc.grammar import RequestGrammar
+from executor_svc.format_after_thinking import OutputFormat
 from executor_svc.sampling_metadata import RowSamplingParams
 from stepahead_proto import executor_pb2
 
@@ -59,7 +59,7 @@ class ExecutorRequestState:
     """When the request ends (None: never stopped by the executor)."""
     stopped: bool = False
     """True once a multi-step sub-step met a stop condition: later sub-steps and steps skip it."""
-    grammar: RequestGrammar | None = None
+    grammar: OutputFormat | None = None
     """Structured output's matcher, fed every output token once it is on the host (None: free text)."""
     allowed_tokens: np.ndarray | None = None
     """allowed_token_ids as an int32 bit mask [words] (executor_svc.token_mask.token_bits); None: every token."""

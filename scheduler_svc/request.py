@@ -6,6 +6,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 
+from scheduler_svc.reasoning.thinking_bounds import ThinkingBounds
 from stepahead_proto import sampling_pb2
 
 
@@ -70,6 +71,9 @@ class Request:
     reasoning_parser: str | None = None
     """The --reasoning-parser that splits the output's thinking from its answer (GenerateRequest.split_reasoning);
     None: the output is not split."""
+    format_after_thinking: ThinkingBounds | None = None
+    """Where the structured output format starts: after these thinking markers (a split request's format constrains
+    the answer alone); None: from the first output token."""
 
     @property
     def num_tokens(self) -> int:

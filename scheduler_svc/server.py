@@ -27,6 +27,7 @@ from scheduler_svc.lora_adapters import ServedAdapters
 from scheduler_svc.lora_updates import LoraUpdates
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.readiness import GENERATION_SERVICE, ReadinessMonitor, executor_health_probe
+from scheduler_svc.reasoning.thinking_bounds import thinking_bounds
 from scheduler_svc.request_decoding import add_generation_service
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.servicer import GenerationServicer
@@ -71,6 +72,7 @@ def model_limits(
         generation_defaults=defaults,
         adapters=ServedAdapters(first.lora_adapters, min(d.max_loras for d in descriptions)),
         reasoning_parser=config.reasoning_parser,
+        thinking_bounds=thinking_bounds(config.reasoning_parser, tokenizer) if config.reasoning_parser else None,
     )
 
 

@@ -108,6 +108,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
             lora_adapters=self.limits.lora_adapters,
             max_loras=self.limits.adapters.max_loras,
             reasoning_parser=self.limits.reasoning_parser or "",
+            format_after_thinking=self.limits.thinking_bounds is not None,
         )
 
     async def Tokenize(

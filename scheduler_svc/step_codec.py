@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scheduler_svc.reasoning.thinking_bounds import ThinkingBounds
 from scheduler_svc.request import Request
 from scheduler_svc.scheduler_output import SchedulerOutput
 from stepahead_proto import executor_pb2
@@ -39,6 +40,7 @@ def to_step_request(output: SchedulerOutput, max_model_len: int = 0) -> executor
                 stop=stop_conditions(request, max_model_len),
                 bad_words=[executor_pb2.TokenSequence(ids=words) for words in request.bad_words],
                 lora_adapter=request.lora_adapter,
+                format_after_thinking=_format_after_thinking(request.format_after_thinking),
             )
         )
     for cached in output.cached_requests:
@@ -53,3 +55,10 @@ def to_step_request(output: SchedulerOutput, max_model_len: int = 0) -> executor
             )
         )
     return step
+
+
+def _format_after_thinking(bounds: ThinkingBounds | None) -> executor_pb2.FormatAfterThinking | None:
+    if bounds is None:
+        return None
+    return executor_pb2.FormatAfterThinking(end_token_ids=bounds.end_token_ids,
+                                            opener_token_ids=bounds.opener_token_ids)

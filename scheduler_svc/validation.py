@@ -10,6 +10,7 @@ from typing import Any
 from scheduler_svc.generation_defaults import GenerationDefaults
 from scheduler_svc.lora_adapters import ServedAdapters
 from scheduler_svc.reasoning.request_split import splitting_parser
+from scheduler_svc.reasoning.thinking_bounds import ThinkingBounds
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.request_errors import InvalidRequestError as InvalidRequestError  # re-exported for callers
 from scheduler_svc.token_restrictions import bad_word_token_ids, check_allowed_token_ids
@@ -64,6 +65,9 @@ class ModelLimits:
     reasoning_parser: str | None = None
     """The server's --reasoning-parser: outputs it splits into thinking and answer (GenerateRequest.split_reasoning);
     None: no output is split."""
+    thinking_bounds: ThinkingBounds | None = None
+    """The parser's thinking markers as the model's tokens: a structured output format of a split request waits for
+    them and constrains the answer alone; None: formats constrain the whole output (no split)."""
 
     @property
     def lora_adapters(self) -> tuple[str, ...]:
@@ -107,7 +111,8 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         check_structured_output(pb.sampling.structured_output, tokenizer, limits)
     check_allowed_token_ids(pb.sampling, limits.vocab_size)
     bad_words = bad_word_token_ids(pb.sampling, tokenizer)
-    reasoning_parser = splitting_parser(pb, limits.reasoning_parser)
+    reasoning_parser = splitting_parser(pb, limits.reasoning_parser, limits.thinking_bounds)
+    constrained = pb.sampling.HasField("structured_output")
     stop_params = _stop_params(pb, len(prompt_ids), limits, keep_special_tokens=reasoning_parser is not None)
     return Request(
         request_id=pb.request_id or uuid.uuid4().hex,
@@ -120,6 +125,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         lora_adapter=lora_adapter,
         adapter_cache_key=adapter_cache_key,
         reasoning_parser=reasoning_parser,
+        format_after_thinking=limits.thinking_bounds if reasoning_parser and constrained else None,
     )
 
 

@@ -103,7 +103,7 @@ class StepProfile(_message.Message):
     def __init__(self, batch_sizes: _Optional[_Iterable[int]] = ..., rows: _Optional[_Iterable[_Union[StepTimeRow, _Mapping]]] = ..., acceptance_prior: _Optional[_Iterable[float]] = ..., profile_s: _Optional[float] = ...) -> None: ...
 
 class NewRequestData(_message.Message):
-    __slots__ = ("request_id", "prompt_token_ids", "output_token_ids", "sampling", "block_ids", "num_computed_tokens", "num_scheduled_tokens", "num_spec_tokens", "stop", "bad_words", "lora_adapter")
+    __slots__ = ("request_id", "prompt_token_ids", "output_token_ids", "sampling", "block_ids", "num_computed_tokens", "num_scheduled_tokens", "num_spec_tokens", "stop", "bad_words", "lora_adapter", "format_after_thinking")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +115,7 @@ class NewRequestData(_message.Message):
     STOP_FIELD_NUMBER: _ClassVar[int]
     BAD_WORDS_FIELD_NUMBER: _ClassVar[int]
     LORA_ADAPTER_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_AFTER_THINKING_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     output_token_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -126,7 +127,16 @@ class NewRequestData(_message.Message):
     stop: StopConditions
     bad_words: _containers.RepeatedCompositeFieldContainer[TokenSequence]
     lora_adapter: str
-    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., block_ids: _Optional[_Iterable[int]] = ..., num_computed_tokens: _Optional[int] = ..., num_scheduled_tokens: _Optional[int] = ..., num_spec_tokens: _Optional[int] = ..., stop: _Optional[_Union[StopConditions, _Mapping]] = ..., bad_words: _Optional[_Iterable[_Union[TokenSequence, _Mapping]]] = ..., lora_adapter: _Optional[str] = ...) -> None: ...
+    format_after_thinking: FormatAfterThinking
+    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., block_ids: _Optional[_Iterable[int]] = ..., num_computed_tokens: _Optional[int] = ..., num_scheduled_tokens: _Optional[int] = ..., num_spec_tokens: _Optional[int] = ..., stop: _Optional[_Union[StopConditions, _Mapping]] = ..., bad_words: _Optional[_Iterable[_Union[TokenSequence, _Mapping]]] = ..., lora_adapter: _Optional[str] = ..., format_after_thinking: _Optional[_Union[FormatAfterThinking, _Mapping]] = ...) -> None: ...
+
+class FormatAfterThinking(_message.Message):
+    __slots__ = ("end_token_ids", "opener_token_ids")
+    END_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    OPENER_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    end_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    opener_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, end_token_ids: _Optional[_Iterable[int]] = ..., opener_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TokenSequence(_message.Message):
     __slots__ = ("ids",)

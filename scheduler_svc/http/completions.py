@@ -78,7 +78,7 @@ class CompletionRoutes:
         limits = self.context.limits
         return await self._serve(request, CHAT_ROUTE, "chatcmpl", lambda raw: chat_plan(
             parse_body(ChatCompletionRequest, raw), limits.model_name, self.context.tool_call_parser,
-            limits.lora_adapters, limits.reasoning_parser))
+            limits.lora_adapters, limits.reasoning_parser, limits.thinking_bounds))
 
     async def completions(self, request: Request) -> Response:
         """``POST /v1/completions``."""

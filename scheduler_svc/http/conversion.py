@@ -58,6 +58,7 @@ from scheduler_svc.http.protocol import (
 from scheduler_svc.http.tools import ToolCalling, chat_tools, locate_schema_error, message_tool_calls
 from scheduler_svc.http.unrecognized import refuse_unrecognized
 from scheduler_svc.reasoning.request_split import splitting_parser
+from scheduler_svc.reasoning.thinking_bounds import ThinkingBounds
 from scheduler_svc.request import Request
 from scheduler_svc.request_errors import InvalidRequestError
 from scheduler_svc.tokenizer import Tokenizer
@@ -124,9 +125,9 @@ class GenerationPlan:
     """The role of a chat's reply (vLLM's): the assistant's when the template adds a generation prompt, else the last
     message's (the reply continues that message)."""
     reasoning_parser: str | None = None
-    """The server's --reasoning-parser when the engine splits this request's thinking from its content (a chat's
-    free text: no structured output format, no tool_choice forcing calls, by the engine's own rule,
-    request_split.splitting_parser); None: the output is all content."""
+    """The server's --reasoning-parser when the engine splits this request's thinking from its content (a chat's,
+    by the engine's own rule, request_split.splitting_parser: a format, or a tool_choice forcing calls, then
+    constrains the answer after the thinking); None: the output is all content."""
     include_reasoning: bool = True
     """vLLM's ``include_reasoning``: false leaves the split-off thinking out of the response."""
 
@@ -148,10 +149,12 @@ def check_model(requested: str | None, served: str, adapters: tuple[str, ...] = 
 
 
 def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: str | None = None,
-              adapters: tuple[str, ...] = (), reasoning_parser: str | None = None) -> GenerationPlan:
+              adapters: tuple[str, ...] = (), reasoning_parser: str | None = None,
+              thinking_bounds: ThinkingBounds | None = None) -> GenerationPlan:
     """The engine requests of a chat completion (``tool_call_parser``: the server's, for tool_choice "auto";
     ``adapters``: the LoRA adapters ``model`` may name besides the served model; ``reasoning_parser``: the server's,
-    splitting the thinking off free-text output)."""
+    splitting the thinking off the output, and ``thinking_bounds`` its markers in the model's tokenizer, which let a
+    format wait for the thinking: ModelLimits')."""
     model = check_model(body.model, served_model, adapters)
     # before the unrecognized fields: a tool of another type is named by its type
     tools = chat_tools(body, tool_call_parser)
@@ -171,7 +174,7 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
     if body.max_completion_tokens is not None:
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
     plan = _plan("chat", body, model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling,
-                 reasoning_parser=reasoning_parser)
+                 reasoning_parser=reasoning_parser, thinking_bounds=thinking_bounds)
     role = _response_role(prompt.chat)
     return replace(plan, response_role=role, echo_content=_chat_echo(body, prompt.chat, role),
                    include_reasoning=body.include_reasoning is not False)
@@ -316,6 +319,7 @@ def _plan(
     echo: bool = False,
     tool_calling: ToolCalling | None = None,
     reasoning_parser: str | None = None,
+    thinking_bounds: ThinkingBounds | None = None,
 ) -> GenerationPlan:
     if not 1 <= body.n <= MAX_CHOICES:
         raise invalid("n", f"must be in [1, {MAX_CHOICES}], got {body.n}")
@@ -366,7 +370,7 @@ def _plan(
     return GenerationPlan(endpoint, model, requests, prompt_index, body.stream, include_usage, logprobs, max_param,
                           structured_output_param, body.prompt_logprobs, echo, tool_calling, continuous_usage,
                           bool(body.return_tokens_as_token_ids),
-                          reasoning_parser=splitting_parser(requests[0], reasoning_parser))
+                          reasoning_parser=splitting_parser(requests[0], reasoning_parser, thinking_bounds))
 
 
 def _usage_options(options: StreamOptions | None) -> tuple[bool, bool]:

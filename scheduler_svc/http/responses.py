@@ -237,19 +237,25 @@ class ResponseBuilder:
                 return []  # all of it held back (a tag may be starting)
         elif calling.mode == "auto":
             return _with_reasoning(self._auto_chunks(index, choice, text, logprobs), reasoning,
-                                   lambda delta: self._chunk([{"index": index, "delta": delta, "logprobs": logprobs,
-                                                               "finish_reason": None}]))
+                                   self._reasoning_chunk(index, logprobs))
         elif calling.mode == "named":
-            delta = {"tool_calls": [{"index": 0, "function": {"arguments": text}}]} if text else {}
+            delta = {**reasoning, "tool_calls": [{"index": 0, "function": {"arguments": text}}]} if text else reasoning
         else:  # "required": the calls are parsed once the output is whole
             choice.text_parts.append(text)
             if choice.finish_reason is not None:
-                return self._required_calls_chunks(index, choice, logprobs)
-            if logprobs is None:
+                return _with_reasoning(self._required_calls_chunks(index, choice, logprobs), reasoning,
+                                       self._reasoning_chunk(index, logprobs))
+            if not reasoning and logprobs is None:
                 return []
-            delta = {}
+            delta = reasoning
         return [self._chunk([{"index": index, "delta": delta, "logprobs": logprobs,
                               "finish_reason": choice.finish_reason}])]
+
+    def _reasoning_chunk(self, index: int,
+                         logprobs: dict[str, Any] | None) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """Makes the chunk of choice ``index`` that carries only the thinking's ``delta``."""
+        return lambda delta: self._chunk([{"index": index, "delta": delta, "logprobs": logprobs,
+                                           "finish_reason": None}])
 
     def _reasoning_fields(self, reasoning: str | None) -> dict[str, Any]:
         """The thinking under both of its names, unless the request left it out."""

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+from scheduler_svc.reasoning.thinking_bounds import ThinkingBounds
 from scheduler_svc.request_errors import InvalidRequestError
 from stepahead_proto import generation_pb2
 
 
-def splitting_parser(pb: generation_pb2.GenerateRequest, server_parser: str | None) -> str | None:
+def splitting_parser(pb: generation_pb2.GenerateRequest, server_parser: str | None,
+                     bounds: ThinkingBounds | None = None) -> str | None:
     """The parser that splits ``pb``'s output, None when it is not split. Unset ``split_reasoning``: a chat prompt's
-    free-text output is split when the server has a parser. Raises InvalidRequestError for a split that cannot be."""
+    output is split when the server has a parser, and one with a structured output format when the format can wait
+    for the thinking (``bounds``: the parser's markers in the model's tokenizer; the format then constrains the
+    answer alone). Raises InvalidRequestError for a split that cannot be."""
     constrained = pb.sampling.HasField("structured_output")
     if not pb.HasField("split_reasoning"):
         chat = pb.WhichOneof("prompt") == "chat"
-        return server_parser if chat and not constrained else None
+        return server_parser if chat and (bounds is not None or not constrained) else None
     if not pb.split_reasoning:
         return None
     if server_parser is None:
         raise InvalidRequestError("split_reasoning", "this server has no --reasoning-parser to split the thinking "
                                                      "off with")
-    if constrained:
-        raise InvalidRequestError("split_reasoning", "sampling.structured_output constrains the whole output, which "
-                                                     "holds no thinking to split off")
+    if constrained and bounds is None:
+        raise InvalidRequestError("split_reasoning", f"the model's tokenizer does not write the {server_parser} "
+                                                     "parser's thinking markers as single tokens, so "
+                                                     "sampling.structured_output cannot wait for the thinking to end "
+                                                     "(it constrains the whole output)")
     return server_parser

@@ -21,6 +21,8 @@ class PlannedRequest:
     """Token sequences, as the scheduler sends SamplingParams.bad_words."""
     lora_adapter: str = ""
     """The LoRA adapter the request runs with (empty: none)."""
+    format_after_thinking: executor_pb2.FormatAfterThinking | None = None
+    """Where the structured output starts (None: from the first token)."""
 
 
 GREEDY = sampling_pb2.SamplingParams(temperature=0.0, logprobs=1)
@@ -45,7 +47,8 @@ def plan_steps(requests: dict[str, PlannedRequest], batches: list[list[str]]) ->
                                       block_ids=request.block_ids, num_scheduled_tokens=len(request.prompt),
                                       num_spec_tokens=request.num_spec,
                                       bad_words=[executor_pb2.TokenSequence(ids=ids) for ids in request.bad_words],
-                                      lora_adapter=request.lora_adapter)
+                                      lora_adapter=request.lora_adapter,
+                                      format_after_thinking=request.format_after_thinking)
                 computed[rid] = len(request.prompt)
             else:
                 step.cached_requests.add(request_id=rid, num_computed_tokens=computed[rid], num_scheduled_tokens=1,

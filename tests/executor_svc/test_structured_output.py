@@ -11,7 +11,7 @@ import llguidance
 import numpy as np
 import pytest
 import torch
-from llguidance.numpy import fill_next_token_bitmask
+from constrained_runs import EOS, VOCAB, allowed_of, fresh_matcher, generate, runner_for
 from stats_helpers import chi_square_p_value
 from step_plans import BATCHES, PlannedRequest, plan_steps, requests_plain
 from tiny_models import make_tiny_llama
@@ -24,11 +24,8 @@ from executor_svc.sampler import Sampler
 from executor_svc.sampling_metadata import RowSamplingParams, SamplingMetadata
 from executor_svc.server import build_runner
 from executor_svc.token_mask import TokenMask, apply_token_mask, mask_words, unpack_bits
-from stepahead_common.structured_output import grammar_of
 from stepahead_proto import executor_pb2, sampling_pb2
 
-VOCAB = 400
-EOS = 2
 REGEX = r"[0-9]{2,4}-[a-z]{3,6}!"
 SO = sampling_pb2.StructuredOutput
 
@@ -43,17 +40,6 @@ def model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def llg_tokenizer(model_dir) -> llguidance.LLTokenizer:
     return llguidance.LLTokenizer((model_dir / "tokenizer.json").read_text(), n_vocab=VOCAB, eos_token=[EOS])
-
-
-def allowed_of(matcher: llguidance.LLMatcher) -> np.ndarray:
-    """An independent reading of the matcher's mask: bool [VOCAB]."""
-    bits = np.zeros((1, mask_words(VOCAB)), dtype=np.int32)
-    fill_next_token_bitmask(matcher, bits)
-    return np.unpackbits(bits.view(np.uint8), bitorder="little")[:VOCAB].astype(bool)
-
-
-def fresh_matcher(llg_tokenizer, format_: sampling_pb2.StructuredOutput) -> llguidance.LLMatcher:
-    return llguidance.LLMatcher(llg_tokenizer, grammar_of(format_))
 
 
 def decode(model_dir: Path, ids: list[int]) -> str:
@@ -160,31 +146,6 @@ def test_drafts_take_the_tokens_the_format_forces_then_the_drafters_while_the_fo
 
 
 # ---- through the model runner ----------------------------------------------------------------------
-
-
-def runner_for(model_dir: Path, defer: bool = False, **overrides):
-    config = ExecutorConfig(model_dir=str(model_dir), num_kv_blocks=40, defer_token_readback=defer, **overrides)
-    return build_runner(config)
-
-
-def generate(runner, prompt: list[int], sampling: sampling_pb2.SamplingParams, max_tokens: int,
-             output: list[int] | None = None) -> list[int]:
-    """Prefill then decode one token per step until EOS or max_tokens; returns the new tokens."""
-    output = list(output or [])
-    known = prompt + output
-    new = executor_pb2.NewRequestData(request_id="r", prompt_token_ids=prompt, output_token_ids=output,
-                                      sampling=sampling, block_ids=list(range(8)),
-                                      num_scheduled_tokens=len(known))
-    result = runner.execute(executor_pb2.StepRequest(step_id=0, new_requests=[new]))
-    tokens = list(result.outputs[0].token_ids)
-    computed = len(known)
-    while tokens[-1] != EOS and len(tokens) < max_tokens:
-        cached = executor_pb2.CachedRequestData(request_id="r", num_computed_tokens=computed,
-                                                num_scheduled_tokens=1)
-        result = runner.execute(executor_pb2.StepRequest(step_id=computed, cached_requests=[cached]))
-        tokens += result.outputs[0].token_ids
-        computed += 1
-    return tokens
 
 
 def hf_constrained_greedy(model_dir: Path, llg_tokenizer, prompt: list[int], format_, max_tokens: int) -> list[int]:

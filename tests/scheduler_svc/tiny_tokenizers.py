@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tokenizers import AddedToken, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as RawTokenizer
-from tokenizers import decoders, models, pre_tokenizers, trainers
 
 CORPUS = [
     "Hello world, this is a small corpus for a tiny tokenizer.",
@@ -85,8 +85,9 @@ def _save(raw: RawTokenizer, directory: Path, special: dict[str, str], chat_temp
     hf.save_pretrained(str(directory))
 
 
-def build_byte_level(directory: Path) -> Path:
-    """A byte-level BPE directory with ChatML specials; EOS ids [2, 0] in generation_config.json."""
+def build_byte_level(directory: Path, template: str = CHATML_TEMPLATE, markers: bool = False) -> Path:
+    """A byte-level BPE directory with ChatML specials; EOS ids [2, 0] in generation_config.json. ``markers``: the
+    reasoning models' markers are single tokens, as in their vocabularies (THINKING_MARKERS)."""
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     raw = RawTokenizer(models.BPE())
     raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -95,9 +96,12 @@ def build_byte_level(directory: Path) -> Path:
         vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
     raw.train_from_iterator(CORPUS, trainer)
+    if markers:
+        raw.add_tokens([AddedToken(marker, special=False, normalized=False) for marker in THINK_MARKERS])
+        raw.add_special_tokens(list(HARMONY_MARKERS))
     directory.mkdir(parents=True, exist_ok=True)
     special = {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "unk_token": "<|endoftext|>"}
-    _save(raw, directory, special, CHATML_TEMPLATE)
+    _save(raw, directory, special, template)
     (directory / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 0]}))
     return directory
 
@@ -109,11 +113,15 @@ def build_tool_calling(directory: Path) -> Path:
     return directory
 
 
-def build_thinking(directory: Path) -> Path:
-    """The byte-level directory with THINKING_TEMPLATE as its chat template."""
-    build_byte_level(directory)
-    (directory / "chat_template.jinja").write_text(THINKING_TEMPLATE)
-    return directory
+def build_thinking(directory: Path, markers: bool = False) -> Path:
+    """The byte-level directory with THINKING_TEMPLATE as its chat template (``markers``: as build_byte_level's)."""
+    return build_byte_level(directory, THINKING_TEMPLATE, markers)
+
+
+THINK_MARKERS = ("<think>", "</think>")
+"""Qwen3's and DeepSeek-R1's thinking tags: added tokens, not special ones (they decode with skip_special_tokens)."""
+HARMONY_MARKERS = ("<|start|>", "<|channel|>", "<|message|>", "<|end|>")
+"""gpt-oss's message markers: special tokens."""
 
 
 RAG_TEMPLATE = (

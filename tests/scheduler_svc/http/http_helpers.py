@@ -28,6 +28,7 @@ from scheduler_svc.config import SchedulingConfig
 from scheduler_svc.engine import Engine
 from scheduler_svc.http.app import create_app
 from scheduler_svc.http.context import ServingContext
+from scheduler_svc.reasoning.thinking_bounds import ThinkingBounds
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.validation import ModelLimits
@@ -108,6 +109,8 @@ class FakeExecutor:
     """request id -> the sampling parameters it arrived with."""
     prompt_logprobs_asked: dict[str, int | None] = field(default_factory=dict)
     """request id -> the sampling.prompt_logprobs it arrived with (None: unset)."""
+    formats_after_thinking: dict[str, executor_pb2.FormatAfterThinking] = field(default_factory=dict)
+    """request id -> where its format starts (unset: from the first token)."""
 
     def Execute(self) -> _Call:
         return _Call(self)
@@ -121,6 +124,7 @@ class FakeExecutor:
             sampling = new.sampling
             self.seeds[new.request_id] = sampling.seed if sampling.HasField("seed") else None
             self.formats[new.request_id] = sampling.structured_output
+            self.formats_after_thinking[new.request_id] = new.format_after_thinking
             self.samplings[new.request_id] = sampling
             asked = sampling.prompt_logprobs if sampling.HasField("prompt_logprobs") else None
             self.prompt_logprobs_asked[new.request_id] = asked
@@ -164,7 +168,8 @@ class EngineHarness:
     def __init__(self, tokenizer: Tokenizer, executor: FakeExecutor | None = None, api_keys: tuple[str, ...] = (),
                  metrics_on: bool = False, ready: bool = True, max_body_bytes: int = 4 * 2**20,
                  tool_call_parser: str | None = None, request_chat_templates: bool = False,
-                 reasoning_parser: str | None = None, allowed_origins: tuple[str, ...] = ()) -> None:
+                 reasoning_parser: str | None = None, allowed_origins: tuple[str, ...] = (),
+                 thinking_bounds: ThinkingBounds | None = None) -> None:
         self.executor = executor or FakeExecutor()
         self.scheduler = Scheduler(SchedulingConfig(max_num_batched_tokens=256, max_num_seqs=16),
                                    KVBlockManager(NUM_BLOCKS, 16), max_model_len=MAX_MODEL_LEN)
@@ -172,7 +177,8 @@ class EngineHarness:
         self.engine = Engine(self.scheduler, tokenizer, self.executor, MAX_MODEL_LEN, max_inflight_steps=2,
                              recovery_timeout_s=0.0)
         self.limits = ModelLimits(MODEL, MAX_MODEL_LEN, tokenizer.vocab_size, frozenset({EOS}), 16,
-                                  request_chat_templates=request_chat_templates, reasoning_parser=reasoning_parser)
+                                  request_chat_templates=request_chat_templates, reasoning_parser=reasoning_parser,
+                                  thinking_bounds=thinking_bounds)
         self.ready = ready
         self.context = ServingContext(
             self.engine, tokenizer, self.limits, ApiKeyChecker(api_keys), is_ready=lambda: self.ready,

@@ -1,5 +1,6 @@
 """--reasoning-parser over HTTP: a reasoning model's thinking comes back as the message's reasoning (both names), the
-answer as its content, whole and streamed alike; tool calls are parsed from the answer only; constrained outputs and
+answer as its content, whole and streamed alike; tool calls are parsed from the answer only; a format (or a
+tool_choice forcing calls) constrains the answer after the thinking where it can wait for it, else the whole output;
 completions are left whole; include_reasoning false leaves the thinking out; earlier turns' thinking reaches the
 chat template."""
 
@@ -14,6 +15,7 @@ from tiny_tokenizers import build_thinking, build_tool_calling
 
 from scheduler_svc.http.conversion import chat_plan
 from scheduler_svc.http.protocol import ChatCompletionRequest
+from scheduler_svc.reasoning.thinking_bounds import thinking_bounds
 from scheduler_svc.tokenizer import Tokenizer
 from scheduler_svc.validation import ModelLimits, build_request
 
@@ -28,6 +30,11 @@ SHORT_CALL = '<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>'
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_thinking(tmp_path_factory.mktemp("thinking")))
+
+
+@pytest.fixture(scope="module")
+def marked_tokenizer(tmp_path_factory) -> Tokenizer:
+    return Tokenizer.from_dir(build_thinking(tmp_path_factory.mktemp("marked"), markers=True))
 
 
 @pytest.fixture(scope="module")
@@ -135,11 +142,41 @@ def test_tool_calls_are_parsed_from_the_answer_not_from_the_thinking(tools_token
     {"tools": TOOLS, "tool_choice": "required"},
     {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
 ])
-def test_a_constrained_output_is_not_split(fields):
+def test_a_constrained_output_is_not_split_where_the_format_cannot_wait_for_the_thinking(fields):
     body = ChatCompletionRequest.model_validate({"messages": MESSAGES, **fields})
     assert chat_plan(body, "m", reasoning_parser="deepseek_r1").reasoning_parser is None
     free = ChatCompletionRequest.model_validate({"messages": MESSAGES})
     assert chat_plan(free, "m", reasoning_parser="deepseek_r1").reasoning_parser == "deepseek_r1"
+
+
+@pytest.mark.parametrize(("fields", "answer"), [
+    ({"response_format": {"type": "json_object"}}, '{"city": "Paris"}'),
+    ({"tools": TOOLS, "tool_choice": "required"}, '[{"name": "get_weather", "parameters": {"city": "Paris"}}]'),
+    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+     '{"city": "Paris"}'),
+], ids=["response_format", "required", "named"])
+def test_a_format_that_waits_for_the_thinking_is_read_from_the_answer(marked_tokenizer, fields, answer):
+    """The engine's executor applies the format after ``</think>`` (tests/executor_svc/test_format_after_thinking.py);
+    here the front's part: the thinking split off, the answer read as the format's content or calls."""
+    async def test(client, served):
+        messages, deltas = await whole_and_streamed(client, {"messages": MESSAGES, "max_tokens": 120, **fields})
+        assert messages[0]["reasoning"] == joined(deltas[0], "reasoning") == "Paris, surely."
+        sent = list(served.executor.formats_after_thinking.values())
+        assert len(sent) == 2 and all(tuple(after.end_token_ids) == bounds.end_token_ids for after in sent)
+        if "tool_choice" not in fields:
+            assert messages[0]["content"] == joined(deltas[0], "content") == answer
+            return
+        calls = messages[0]["tool_calls"]
+        assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == [
+            ("get_weather", '{"city": "Paris"}')]
+        streamed = [call for delta in deltas[0] for call in delta.get("tool_calls") or []]
+        assert [c["function"]["name"] for c in streamed if c["function"].get("name")] == ["get_weather"]
+        assert "".join(c["function"].get("arguments") or "" for c in streamed) == '{"city": "Paris"}'
+
+    bounds = thinking_bounds("qwen3", marked_tokenizer)
+    assert bounds is not None
+    serve(marked_tokenizer, test, executor=scripted(marked_tokenizer, f"<think>Paris, surely.</think>{answer}"),
+          reasoning_parser="qwen3", thinking_bounds=bounds)
 
 
 def test_special_tokens_are_kept_while_a_parser_reads_unless_the_request_says_otherwise(tokenizer):
