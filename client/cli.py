@@ -229,6 +229,9 @@ def main(argv: list[str] | None = None) -> None:
     from client.env_defaults import resolve_env_defaults
 
     args = resolve_env_defaults(_build_parser().parse_args(argv))
+    from stepahead_common.parent_watch import stop_when_launcher_exits
+
+    stop_when_launcher_exits(os.environ)
     from client.chat_cli import run_chat
     from client.errors import StepaheadError
     from client.generate_cli import run_generate

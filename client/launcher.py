@@ -15,6 +15,8 @@ from collections.abc import Callable
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from stepahead_common.parent_watch import LAUNCHER_PID_VARIABLE
+
 
 class ServiceStartError(RuntimeError):
     """A service process exited or did not become ready in time; carries its log.
@@ -83,6 +85,7 @@ class ServiceProcess:
         """Start the process without waiting for it (start() then waits for its address)."""
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env[LAUNCHER_PID_VARIABLE] = str(os.getpid())  # the child stops if this process dies without stopping it
         self.process = subprocess.Popen(
             self.argv,
             stdout=subprocess.PIPE,

@@ -102,10 +102,10 @@ def join_tensor_parallel_group(size: int, device: str) -> RankGroup:
     if world_size != size:
         raise ValueError(f"tensor_parallel_size: {size}, but WORLD_SIZE is {world_size}")
     backend = "nccl" if device.startswith("cuda") else "gloo"
+    group = RankGroup(TensorParallel(rank, size), children)
+    group.watch()  # from the rendezvous on: a rank that dies while the others wait for it ends them too
     # Idle ranks wait for rank 0's next step without a deadline; a lost rank is noticed by the watchers.
     dist.init_process_group(backend, init_method="env://", rank=rank, world_size=size, timeout=timedelta(days=1))
-    group = RankGroup(TensorParallel(rank, size), children)
-    group.watch()
     return group
 
 

@@ -1,5 +1,6 @@
 """`stepahead serve` restarts a crashed scheduler on the ports it had (gRPC, HTTP, metrics), the executor keeping its
-model, and exits 1 once --scheduler-max-restarts are used up."""
+model, and exits 1 once --scheduler-max-restarts are used up; killed outright, it takes its scheduler and executor
+with it (they watch it: stepahead_common/parent_watch.py)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,19 @@ def test_serve_exits_1_when_the_scheduler_restarts_are_used_up(tiny_model_dir):
 def test_restart_limits_are_not_negative():
     with pytest.raises(ValueError, match="--scheduler-max-restarts: must be >= 0, got -1"):
         RestartLimits(executor=5, scheduler=-1)
+
+
+def test_a_killed_serve_takes_its_scheduler_and_executor_with_it(tiny_model_dir):
+    serve = serve_process(tiny_model_dir, "--num-threads", executor_threads())
+    services: list[psutil.Process] = []
+    try:
+        serve.start(SERVING, timeout_s=300)
+        services = [child(serve, "executor"), child(serve, "scheduler")]
+        serve.process.kill()  # SIGKILL: serve cannot stop them itself
+        _, alive = psutil.wait_procs(services, timeout=20)
+        assert not alive, [p.cmdline()[:4] for p in alive]
+    finally:
+        serve.stop()
+        for service in services:  # in their own sessions: serve's process group does not hold them
+            if service.is_running():
+                service.kill()

@@ -1,7 +1,9 @@
-"""A broken tensor-parallel group ends rank 0 at the first failed job, not at the watcher's next look."""
+"""A broken tensor-parallel group ends rank 0 at the first failed job, not at the watcher's next look; a rank that dies
+before the group has formed ends rank 0's wait for it."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -95,3 +97,21 @@ def test_exit_if_broken_stays_while_the_group_is_whole_or_stopping(exits):
         running.kill()
         running.wait(timeout=10)
     assert RankGroup(TensorParallel(), []).exit_if_broken() is None  # no group: nothing to watch
+
+
+RANK_1_DIES_AT_START = """
+import os, sys
+if os.environ.get("RANK") == "1":
+    sys.exit(3)
+from executor_svc.parallel.launch import join_tensor_parallel_group
+join_tensor_parallel_group(2, "cpu")
+print("joined")
+"""
+
+
+def test_rank_0_does_not_wait_for_a_rank_that_died_before_the_group_formed():
+    env = {key: value for key, value in os.environ.items() if key not in ("RANK", "WORLD_SIZE", "MASTER_PORT")}
+    done = subprocess.run([sys.executable, "-c", RANK_1_DIES_AT_START], capture_output=True, text=True, timeout=60,
+                          env=env)
+    assert done.returncode == 1 and "joined" not in done.stdout
+    assert "tensor-parallel group lost: a rank exited" in done.stderr
