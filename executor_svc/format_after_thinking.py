@@ -3,10 +3,10 @@
 reasoning parser splits them (vLLM applies a format after the reasoning the same way).
 
 The phases follow the output's tokens: *deciding* (only with opener tokens: the first token may open thinking or
-start the answer), *thinking* (every token allowed, until the end tokens), *answering* (the format's matcher, fed
-from the token after the end tokens). Masks and draft shaping walk drafts through the same phases without keeping
-them, so a verify step whose drafts cross the end of the thinking masks each row as the output would be masked one
-token at a time.
+start the answer), *thinking* (every token allowed, until the end tokens), *header* (only with a header end token:
+gpt-oss's final channel's header, until ``<|message|>``), *answering* (the format's matcher, fed from the next
+token). Masks and draft shaping walk drafts through the same phases without keeping them, so a verify step whose
+drafts cross the end of the thinking masks each row as the output would be masked one token at a time.
 """
 
 from __future__ import annotations
@@ -22,24 +22,26 @@ from executor_svc.token_mask import token_bits
 class _Phase(Enum):
     DECIDING = "deciding"
     THINKING = "thinking"
+    HEADER = "header"
     ANSWERING = "answering"
 
 
 class FormatAfterThinking:
     """One request's format, applied after its thinking: the RequestGrammar interface, with ``inner`` the format's
-    matcher at its start."""
+    matcher at its start (the other arguments as executor.proto's FormatAfterThinking)."""
 
     def __init__(self, inner: RequestGrammar, vocab_size: int, end_token_ids: list[int],
-                 opener_token_ids: list[int]) -> None:
+                 opener_token_ids: list[int], header_end_token_id: int | None = None) -> None:
         if not end_token_ids:
             raise ValueError("end_token_ids: at least one token ends the thinking")
         self._inner = inner
         self._end = list(end_token_ids)
         self._openers = frozenset(opener_token_ids)
         self._opener_bits = token_bits(self._openers, vocab_size) if self._openers else None
+        self._header_end = header_end_token_id
         self._phase = _Phase.DECIDING if self._openers else _Phase.THINKING
         self._recent: list[int] = []
-        """The thinking's last tokens (fewer than end_token_ids): where the end tokens may have begun."""
+        """The thinking's last tokens (at most as many as end_token_ids): where the end tokens may have begun."""
 
     @property
     def thinking(self) -> bool:
@@ -48,20 +50,9 @@ class FormatAfterThinking:
 
     def consume(self, token_ids: list[int]) -> None:
         """Advance past output tokens (the format's matcher sees the answer's alone)."""
-        rest = list(token_ids)
-        if rest and self._phase is _Phase.DECIDING:
-            self._phase = _Phase.THINKING if rest[0] in self._openers else _Phase.ANSWERING
-            if self._phase is _Phase.THINKING:
-                rest = rest[1:]
-        if rest and self._phase is _Phase.THINKING:
-            ended = self._end_index(self._recent, rest)
-            if ended is None:
-                joined = self._recent + rest
-                self._recent = joined[max(0, len(joined) - len(self._end) + 1):]
-                return
-            self._phase, self._recent, rest = _Phase.ANSWERING, [], rest[ended:]
-        if rest:
-            self._inner.consume(rest)
+        self._phase, self._recent, start = self._advance(self._phase, self._recent, list(token_ids))
+        if self._phase is _Phase.ANSWERING and start < len(token_ids):
+            self._inner.consume(list(token_ids[start:]))
 
     def masks(self, drafts: list[int]) -> np.ndarray:
         """As RequestGrammar.masks: rows while thinking allow everything, a deciding row allows the openers and what
@@ -73,7 +64,7 @@ class FormatAfterThinking:
         if start is not None:
             rows[start:] = self._inner.masks(drafts[start:])
         if self._phase is _Phase.DECIDING:
-            if start != 0:  # the first draft opened thinking: the first row is still the deciding one
+            if start != 0:  # the first draft opened thinking (or there is none): the first row is the deciding one
                 rows[0] = self._inner.masks([])[0]
             rows[0] |= self._opener_bits
         return rows
@@ -94,26 +85,27 @@ class FormatAfterThinking:
     def _answer_start(self, tokens: list[int]) -> int | None:
         """The index in ``tokens`` (output tokens after the consumed ones) where the answer starts; None: not in
         them. A padded slot (< 0) ends the walk: the rows after it are never reached."""
-        if self._phase is _Phase.ANSWERING:
-            return 0
-        walked, recent = tokens, self._recent
-        if self._phase is _Phase.DECIDING:
-            if not tokens or tokens[0] not in self._openers:
-                return 0
-            walked, recent = tokens[1:], []
-        real = walked[: next((i for i, token in enumerate(walked) if token < 0), len(walked))]
-        ended = self._end_index(recent, real)
-        return None if ended is None else len(tokens) - len(walked) + ended
+        real = tokens[: next((i for i, token in enumerate(tokens) if token < 0), len(tokens))]
+        phase, _, start = self._advance(self._phase, self._recent, real)
+        return start if phase is _Phase.ANSWERING else None
 
-    def _end_index(self, recent: list[int], tokens: list[int]) -> int | None:
-        """The index in ``tokens`` just after the first place the end tokens complete (``recent``: the thinking's
-        tokens before them); None: they do not."""
-        n = len(self._end)
-        joined = recent + tokens
-        for stop in range(max(n, len(recent) + 1), len(joined) + 1):
-            if joined[stop - n : stop] == self._end:
-                return stop - len(recent)
-        return None
+    def _advance(self, phase: _Phase, recent: list[int], tokens: list[int]) -> tuple[_Phase, list[int], int]:
+        """Walk ``tokens`` from ``phase`` (``recent``: the thinking's last tokens) until the answer starts: the phase
+        and recent tokens then, and the index in ``tokens`` where the answer starts (len(tokens) if it does not)."""
+        for index, token in enumerate(tokens):
+            if phase is _Phase.ANSWERING:
+                return phase, [], index
+            if phase is _Phase.DECIDING:
+                if token not in self._openers:
+                    return _Phase.ANSWERING, [], index  # the answer starts with this token
+                phase = _Phase.THINKING
+            elif phase is _Phase.THINKING:
+                recent = [*recent, token][-len(self._end):]
+                if recent == self._end:
+                    phase, recent = (_Phase.ANSWERING if self._header_end is None else _Phase.HEADER), []
+            elif token == self._header_end:
+                phase = _Phase.ANSWERING
+        return phase, recent, len(tokens)
 
 
 OutputFormat = RequestGrammar | FormatAfterThinking

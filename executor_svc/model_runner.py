@@ -191,12 +191,14 @@ class ModelRunner:
 
     def _after_thinking(self, new: executor_pb2.NewRequestData, grammar: RequestGrammar) -> FormatAfterThinking:
         after = new.format_after_thinking
-        outside = [token for token in [*after.end_token_ids, *after.opener_token_ids]
+        header_end = [after.header_end_token_id] if after.HasField("header_end_token_id") else []
+        outside = [token for token in [*after.end_token_ids, *after.opener_token_ids, *header_end]
                    if not 0 <= token < self.vocab_size]
         if not after.end_token_ids or outside:
             problem = f"token id {outside[0]} is outside the vocabulary" if outside else "end_token_ids is empty"
             raise StepError(f"new_requests: {new.request_id!r} format_after_thinking: {problem}")
-        return FormatAfterThinking(grammar, self.vocab_size, list(after.end_token_ids), list(after.opener_token_ids))
+        return FormatAfterThinking(grammar, self.vocab_size, list(after.end_token_ids), list(after.opener_token_ids),
+                                   header_end[0] if header_end else None)
 
     def _update_cached(self, cached: executor_pb2.CachedRequestData) -> ScheduledWork | None:
         """The request's share of the step; None for a request the executor stopped (a multi-step batch

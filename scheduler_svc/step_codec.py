@@ -61,4 +61,5 @@ def _format_after_thinking(bounds: ThinkingBounds | None) -> executor_pb2.Format
     if bounds is None:
         return None
     return executor_pb2.FormatAfterThinking(end_token_ids=bounds.end_token_ids,
-                                            opener_token_ids=bounds.opener_token_ids)
+                                            opener_token_ids=bounds.opener_token_ids,
+                                            header_end_token_id=bounds.header_end_token_id)

@@ -131,12 +131,14 @@ class NewRequestData(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., block_ids: _Optional[_Iterable[int]] = ..., num_computed_tokens: _Optional[int] = ..., num_scheduled_tokens: _Optional[int] = ..., num_spec_tokens: _Optional[int] = ..., stop: _Optional[_Union[StopConditions, _Mapping]] = ..., bad_words: _Optional[_Iterable[_Union[TokenSequence, _Mapping]]] = ..., lora_adapter: _Optional[str] = ..., format_after_thinking: _Optional[_Union[FormatAfterThinking, _Mapping]] = ...) -> None: ...
 
 class FormatAfterThinking(_message.Message):
-    __slots__ = ("end_token_ids", "opener_token_ids")
+    __slots__ = ("end_token_ids", "opener_token_ids", "header_end_token_id")
     END_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     OPENER_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    HEADER_END_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     end_token_ids: _containers.RepeatedScalarFieldContainer[int]
     opener_token_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, end_token_ids: _Optional[_Iterable[int]] = ..., opener_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    header_end_token_id: int
+    def __init__(self, end_token_ids: _Optional[_Iterable[int]] = ..., opener_token_ids: _Optional[_Iterable[int]] = ..., header_end_token_id: _Optional[int] = ...) -> None: ...
 
 class TokenSequence(_message.Message):
     __slots__ = ("ids",)

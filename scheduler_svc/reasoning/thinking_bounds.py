@@ -15,7 +15,8 @@ from scheduler_svc.reasoning.splitters import THINK_END, THINK_START
 from scheduler_svc.tokenizer import Tokenizer
 
 HARMONY_FINAL = ("<|channel|>", "final", "<|message|>")
-"""The header that opens gpt-oss's answer (its ``final`` channel's message)."""
+"""The header that opens gpt-oss's answer (its ``final`` channel's message; a ``<|constrain|>`` type may come before
+``<|message|>``)."""
 
 
 @dataclass(frozen=True)
@@ -27,15 +28,19 @@ class ThinkingBounds:
     opener_token_ids: tuple[int, ...] = ()
     """Tokens that, as the first output token, open thinking (qwen3: the model decides); empty: the output opens
     thinking by itself (the chat template opened it, or gpt-oss's channels)."""
+    header_end_token_id: int | None = None
+    """gpt-oss: ``<|message|>``, which ends the final channel's header (it may name a ``<|constrain|>`` type) after
+    end_token_ids; the answer starts after it."""
 
 
 def thinking_bounds(parser: str, tokenizer: Tokenizer) -> ThinkingBounds | None:
     """``parser``'s bounds in ``tokenizer``; None when a marker is not one token there."""
     if parser == "openai_gptoss":
         channel, final, message = HARMONY_FINAL
-        ends = [_single_token(tokenizer, channel), *tokenizer.encode(final, add_special_tokens=False),
-                _single_token(tokenizer, message)]
-        return None if None in ends else ThinkingBounds(tuple(token for token in ends if token is not None))
+        opened, closed = _single_token(tokenizer, channel), _single_token(tokenizer, message)
+        if opened is None or closed is None:
+            return None
+        return ThinkingBounds((opened, *tokenizer.encode(final, add_special_tokens=False)), header_end_token_id=closed)
     end = _single_token(tokenizer, THINK_END)
     if end is None:
         return None

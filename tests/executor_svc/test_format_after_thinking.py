@@ -109,6 +109,24 @@ def test_an_output_that_does_not_open_thinking_is_answer_from_its_first_token(co
     assert np.array_equal(grammar.masks([*END, *rest]), reference.masks([*END, *rest]))
 
 
+HEADER_END = 303
+
+
+def test_with_a_header_the_answer_starts_after_the_headers_end(compiler, llg_tokenizer):
+    """gpt-oss: ``<|channel|>final`` then a header (``<|constrain|>json``, say) up to ``<|message|>``."""
+    grammar = FormatAfterThinking(compiler.request_grammar(SO(regex=REGEX)), VOCAB, END, [], HEADER_END)
+    answer = llg_tokenizer.tokenize_str("12-ab")
+    masks = grammar.masks([*END, 7, 8, HEADER_END, *answer])
+    assert (masks[:5] == EVERYTHING).all()  # the header's tokens are free too
+    assert np.array_equal(masks[5:], format_rows(compiler, answer))
+    assert (grammar.masks([HEADER_END, *answer]) == EVERYTHING).all()  # a header end outside a header is thinking
+    assert grammar.constrain_drafts([*END, HEADER_END, 77], 9)[:3] == [*END, HEADER_END]
+    grammar.consume([*END, 9])
+    assert grammar.thinking
+    grammar.consume([HEADER_END, *answer[:1]])
+    assert not grammar.thinking and np.array_equal(grammar.masks(answer[1:]), format_rows(compiler, answer)[1:])
+
+
 def test_a_padded_slot_ends_the_walk(compiler, llg_tokenizer):
     grammar = after_thinking(compiler)
     masks = grammar.masks([END[0], -1, END[1], *llg_tokenizer.tokenize_str("12")])
@@ -220,6 +238,7 @@ def test_speculation_across_the_end_of_the_thinking_keeps_the_output(model_dir):
 
 @pytest.mark.parametrize(("after", "problem"), [
     (executor_pb2.FormatAfterThinking(), "end_token_ids is empty"),
+    (executor_pb2.FormatAfterThinking(end_token_ids=[3], header_end_token_id=VOCAB + 1), f"token id {VOCAB + 1} is"),
     (executor_pb2.FormatAfterThinking(end_token_ids=[3, VOCAB]), f"token id {VOCAB} is outside the vocabulary"),
     (executor_pb2.FormatAfterThinking(end_token_ids=[3], opener_token_ids=[-1]), "token id -1 is outside"),
 ])

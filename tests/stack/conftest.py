@@ -29,18 +29,28 @@ def small_kv_cache(model_dir: Path, executor_flags) -> list[str]:
     """--kv-cache-memory-gb for a tiny checkpoint (hidden size under 512) unless the flags size the cache."""
     if {"--num-kv-blocks", "--kv-cache-memory-gb"} & set(executor_flags):
         return []
+    return ["--kv-cache-memory-gb", TINY_KV_CACHE_GB] if is_tiny(model_dir) else []
+
+
+def is_tiny(model_dir: Path) -> bool:
+    """Whether the checkpoint is one of the tests' tiny ones (hidden size under 512)."""
     config = json.loads((Path(model_dir) / "config.json").read_text())
-    return ["--kv-cache-memory-gb", TINY_KV_CACHE_GB] if config.get("hidden_size", 0) < 512 else []
+    return config.get("hidden_size", 0) < 512
 
 
 class SharedExecutors:
     """Executors kept for the whole session (per pytest-xdist worker), keyed by model and executor flags, each
-    with the scheduler of its latest borrower: an executor start costs seconds (torch and transformers imports),
-    a scheduler's well under one. At most ``capacity`` are kept; the least recently borrowed is stopped first."""
+    with the scheduler of its latest borrower: an executor start costs seconds of CPU (torch and transformers
+    imports: a third of the suite's CPU went to 133 of them), a scheduler's under one. Kept stacks weigh what their
+    memory does, a tiny checkpoint's 1 (about 0.4 GB), another's LARGE_WEIGHT (the default model's, about 2.7 GB), and
+    weigh at most ``capacity`` together; the least recently borrowed are stopped first."""
 
-    def __init__(self, capacity: int = 4) -> None:
+    LARGE_WEIGHT = 4
+
+    def __init__(self, capacity: int = 8) -> None:
         self.capacity = capacity
         self._stacks: OrderedDict[tuple[str, tuple[str, ...]], LocalStack] = OrderedDict()
+        self._weights: dict[tuple[str, tuple[str, ...]], int] = {}
 
     def borrow(self, start: Callable[[], LocalStack], model_dir: Path, executor_flags: Sequence[str],
                scheduler_flags: Sequence[str]) -> LocalStack:
@@ -53,8 +63,10 @@ class SharedExecutors:
             stack.stop()
             stack = None
         if stack is None:
-            while len(self._stacks) >= self.capacity:
+            weight = 1 if is_tiny(model_dir) else self.LARGE_WEIGHT
+            while self._stacks and sum(self._weights[kept] for kept in self._stacks) + weight > self.capacity:
                 self._stacks.popitem(last=False)[1].stop()
+            self._weights[key] = weight
             stack = start()
         else:
             stack.restart_scheduler(scheduler_flags)

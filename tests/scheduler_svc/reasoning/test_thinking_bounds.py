@@ -33,9 +33,10 @@ def test_the_think_parsers_end_at_the_closing_tag_and_qwen3_may_open_one(marked)
 
 
 def test_gpt_oss_answers_after_the_final_channels_header(marked):
-    header = marked.encode("<|channel|>final<|message|>", add_special_tokens=False)
-    assert len(header) > 3 and thinking_bounds("openai_gptoss", marked) == ThinkingBounds(tuple(header))
-    assert header[0] == single(marked, "<|channel|>") and header[-1] == single(marked, "<|message|>")
+    header = marked.encode("<|channel|>final", add_special_tokens=False)
+    bounds = ThinkingBounds(tuple(header), header_end_token_id=single(marked, "<|message|>"))
+    assert len(header) > 1 and header[0] == single(marked, "<|channel|>")
+    assert thinking_bounds("openai_gptoss", marked) == bounds
 
 
 @pytest.mark.parametrize("parser", ["deepseek_r1", "qwen3", "openai_gptoss"])
