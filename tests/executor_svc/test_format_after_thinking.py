@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 from constrained_runs import EOS, VOCAB, allowed_of, fresh_matcher, generate, runner_for
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from step_plans import PlannedRequest, plan_steps
 from tiny_models import make_tiny_llama
 from tiny_tokenizers import build_byte_level
@@ -28,6 +30,8 @@ END = [300, 301]  # ids standing for the tokens that end the thinking
 OPENER = 302
 PROMPT = [5, 9, 11, 3, 17, 40, 41]
 EVERYTHING = -1  # a mask word allowing all 32 tokens
+NUM_WALKS = 300
+"""Random outputs walked by the property test (derandomized; raise it locally for a longer run)."""
 
 
 @pytest.fixture(scope="module")
@@ -251,3 +255,41 @@ def test_bad_thinking_bounds_are_refused_by_name(model_dir, after, problem):
 def test_without_a_format_the_bounds_change_nothing(model_dir, free_greedy):
     free = sampling_pb2.SamplingParams(temperature=0.0)
     assert generate(runner_for(model_dir)[0], PROMPT, free, max_tokens=8, **thinking_request([1, 2])) == free_greedy
+
+
+# ---- the phases walked by drafts are the phases of one token at a time ------------------------------
+
+
+@settings(max_examples=NUM_WALKS, derandomize=True, deadline=None, database=None)
+@given(data=st.data())
+def test_masks_and_consumes_walk_drafts_as_one_token_at_a_time(compiler, llg_tokenizer, data):
+    """Any output, cut anywhere, consumed in any pieces: the rows masks() gives for drafts equal the rows of a
+    grammar that consumed them one by one, up to the first draft that row forbids (the rows after it are never
+    reached)."""
+    alphabet = [*{t for text in ("12-abc!", "7z") for t in llg_tokenizer.tokenize_str(text)}, *END, OPENER, HEADER_END]
+    end = data.draw(st.lists(st.sampled_from(END + [OPENER]), min_size=1, max_size=3), label="end")
+    openers = data.draw(st.sampled_from([[], [OPENER]]), label="openers")
+    header_end = data.draw(st.sampled_from([None, HEADER_END]), label="header_end")
+    tokens = data.draw(st.lists(st.sampled_from(alphabet), max_size=14), label="tokens")
+    cut = data.draw(st.integers(0, len(tokens)), label="cut")
+
+    def fresh() -> FormatAfterThinking:
+        return FormatAfterThinking(compiler.request_grammar(SO(regex=REGEX)), VOCAB, end, openers, header_end)
+
+    walked = fresh()
+    pieces = data.draw(st.lists(st.integers(1, 3), max_size=8), label="pieces")
+    start = 0
+    for size in pieces:  # consumed in pieces up to the cut
+        walked.consume(tokens[start:min(cut, start + size)])
+        start = min(cut, start + size)
+    walked.consume(tokens[start:cut])
+    drafts = tokens[cut:]
+    rows = walked.masks(drafts)
+    stepped = fresh()
+    stepped.consume(tokens[:cut])
+    for j in range(len(drafts) + 1):
+        expected = stepped.masks([])[0]
+        assert np.array_equal(rows[j], expected), (j, tokens, cut)
+        if j == len(drafts) or not token_allowed(expected, drafts[j]):
+            break
+        stepped.consume([drafts[j]])

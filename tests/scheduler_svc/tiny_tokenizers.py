@@ -106,11 +106,9 @@ def build_byte_level(directory: Path, template: str = CHATML_TEMPLATE, markers: 
     return directory
 
 
-def build_tool_calling(directory: Path) -> Path:
-    """The byte-level directory with TOOLS_TEMPLATE as its chat template."""
-    build_byte_level(directory)
-    (directory / "chat_template.jinja").write_text(TOOLS_TEMPLATE)
-    return directory
+def build_tool_calling(directory: Path, markers: bool = False) -> Path:
+    """The byte-level directory with TOOLS_TEMPLATE as its chat template (``markers``: as build_byte_level's)."""
+    return build_byte_level(directory, TOOLS_TEMPLATE, markers)
 
 
 def build_thinking(directory: Path, markers: bool = False) -> Path:

@@ -2,7 +2,7 @@
 (messages of every role with tool calls and thinking, tools, structured output, logprobs, template controls, ...)
 and up to two parameters, or an unknown one, set to anything (wrong type, out of range, huge, nested), plus bodies
 that are not JSON objects at all; streamed or not, over the in-process engine with the tool call and reasoning
-parsers on.
+parsers on (formats waiting for the thinking).
 
 Every answer is a 200 or an OpenAI error (4xx with ``error.message`` and ``error.type``), never a 500 or a dropped
 connection; a 200 stream is well-formed server-sent events ending in [DONE]; afterwards no request and no KV block
@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tiny_tokenizers import build_tool_calling
 
+from scheduler_svc.reasoning.thinking_bounds import thinking_bounds
 from scheduler_svc.tokenizer import Tokenizer
 
 NUM_CASES = 300
@@ -111,7 +112,8 @@ CASES = st.one_of(body(CHAT, "messages").map(lambda b: ("/v1/chat/completions", 
 
 @pytest.fixture(scope="module")
 def tools_tokenizer(tmp_path_factory) -> Tokenizer:
-    return Tokenizer.from_dir(build_tool_calling(tmp_path_factory.mktemp("fuzz-tools")))
+    """With the thinking markers as single tokens: formats wait for the thinking (thinking_bounds)."""
+    return Tokenizer.from_dir(build_tool_calling(tmp_path_factory.mktemp("fuzz-tools"), markers=True))
 
 
 RAW_BODIES = [b"", b"{", b"[1]", b"null", b'"x"', b"NaN", b'{"messages": NaN}', b"\xff\xfe", b"[" * 10_000,
@@ -147,7 +149,8 @@ def test_every_body_gets_a_200_or_an_openai_error_and_nothing_is_held(tools_toke
         check_answer(await client.post(route, content=raw, headers={"content-type": "application/json"}), raw)
 
     serve(tools_tokenizer, test, executor=FakeExecutor(script=tools_tokenizer.encode(OUTPUT, add_special_tokens=False)),
-          tool_call_parser="hermes", reasoning_parser="qwen3")
+          tool_call_parser="hermes", reasoning_parser="qwen3",
+          thinking_bounds=thinking_bounds("qwen3", tools_tokenizer))
 
 
 def test_bodies_that_are_not_json_objects_get_400s(tools_tokenizer):
