@@ -17,6 +17,28 @@ from stepahead_proto import executor_pb2, sampling_pb2
 
 VOCAB = 400
 EOS = 2
+REGEX = r"[0-9]{2,4}-[a-z]{3,6}!"
+
+
+def build_constrained_model(directory: Path) -> Path:
+    """The tiny checkpoint the structured output tests generate with (byte-level tokenizer, VOCAB tokens)."""
+    from tiny_models import make_tiny_llama
+    from tiny_tokenizers import build_byte_level
+
+    build_byte_level(directory)
+    return make_tiny_llama(directory, seed=5, vocab_size=VOCAB)
+
+
+def llg_tokenizer_of(model_dir: Path) -> llguidance.LLTokenizer:
+    """llguidance's view of the checkpoint's tokenizer, built by the test itself (independent of the executor's)."""
+    return llguidance.LLTokenizer((model_dir / "tokenizer.json").read_text(), n_vocab=VOCAB, eos_token=[EOS])
+
+
+def decode(model_dir: Path, ids: list[int]) -> str:
+    """The text of ``ids`` (special tokens skipped)."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(model_dir / "tokenizer.json")).decode(ids, skip_special_tokens=True)
 
 
 def allowed_of(matcher: llguidance.LLMatcher) -> np.ndarray:

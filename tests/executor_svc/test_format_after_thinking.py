@@ -11,12 +11,21 @@ import llguidance
 import numpy as np
 import pytest
 import torch
-from constrained_runs import EOS, VOCAB, allowed_of, fresh_matcher, generate, runner_for
+from constrained_runs import (
+    EOS,
+    REGEX,
+    VOCAB,
+    allowed_of,
+    build_constrained_model,
+    decode,
+    fresh_matcher,
+    generate,
+    llg_tokenizer_of,
+    runner_for,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from step_plans import PlannedRequest, plan_steps
-from tiny_models import make_tiny_llama
-from tiny_tokenizers import build_byte_level
 
 from executor_svc.format_after_thinking import FormatAfterThinking
 from executor_svc.grammar import GrammarCompiler
@@ -24,7 +33,6 @@ from executor_svc.model_runner import StepError
 from executor_svc.token_mask import token_allowed
 from stepahead_proto import executor_pb2, sampling_pb2
 
-REGEX = r"[0-9]{2,4}-[a-z]{3,6}!"
 SO = sampling_pb2.StructuredOutput
 END = [300, 301]  # ids standing for the tokens that end the thinking
 OPENER = 302
@@ -36,9 +44,7 @@ NUM_WALKS = 300
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("thinking_then_format")
-    build_byte_level(directory)
-    return make_tiny_llama(directory, seed=5, vocab_size=VOCAB)
+    return build_constrained_model(tmp_path_factory.mktemp("thinking_then_format"))
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +56,7 @@ def compiler(model_dir) -> GrammarCompiler:
 
 @pytest.fixture(scope="module")
 def llg_tokenizer(model_dir) -> llguidance.LLTokenizer:
-    return llguidance.LLTokenizer((model_dir / "tokenizer.json").read_text(), n_vocab=VOCAB, eos_token=[EOS])
+    return llg_tokenizer_of(model_dir)
 
 
 def after_thinking(compiler: GrammarCompiler, regex: str = REGEX, openers: tuple[int, ...] = ()) -> FormatAfterThinking:
@@ -187,12 +193,6 @@ def hf_greedy_after_thinking(model_dir: Path, llg_tokenizer, prompt: list[int], 
 @pytest.fixture(scope="module")
 def free_greedy(model_dir) -> list[int]:
     return generate(runner_for(model_dir)[0], PROMPT, sampling_pb2.SamplingParams(temperature=0.0), max_tokens=8)
-
-
-def decode(model_dir: Path, ids: list[int]) -> str:
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(str(model_dir / "tokenizer.json")).decode(ids, skip_special_tokens=True)
 
 
 CONSTRAINED = sampling_pb2.SamplingParams(temperature=0.0, structured_output=SO(regex=REGEX))

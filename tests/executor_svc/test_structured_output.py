@@ -11,11 +11,21 @@ import llguidance
 import numpy as np
 import pytest
 import torch
-from constrained_runs import EOS, VOCAB, allowed_of, fresh_matcher, generate, runner_for
+from constrained_runs import (
+    EOS,
+    REGEX,
+    VOCAB,
+    allowed_of,
+    build_constrained_model,
+    decode,
+    fresh_matcher,
+    generate,
+    llg_tokenizer_of,
+    runner_for,
+)
 from stats_helpers import chi_square_p_value
 from step_plans import BATCHES, PlannedRequest, plan_steps, requests_plain
 from tiny_models import make_tiny_llama
-from tiny_tokenizers import build_byte_level
 
 from executor_svc.config import ExecutorConfig
 from executor_svc.grammar import GrammarCompiler
@@ -26,26 +36,17 @@ from executor_svc.server import build_runner
 from executor_svc.token_mask import TokenMask, apply_token_mask, mask_words, unpack_bits
 from stepahead_proto import executor_pb2, sampling_pb2
 
-REGEX = r"[0-9]{2,4}-[a-z]{3,6}!"
 SO = sampling_pb2.StructuredOutput
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("constrained")
-    build_byte_level(directory)
-    return make_tiny_llama(directory, seed=5, vocab_size=VOCAB)
+    return build_constrained_model(tmp_path_factory.mktemp("constrained"))
 
 
 @pytest.fixture(scope="module")
 def llg_tokenizer(model_dir) -> llguidance.LLTokenizer:
-    return llguidance.LLTokenizer((model_dir / "tokenizer.json").read_text(), n_vocab=VOCAB, eos_token=[EOS])
-
-
-def decode(model_dir: Path, ids: list[int]) -> str:
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(str(model_dir / "tokenizer.json")).decode(ids, skip_special_tokens=True)
+    return llg_tokenizer_of(model_dir)
 
 
 # ---- masks ---------------------------------------------------------------------------------------
