@@ -23,6 +23,7 @@ from client.types import (
     Timings,
     TokenizeResult,
     TokenLogprob,
+    ToolCall,
     Usage,
 )
 
@@ -47,6 +48,7 @@ __all__ = [
     "Timings",
     "TokenLogprob",
     "TokenizeResult",
+    "ToolCall",
     "UnauthenticatedError",
     "UnavailableError",
     "Usage",

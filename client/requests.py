@@ -45,9 +45,12 @@ class GenerateOptions(TypedDict, total=False):
     an InvalidRequestError naming it).
     Tools (with messages only): tools (OpenAI's tools array, a list of dicts such as {"type": "function",
     "function": {"name", "description", "parameters"}}, or its JSON text) is given to the chat template as `tools`.
-    It only shows the tools to the model: to get a call, constrain the output (json_schema=the tool's parameters)
-    and read the call from the output's text yourself; the SDK parses no tool calls (the HTTP server's tool_choice
-    does that). A message may carry an assistant's tool_calls and a tool's tool_call_id (see Message).
+    On a server started with --tool-call-parser (ModelInfo.tool_call_parser) the calls the model writes in its own
+    syntax come back parsed, as the result's `tool_calls` (and the chunks'), each a ToolCall (id, name,
+    arguments), and `text` holds the rest; parse_tool_calls (False: calls stay in the text; True on a server
+    without a parser, or without tools, is an InvalidRequestError) and parallel_tool_calls (False: only the first
+    call) choose. To force a call, constrain the output (json_schema=the tool's parameters). A message may carry an
+    assistant's tool_calls and a tool's tool_call_id (see Message).
     Chat template controls (with messages only; vLLM's names): add_generation_prompt (unset: true, or false with
     continue_final_message; False renders no assistant header), continue_final_message (True: the last message, an
     assistant's, is continued: the prompt ends with its content unterminated, e.g. a prefilled "The capital is"),
@@ -90,6 +93,8 @@ class GenerateOptions(TypedDict, total=False):
     choice: Sequence[str] | None
     grammar: str | None
     tools: Sequence[Mapping[str, Any]] | str | None
+    parse_tool_calls: bool | None
+    parallel_tool_calls: bool | None
     add_generation_prompt: bool | None
     continue_final_message: bool | None
     chat_template_kwargs: Mapping[str, Any] | str | None
@@ -160,6 +165,9 @@ def build_generate_request(
         request.skip_special_tokens = options["skip_special_tokens"]
     if options.get("split_reasoning") is not None:
         request.split_reasoning = options["split_reasoning"]
+    for name in ("parse_tool_calls", "parallel_tool_calls"):
+        if options.get(name) is not None:
+            _set_flag(request, name, options[name])
     if options.get("disable_speculation"):
         request.disable_speculation = True
     if options.get("priority") is not None:
@@ -169,6 +177,13 @@ def build_generate_request(
     request.sampling.CopyFrom(build_sampling_params(options))
     request.stopping.CopyFrom(build_stopping_params(options))
     return request
+
+
+def _set_flag(request: generation_pb2.GenerateRequest, name: str, value: Any) -> None:
+    """Set the optional bool field ``name``; ValueError naming it unless ``value`` is True or False."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: must be True or False, got {value!r}")
+    setattr(request, name, value)
 
 
 def build_tokenize_request(

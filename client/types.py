@@ -120,6 +120,21 @@ class SpecStats(_AsDict):
 
 
 @dataclass(frozen=True)
+class ToolCall(_AsDict):
+    """A tool call the server parsed from the output (--tool-call-parser): its id, the function and its arguments
+    (a JSON object's text; ``json.loads`` it)."""
+
+    id: str
+    name: str
+    arguments: str
+
+    @classmethod
+    def from_proto(cls, msg: generation_pb2.ToolCall) -> ToolCall:
+        """Build from a ToolCall message."""
+        return cls(msg.id, msg.name, msg.arguments_json)
+
+
+@dataclass(frozen=True)
 class GenerationChunk(_AsDict):
     """One message of a generation stream: the output produced since the previous chunk.
 
@@ -146,6 +161,9 @@ class GenerationChunk(_AsDict):
     `text` is then the answer alone."""
     thought: bool = False
     """On the last chunk of a split output: whether it thought (an empty thinking block counts)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Tool calls completed since the previous chunk, when the output is parsed for them (parse_tool_calls); their
+    text is not in `text`."""
 
     @property
     def finished(self) -> bool:
@@ -169,6 +187,7 @@ class GenerationChunk(_AsDict):
             prompt_logprobs=tuple(PositionLogprobs.from_proto(p) for p in msg.prompt_logprobs),
             reasoning_text=msg.reasoning_text,
             thought=msg.thought,
+            tool_calls=tuple(ToolCall.from_proto(call) for call in msg.tool_calls),
         )
 
 
@@ -192,6 +211,9 @@ class GenerationResult(_AsDict):
     reasoning: str | None = None
     """The thinking the server's --reasoning-parser split off (`text` is then the answer alone); None when the output
     did not think or was not split."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The tool calls parsed from the output (a server with --tool-call-parser, a chat prompt with tools), in output
+    order; `text` is then what is not a call. Empty: no call, or the output was not parsed."""
 
 
 class ResultBuilder:
@@ -201,6 +223,7 @@ class ResultBuilder:
         self._request_id = ""
         self._texts: list[str] = []
         self._reasoning: list[str] = []
+        self._tool_calls: list[ToolCall] = []
         self._token_ids: list[int] = []
         self._logprobs: list[PositionLogprobs] = []
         self._prompt_logprobs: tuple[PositionLogprobs, ...] = ()
@@ -212,6 +235,7 @@ class ResultBuilder:
         self._request_id = self._request_id or chunk.request_id
         self._texts.append(chunk.text)
         self._reasoning.append(chunk.reasoning_text)
+        self._tool_calls.extend(chunk.tool_calls)
         self._token_ids.extend(chunk.token_ids)
         self._logprobs.extend(chunk.logprobs)
         self._prompt_tokens = self._prompt_tokens or chunk.prompt_tokens
@@ -237,6 +261,7 @@ class ResultBuilder:
             spec=last.spec,
             prompt_logprobs=self._prompt_logprobs,
             reasoning="".join(self._reasoning) if last.thought else None,
+            tool_calls=tuple(self._tool_calls),
         )
 
 
@@ -297,6 +322,8 @@ class ModelInfo(_AsDict):
     format_after_thinking: bool = False
     """Whether a split request's structured output waits for the thinking and constrains the answer alone (false: it
     constrains the whole output)."""
+    tool_call_parser: str = ""
+    """The server's --tool-call-parser, which parses tool calls out of chat outputs with tools (empty: none)."""
 
     @classmethod
     def from_proto(cls, msg: generation_pb2.ModelInfo) -> ModelInfo:
@@ -317,6 +344,7 @@ class ModelInfo(_AsDict):
             max_loras=msg.max_loras,
             reasoning_parser=msg.reasoning_parser,
             format_after_thinking=msg.format_after_thinking,
+            tool_call_parser=msg.tool_call_parser,
         )
 
 

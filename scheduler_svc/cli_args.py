@@ -100,14 +100,15 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--http-port", type=int, default=None,
                        help="serve the OpenAI-compatible HTTP API on this port (0: any free port; default off)")
     group.add_argument("--tool-call-parser", choices=TOOL_CALL_PARSERS, default=None,
-                       help='serve tool_choice "auto" (OpenAI\'s default with tools) over HTTP by parsing tool calls '
-                            "from the output in this model syntax, as vLLM's parser of the name: hermes "
+                       help="parse tool calls from the output in this model syntax, as vLLM's parser of the name "
+                            '(HTTP tool_choice "auto", OpenAI\'s default with tools; gRPC chat requests with tools, '
+                            "GenerateResponse.tool_calls, parse_tool_calls chooses): hermes "
                             "(<tool_call>{...}</tool_call> blocks: Hermes, Qwen), llama3_json ({\"name\": ..., "
                             '"parameters": {...}} objects, maybe after <|python_tag|>, ";"-separated: Llama 3.x), '
                             "pythonic ([f(a=1), g()]: Llama 3.2/4), mistral ([TOOL_CALLS] [{...}]: Mistral) or "
                             "openai (gpt-oss's harmony messages to=functions.NAME; with --reasoning-parser "
                             "openai_gptoss) "
-                            '(default: none, "auto" is refused)')
+                            '(default: none: HTTP "auto" is refused, no output is parsed)')
     group.add_argument("--reasoning-parser", choices=REASONING_PARSERS, default=None,
                        help="return a reasoning model's thinking apart from its answer, over HTTP as chat messages' "
                             "reasoning (and reasoning_content), over gRPC as reasoning_text (a request's "

@@ -140,7 +140,9 @@ class SchedulerServiceConfig:
     """Where step profiles are cached (None: the stepahead cache's profiles/ folder)."""
     tool_call_parser: str | None = None
     """The model's tool call syntax, one of TOOL_CALL_PARSERS: the HTTP front serves tool_choice "auto" (OpenAI's
-    default with tools) by parsing calls from the output; None: "auto" is refused."""
+    default with tools) by parsing calls from the output, and gRPC chat requests with tools get their calls parsed
+    (GenerateResponse.tool_calls; GenerateRequest.parse_tool_calls chooses); None: "auto" is refused, no output is
+    parsed."""
     reasoning_parser: str | None = None
     """One of REASONING_PARSERS: the engine splits a reasoning model's thinking from its answer (gRPC
     ``reasoning_text``, HTTP chat messages' ``reasoning`` and ``reasoning_content``); None: the output is all

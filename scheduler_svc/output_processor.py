@@ -1,5 +1,5 @@
 """Turns sampled token ids into stream messages: stop conditions, detokenization, the split of thinking from the
-answer, logprobs, usage."""
+answer, tool calls parsed out of the answer, logprobs, usage."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from scheduler_svc.spec_stats import SpecStatsTracker
 from scheduler_svc.stop_checker import StopStringChecker
 from scheduler_svc.stream_pacing import StreamPacer
 from scheduler_svc.tokenizer import Tokenizer
+from scheduler_svc.tool_calls.output_calls import OutputCalls
 from stepahead_proto import generation_pb2
 
 FinishReason = generation_pb2.FinishReason
@@ -41,6 +42,8 @@ class RequestOutputState:
         self._reasoning: ReasoningSplitter | None = (
             reasoning_splitter(request.reasoning_parser) if request.reasoning_parser else None)
         """Splits the text (after the stop rules) into thinking and answer: Request.reasoning_parser."""
+        self._calls = OutputCalls(request.tool_call_parsing) if request.tool_call_parsing else None
+        """Parses tool calls out of the answer: Request.tool_call_parsing."""
         self._sent_first_message = False
         self._stop_string_matched = False
         self.spec = SpecStatsTracker()
@@ -119,11 +122,13 @@ class RequestOutputState:
         self, token_ids: list[int], logprobs: list[generation_pb2.PositionLogprobs], text: str
     ) -> generation_pb2.GenerateResponse | None:
         reasoning, text = self._split(text)
-        if not token_ids and not text and not reasoning and self.finish is None and self._sent_first_message:
+        text, calls = self._parse_calls(text, final=self.finish is not None)
+        if (not token_ids and not text and not reasoning and not calls and self.finish is None
+                and self._sent_first_message):
             return None
         message = generation_pb2.GenerateResponse(
             request_id=self.request.request_id, text=text, reasoning_text=reasoning, token_ids=token_ids,
-            logprobs=logprobs
+            logprobs=logprobs, tool_calls=calls
         )
         if not self._sent_first_message:
             message.prompt_tokens = len(self.request.prompt_token_ids)
@@ -153,6 +158,13 @@ class RequestOutputState:
             split = split.then(self._reasoning.finish())
         return split.reasoning, split.content
 
+    def _parse_calls(self, text: str, final: bool) -> tuple[str, list[generation_pb2.ToolCall]]:
+        """The answer ``text`` less its tool calls, and the calls completed (no parsing: all text); what may begin a
+        call is held back until the next piece, or the finish, tells."""
+        if self._calls is None:
+            return text, []
+        return self._calls.feed(text, final)
+
     def final_fields(self, message: generation_pb2.GenerateResponse, now: float) -> None:
         """Fill usage and timings into the request's last message."""
         message.usage.prompt_tokens = len(self.request.prompt_token_ids)
@@ -165,9 +177,10 @@ class RequestOutputState:
 
     def abort_message(self, now: float) -> generation_pb2.GenerateResponse:
         """The last message of a request aborted before it finished."""
+        text, calls = self._parse_calls("", final=True)  # what the parser held is sent, not dropped
         message = generation_pb2.GenerateResponse(
             request_id=self.request.request_id, finish_reason=FinishReason.FINISH_REASON_ABORT,
-            thought=self._thought
+            thought=self._thought, text=text, tool_calls=calls
         )
         self.final_fields(message, now)
         paced = self._pacer.pace(message, final=True)  # with what was held for the stream interval

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from scheduler_svc.reasoning.thinking_bounds import ThinkingBounds
+from scheduler_svc.tool_calls.request_parsing import ToolCallParsing
 from stepahead_proto import sampling_pb2
 
 
@@ -74,6 +75,8 @@ class Request:
     format_after_thinking: ThinkingBounds | None = None
     """Where the structured output format starts: after these thinking markers (a split request's format constrains
     the answer alone); None: from the first output token."""
+    tool_call_parsing: ToolCallParsing | None = None
+    """How tool calls are parsed out of the answer (GenerateRequest.parse_tool_calls); None: they are not."""
 
     @property
     def num_tokens(self) -> int:

@@ -73,6 +73,7 @@ def model_limits(
         adapters=ServedAdapters(first.lora_adapters, min(d.max_loras for d in descriptions)),
         reasoning_parser=config.reasoning_parser,
         thinking_bounds=thinking_bounds(config.reasoning_parser, tokenizer) if config.reasoning_parser else None,
+        tool_call_parser=config.tool_call_parser,
     )
 
 

@@ -109,6 +109,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):  # type: ignor
             max_loras=self.limits.adapters.max_loras,
             reasoning_parser=self.limits.reasoning_parser or "",
             format_after_thinking=self.limits.thinking_bounds is not None,
+            tool_call_parser=self.limits.tool_call_parser or "",
         )
 
     async def Tokenize(

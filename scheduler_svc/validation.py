@@ -15,6 +15,7 @@ from scheduler_svc.request import Request, StopParams
 from scheduler_svc.request_errors import InvalidRequestError as InvalidRequestError  # re-exported for callers
 from scheduler_svc.token_restrictions import bad_word_token_ids, check_allowed_token_ids
 from scheduler_svc.tokenizer import ContinuationError, TemplateSourceError, Tokenizer, template_names
+from scheduler_svc.tool_calls.request_parsing import tool_call_parsing
 from stepahead_common.json_text import parse_json_text
 from stepahead_common.structured_output import StructuredOutputError, grammar_error, grammar_of
 from stepahead_proto import generation_pb2, sampling_pb2
@@ -68,6 +69,9 @@ class ModelLimits:
     thinking_bounds: ThinkingBounds | None = None
     """The parser's thinking markers as the model's tokens: a structured output format of a split request waits for
     them and constrains the answer alone; None: formats constrain the whole output (no split)."""
+    tool_call_parser: str | None = None
+    """The server's --tool-call-parser: chat outputs with tools are parsed for calls (GenerateRequest.parse_tool_calls);
+    None: no output is."""
 
     @property
     def lora_adapters(self) -> tuple[str, ...]:
@@ -112,8 +116,11 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
     check_allowed_token_ids(pb.sampling, limits.vocab_size)
     bad_words = bad_word_token_ids(pb.sampling, tokenizer)
     reasoning_parser = splitting_parser(pb, limits.reasoning_parser, limits.thinking_bounds)
+    calls = tool_call_parsing(pb, limits.tool_call_parser, split=reasoning_parser is not None)
     constrained = pb.sampling.HasField("structured_output")
-    stop_params = _stop_params(pb, len(prompt_ids), limits, keep_special_tokens=reasoning_parser is not None)
+    # The parsers read markers that may be special tokens (<think>, <tool_call>): kept unless the request says
+    stop_params = _stop_params(pb, len(prompt_ids), limits,
+                               keep_special_tokens=reasoning_parser is not None or calls is not None)
     return Request(
         request_id=pb.request_id or uuid.uuid4().hex,
         prompt_token_ids=prompt_ids,
@@ -126,6 +133,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         adapter_cache_key=adapter_cache_key,
         reasoning_parser=reasoning_parser,
         format_after_thinking=limits.thinking_bounds if reasoning_parser and constrained else None,
+        tool_call_parsing=calls,
     )
 
 
@@ -404,8 +412,8 @@ def check_structured_output(format_: sampling_pb2.StructuredOutput, tokenizer: T
 
 def _stop_params(pb: generation_pb2.GenerateRequest, prompt_len: int, limits: ModelLimits,
                  keep_special_tokens: bool = False) -> StopParams:
-    """``keep_special_tokens``: the default of skip_special_tokens is false (a reasoning parser reads markers that
-    may be special tokens)."""
+    """``keep_special_tokens``: the default of skip_special_tokens is false (a reasoning or tool call parser reads
+    markers that may be special tokens)."""
     s = pb.stopping
     room = limits.max_model_len - prompt_len
     if s.HasField("max_tokens"):

@@ -2,7 +2,7 @@
 
 app.py assembles it; completions.py serves /v1/chat/completions and /v1/completions;
 info_routes.py /v1/models, /health and /metrics; protocol.py, conversion.py, responses.py and
-logprobs.py translate between OpenAI's shapes and the engine's (tools.py and the *_tool_calls.py parsers read tool
-calls, reasoning.py a reasoning model's thinking); streaming.py sends server-sent events; front.py runs uvicorn as a
+logprobs.py translate between OpenAI's shapes and the engine's (tools.py decides tool calling, whose parsers are
+scheduler_svc/tool_calls/); streaming.py sends server-sent events; front.py runs uvicorn as a
 task of the scheduler's loop.
 """

@@ -167,7 +167,7 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
         raise invalid("top_logprobs", f"must be in [0, {MAX_LOGPROBS}], got {logprobs}")
     if not body.messages:
         raise invalid("messages", "at least one message is required")
-    prompt = generation_pb2.GenerateRequest(model=model)
+    prompt = generation_pb2.GenerateRequest(model=model, parse_tool_calls=False)  # tool_choice decides: tools.py
     prompt.chat.CopyFrom(chat_prompt(body.messages, tools.tools_json, body))
     _give_reasoning_effort(prompt.chat, body)
     max_tokens, max_param = body.max_tokens, "max_tokens"

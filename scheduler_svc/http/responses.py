@@ -20,7 +20,7 @@ Tool calls (tools.py): a named function's call is the message's one tool call (`
 first chunk of each choice carries its header (id, type, name, ``arguments: ""``) and later chunks append the
 arguments as they are generated. Calls of tool_choice "required" are parsed once the choice has finished; streamed,
 they come in one chunk before the choice's finish chunk. Tool_choice "auto" (``--tool-call-parser``, the parser
-tool_call_parsers.py names): the finished text is parsed into content and calls (the parser's parse_output);
+tool_calls/parsers.py names): the finished text is parsed into content and calls (the parser's parse_output);
 streamed (its stream_parser), content goes out as it is generated until a call may be starting, each call in a
 chunk of its own once it is complete (``index`` its place among the calls), and the finish chunk says "tool_calls"
 once a call was sent.
@@ -45,9 +45,9 @@ from scheduler_svc.http.logprobs import (
     echo_logprobs,
     prompt_logprobs,
 )
-from scheduler_svc.http.tool_call_parsers import tool_call_parser
-from scheduler_svc.http.tool_calls_common import CallStream, StreamDelta
-from scheduler_svc.http.tools import ToolCalling, new_call_id, output_calls, tool_call
+from scheduler_svc.http.tools import ToolCalling, output_calls, tool_call
+from scheduler_svc.tool_calls.common import CallStream, StreamDelta, new_call_id
+from scheduler_svc.tool_calls.parsers import tool_call_parser
 from stepahead_proto import generation_pb2
 
 FINISH_REASONS = {

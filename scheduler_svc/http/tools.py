@@ -16,12 +16,12 @@ A chat request's ``tools`` (function tools only) and ``tool_choice`` decide what
   returned as ``content`` with the engine's finish reason;
 - "none": free text, and the tools are not shown to the chat template;
 - "auto" (OpenAI's default when ``tools`` is given): free text, which may hold calls in the model's own syntax.
-  The server's ``--tool-call-parser`` reads the finished output in the model's syntax (tool_call_parsers.py):
-  ``hermes``, ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (hermes_tool_calls.py);
-  ``llama3_json``, JSON objects maybe after ``<|python_tag|>``, separated by ``;`` (llama3_json_tool_calls.py);
-  ``pythonic``, a Python list of calls (pythonic_tool_calls.py); ``mistral``, ``[TOOL_CALLS]`` and a JSON array
-  (mistral_tool_calls.py); ``openai``, gpt-oss's harmony messages addressed to a function
-  (harmony_tool_calls.py). The text before the calls is the ``content`` (trailing whitespace dropped, null when
+  The server's ``--tool-call-parser`` reads the finished output in the model's syntax (tool_calls/parsers.py):
+  ``hermes``, ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (tool_calls/hermes.py);
+  ``llama3_json``, JSON objects maybe after ``<|python_tag|>``, separated by ``;`` (tool_calls/llama3_json.py);
+  ``pythonic``, a Python list of calls (tool_calls/pythonic.py); ``mistral``, ``[TOOL_CALLS]`` and a JSON array
+  (tool_calls/mistral.py); ``openai``, gpt-oss's harmony messages addressed to a function
+  (tool_calls/harmony.py). The text before the calls is the ``content`` (trailing whitespace dropped, null when
   blank; pythonic calls are the whole output), each call a tool call (at most one with ``parallel_tool_calls:
   false``), ``finish_reason`` "tool_calls"; an output whose calls do not parse, are cut short or call a function
   not among the tools is returned whole as ``content``, with the engine's finish reason. Special tokens are kept
@@ -37,7 +37,6 @@ Tool call ids are ``call_`` and 24 random hex digits.
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,6 +46,7 @@ from scheduler_svc.http.protocol import ChatCompletionRequest, ChatMessage, Tool
 from scheduler_svc.http.unrecognized import is_neutral
 from scheduler_svc.request_errors import InvalidRequestError
 from scheduler_svc.tokenizer import Tokenizer
+from scheduler_svc.tool_calls.common import new_call_id
 from scheduler_svc.validation import ModelLimits, check_structured_output
 from stepahead_proto import sampling_pb2
 
@@ -78,7 +78,7 @@ class ToolCalling:
     names: frozenset[str] = frozenset()
     """The tools' names (mode "auto"): a block calling another function is not a call."""
     parser: str = ""
-    """The server's --tool-call-parser (mode "auto"): the name of the model's syntax in tool_call_parsers.PARSERS."""
+    """The server's --tool-call-parser (mode "auto"): the name of the model's syntax in tool_calls.parsers.PARSERS."""
     parallel: bool = True
     """``parallel_tool_calls`` (mode "auto"): False keeps the first call only."""
 
@@ -249,11 +249,6 @@ def message_tool_calls(message: ChatMessage, index: int) -> str:
 
 
 # ---- responses --------------------------------------------------------------------------------------------------
-def new_call_id() -> str:
-    """A tool call id, ``call_`` and 24 random hex digits."""
-    return f"call_{secrets.token_hex(12)}"
-
-
 def tool_call(name: str, arguments: str, call_id: str | None = None) -> dict[str, Any]:
     """A response's tool call object."""
     return {"id": call_id or new_call_id(), "type": "function", "function": {"name": name, "arguments": arguments}}

@@ -8,7 +8,7 @@ not in the text). The ``analysis`` channel's bodies are the thinking; every othe
 to a function (``to=functions.NAME`` in its header, written as ``... to=functions.get_weather <|constrain|>json``)
 goes to the content as ``<|channel|>commentary to=functions.NAME<|message|>ARGUMENTS<|call|>`` (CALL_OPENER; the
 closing ``<|call|>`` only when another marker ends it: the model's own is a stop token), which the ``openai`` tool
-call parser reads (scheduler_svc/http/harmony_tool_calls.py). An output that does not start with a channel header
+call parser reads (scheduler_svc/tool_calls/harmony.py). An output that does not start with a channel header
 is all content; a header left unfinished when the output ends is given as content rather than dropped. The markers
 are special tokens, so they are kept in the text while a parser reads it (unless the request sets
 skip_special_tokens).

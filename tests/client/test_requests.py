@@ -87,7 +87,8 @@ def test_all_options_reach_their_fields() -> None:
 def test_every_declared_option_is_accepted() -> None:
     values = {"stop": "s", "stop_token_ids": [1], "request_id": "r", "model": "m", "logit_bias": {1: 1.0},
               "json_schema": {"type": "object"}, "json_object": True, "regex": "[a-z]+", "choice": ["a"],
-              "grammar": 'start: "a"', "allowed_token_ids": [1], "bad_words": ["w"]}
+              "grammar": 'start: "a"', "allowed_token_ids": [1], "bad_words": ["w"], "parse_tool_calls": True,
+              "parallel_tool_calls": False}
     chat_only = {"tools": [{"type": "function"}], "add_generation_prompt": False, "continue_final_message": True,
                  "chat_template_kwargs": {"enable_thinking": False}, "documents": [{"text": "t"}],
                  "chat_template": "{{ messages }}"}
@@ -187,6 +188,16 @@ def test_tools_and_tool_messages_reach_the_chat_prompt() -> None:
 def test_bad_tools_and_tool_messages_are_value_errors(build, kwargs, message) -> None:
     with pytest.raises(ValueError, match=f"^{message}"):
         build(**kwargs)
+
+
+def test_tool_call_parsing_options_reach_their_fields_and_non_booleans_are_refused() -> None:
+    request = build_generate_request(messages=TOOL_CHAT, tools=TOOLS, parse_tool_calls=False, parallel_tool_calls=True)
+    assert request.HasField("parse_tool_calls") and not request.parse_tool_calls and request.parallel_tool_calls
+    unset = build_generate_request(messages=TOOL_CHAT, tools=TOOLS)
+    assert not unset.HasField("parse_tool_calls") and not unset.HasField("parallel_tool_calls")
+    for name in ("parse_tool_calls", "parallel_tool_calls"):
+        with pytest.raises(ValueError, match=f"^{name}: must be True or False, got 'yes'"):
+            build_generate_request(messages=TOOL_CHAT, tools=TOOLS, **{name: "yes"})
 
 
 CONTINUED = [{"role": "user", "content": "Capital of France?"}, {"role": "assistant", "content": "The capital is"}]

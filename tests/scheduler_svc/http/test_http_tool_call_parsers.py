@@ -11,12 +11,12 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from tiny_tokenizers import build_byte_level
 
 from scheduler_svc.config import TOOL_CALL_PARSERS
-from scheduler_svc.http import hermes_tool_calls
 from scheduler_svc.http.conversion import chat_plan
 from scheduler_svc.http.errors import ApiError
 from scheduler_svc.http.protocol import ChatCompletionRequest
-from scheduler_svc.http.tool_call_parsers import PARSERS, tool_call_parser
 from scheduler_svc.tokenizer import Tokenizer
+from scheduler_svc.tool_calls import hermes as hermes_tool_calls
+from scheduler_svc.tool_calls.parsers import PARSERS, tool_call_parser
 
 CHAT = "/v1/chat/completions"
 MESSAGES = [{"role": "user", "content": "weather in Paris?"}]

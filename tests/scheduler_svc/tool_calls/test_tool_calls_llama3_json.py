@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tool_call_streams import NAMES, split, streamed_by
 
-from scheduler_svc.http import llama3_json_tool_calls
-from scheduler_svc.http.llama3_json_tool_calls import TAG, StreamParser, parse_output
-from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta
-from scheduler_svc.http.tool_calls_json_scan import JsonScan
+from scheduler_svc.tool_calls import llama3_json as llama3_json_tool_calls
+from scheduler_svc.tool_calls.common import ParsedCall, ParsedOutput, StreamDelta
+from scheduler_svc.tool_calls.json_scan import JsonScan
+from scheduler_svc.tool_calls.llama3_json import TAG, StreamParser, parse_output
 
 WEATHER = ParsedCall("get_weather", '{"city": "Paris"}')
 TIME = ParsedCall("get_time", "{}")

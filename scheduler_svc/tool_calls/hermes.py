@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from scheduler_svc.http import tool_calls_common
-from scheduler_svc.http.tool_call_blocks import BlockCallStream, Blocks, parse_blocks
-from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, call_of_json
+from scheduler_svc.tool_calls import common
+from scheduler_svc.tool_calls.blocks import BlockCallStream, Blocks, parse_blocks
+from scheduler_svc.tool_calls.common import ParsedCall, ParsedOutput, call_of_json
 
 START = "<tool_call>"
 END = "</tool_call>"
@@ -48,9 +48,9 @@ def parse_output(text: str, names: Collection[str], parallel: bool = True) -> Pa
 def held_suffix(text: str) -> int:
     """How many characters at the end of ``text`` must wait for what follows: the longest end of it that begins
     ``<tool_call>`` (but is not all of it), and the whitespace before that."""
-    return tool_calls_common.held_suffix(text, START)
+    return common.held_suffix(text, START)
 
 
 def stream_parser(names: Collection[str], parallel: bool = True) -> BlockCallStream:
-    """A parser of one output as it is generated (the parser interface of tool_calls_common)."""
+    """A parser of one output as it is generated (the parser interface of common.py)."""
     return BlockCallStream(BLOCKS, names, parallel)

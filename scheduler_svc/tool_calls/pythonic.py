@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Collection
 from typing import Any
 
-from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta
+from scheduler_svc.tool_calls.common import ParsedCall, ParsedOutput, StreamDelta
 
 _JSON_NAMES: dict[str, Any] = {"true": True, "false": False, "null": None}
 
@@ -327,5 +327,5 @@ class StreamParser:
 
 
 def stream_parser(names: Collection[str], parallel: bool = True) -> StreamParser:
-    """A parser of one output as it is generated (the parser interface of tool_calls_common)."""
+    """A parser of one output as it is generated (the parser interface of common.py)."""
     return StreamParser(names, parallel)

@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 
-from scheduler_svc.http.tool_call_blocks import BlockCallStream, Blocks, parse_blocks
-from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput
 from scheduler_svc.reasoning.harmony import CALL_END, CALL_OPENER, MESSAGE
+from scheduler_svc.tool_calls.blocks import BlockCallStream, Blocks, parse_blocks
+from scheduler_svc.tool_calls.common import ParsedCall, ParsedOutput
 
 START = CALL_OPENER
 END = CALL_END
@@ -55,5 +55,5 @@ def parse_output(text: str, names: Collection[str], parallel: bool = True) -> Pa
 
 
 def stream_parser(names: Collection[str], parallel: bool = True) -> BlockCallStream:
-    """A parser of one output as it is generated (the parser interface of tool_calls_common)."""
+    """A parser of one output as it is generated (the parser interface of common.py)."""
     return BlockCallStream(BLOCKS, names, parallel)

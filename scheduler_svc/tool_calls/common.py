@@ -1,5 +1,5 @@
 """What every tool call parser of tool_choice "auto" (``--tool-call-parser``) shares: the parsed message, what a
-stream may send, the interface a parser offers (tool_call_parsers.py maps the flag's names to parsers), and the
+stream may send, the interface a parser offers (parsers.py maps the flag's names to parsers), and the
 checks of a call written as a JSON object.
 
 A parser reads a model's free text two ways, which must agree:
@@ -17,6 +17,7 @@ A parser reads a model's free text two ways, which must agree:
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -77,6 +78,11 @@ class ToolCallParser(Protocol):
     def stream_parser(self, names: Collection[str], parallel: bool = True) -> CallStream:
         """A parser of one output as it is generated."""
         ...
+
+
+def new_call_id() -> str:
+    """A tool call id, ``call_`` and 24 random hex digits."""
+    return f"call_{secrets.token_hex(12)}"
 
 
 FAILED = -1

@@ -32,7 +32,7 @@ import json
 import re
 from collections.abc import Collection
 
-from scheduler_svc.http.tool_calls_common import (
+from scheduler_svc.tool_calls.common import (
     FAILED,
     ParsedCall,
     ParsedOutput,
@@ -42,7 +42,7 @@ from scheduler_svc.http.tool_calls_common import (
     call_of_json,
     held_suffix,
 )
-from scheduler_svc.http.tool_calls_json_scan import JsonScan
+from scheduler_svc.tool_calls.json_scan import JsonScan
 
 TAG = "<|python_tag|>"
 _SPACE = re.compile(r"\s*")
@@ -161,5 +161,5 @@ class StreamParser(TextCallStream):
 
 
 def stream_parser(names: Collection[str], parallel: bool = True) -> StreamParser:
-    """A parser of one output as it is generated (the parser interface of tool_calls_common)."""
+    """A parser of one output as it is generated (the parser interface of common.py)."""
     return StreamParser(names, parallel)

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tool_call_streams import NAMES, split, streamed_by
 
-from scheduler_svc.http import hermes_tool_calls
-from scheduler_svc.http.hermes_tool_calls import END, START, held_suffix, parse_output, stream_parser
-from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta
+from scheduler_svc.tool_calls import hermes as hermes_tool_calls
+from scheduler_svc.tool_calls.common import ParsedCall, ParsedOutput, StreamDelta
+from scheduler_svc.tool_calls.hermes import END, START, held_suffix, parse_output, stream_parser
 
 WEATHER = ParsedCall("get_weather", '{"city": "Paris"}')
 TIME = ParsedCall("get_time", "{}")

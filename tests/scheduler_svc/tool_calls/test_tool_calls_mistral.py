@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tool_call_streams import NAMES, split, streamed_by
 
-from scheduler_svc.http import mistral_tool_calls
-from scheduler_svc.http.mistral_tool_calls import MARK, StreamParser, parse_output
-from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta
+from scheduler_svc.tool_calls import mistral as mistral_tool_calls
+from scheduler_svc.tool_calls.common import ParsedCall, ParsedOutput, StreamDelta
+from scheduler_svc.tool_calls.mistral import MARK, StreamParser, parse_output
 
 WEATHER = ParsedCall("get_weather", '{"city": "Paris"}')
 TIME = ParsedCall("get_time", "{}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from scheduler_svc.http.tool_calls_common import ParsedOutput, StreamDelta, ToolCallParser
+from scheduler_svc.tool_calls.common import ParsedOutput, StreamDelta, ToolCallParser
 
 NAMES = frozenset({"get_weather", "get_time"})
 """The tools' names the parsers' tests use."""

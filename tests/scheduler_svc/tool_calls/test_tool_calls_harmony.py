@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tool_call_streams import NAMES, split, streamed_by
 
-from scheduler_svc.http import harmony_tool_calls
-from scheduler_svc.http.harmony_tool_calls import START, parse_output, stream_parser
-from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta
 from scheduler_svc.reasoning.splitters import reasoning_splitter, split_reasoning
+from scheduler_svc.tool_calls import harmony as harmony_tool_calls
+from scheduler_svc.tool_calls.common import ParsedCall, ParsedOutput, StreamDelta
+from scheduler_svc.tool_calls.harmony import START, parse_output, stream_parser
 
 WEATHER = ParsedCall("get_weather", '{"city": "Paris"}')
 TIME = ParsedCall("get_time", "{}")

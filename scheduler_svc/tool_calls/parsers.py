@@ -1,5 +1,5 @@
 """The tool call parsers of tool_choice "auto" by their ``--tool-call-parser`` names (vLLM's names): each a module
-offering tool_calls_common.ToolCallParser's parse_output and stream_parser.
+offering common.ToolCallParser's parse_output and stream_parser.
 
 - ``hermes``: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (Hermes, Qwen 2.5/3);
 - ``llama3_json``: JSON objects ``{"name": ..., "parameters": {...}}``, maybe after ``<|python_tag|>``, separated
@@ -14,21 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from scheduler_svc.http import (
-    harmony_tool_calls,
-    hermes_tool_calls,
-    llama3_json_tool_calls,
-    mistral_tool_calls,
-    pythonic_tool_calls,
-)
-from scheduler_svc.http.tool_calls_common import ToolCallParser
+from scheduler_svc.tool_calls import harmony, hermes, llama3_json, mistral, pythonic
+from scheduler_svc.tool_calls.common import ToolCallParser
 
 PARSERS: Mapping[str, ToolCallParser] = MappingProxyType({
-    "hermes": hermes_tool_calls,
-    "llama3_json": llama3_json_tool_calls,
-    "pythonic": pythonic_tool_calls,
-    "mistral": mistral_tool_calls,
-    "openai": harmony_tool_calls,
+    "hermes": hermes,
+    "llama3_json": llama3_json,
+    "pythonic": pythonic,
+    "mistral": mistral,
+    "openai": harmony,
 })
 """Every parser by name, in config.TOOL_CALL_PARSERS' order."""
 

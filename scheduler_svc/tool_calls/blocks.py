@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from scheduler_svc.http.tool_calls_common import ParsedCall, ParsedOutput, StreamDelta, held_suffix
+from scheduler_svc.tool_calls.common import ParsedCall, ParsedOutput, StreamDelta, held_suffix
 
 
 @dataclass(frozen=True)
