@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 from pydantic import BaseModel, ValidationError
@@ -66,8 +66,61 @@ def parse_body(model: type[Body], raw: bytes) -> Body:
         raise from_validation_error(error) from None
 
 
+class OutputShape(Protocol):
+    """What a generation endpoint answers with, made from the chat or completion builder's output."""
+
+    def body(self, built: dict[str, Any]) -> dict[str, Any]:
+        """The whole response from the builder's body."""
+        ...
+
+    def start_events(self, builder: ResponseBuilder) -> list[bytes]:
+        """A stream's first events."""
+        ...
+
+    def chunk_events(self, chunk: dict[str, Any]) -> list[bytes]:
+        """The events of one of the builder's chunks."""
+        ...
+
+    def error_events(self, error: ApiError) -> list[bytes]:
+        """The events of an error after the stream began (the stream ends after them)."""
+        ...
+
+    def end_events(self, builder: ResponseBuilder) -> list[bytes]:
+        """A stream's last events."""
+        ...
+
+    def renamed(self, error: ApiError) -> ApiError:
+        """``error`` naming the endpoint's own parameter."""
+        ...
+
+
+class OpenAIChunks:
+    """The chat and completion endpoints' own shape: the builder's body, and its chunks as ``data:`` events ended
+    by ``[DONE]``."""
+
+    def body(self, built: dict[str, Any]) -> dict[str, Any]:
+        return built
+
+    def start_events(self, builder: ResponseBuilder) -> list[bytes]:
+        if not builder.chat:
+            return []
+        return [sse_event(builder.role_chunk()), *(sse_event(chunk) for chunk in builder.echo_chunks())]
+
+    def chunk_events(self, chunk: dict[str, Any]) -> list[bytes]:
+        return [sse_event(chunk)]
+
+    def error_events(self, error: ApiError) -> list[bytes]:
+        return [sse_event(error.body()), DONE]
+
+    def end_events(self, builder: ResponseBuilder) -> list[bytes]:
+        return [sse_event(builder.usage_chunk()), DONE] if builder.plan.include_usage else [DONE]
+
+    def renamed(self, error: ApiError) -> ApiError:
+        return error
+
+
 class CompletionRoutes:
-    """The two generation endpoints, sharing one flow."""
+    """The two generation endpoints, sharing one flow (serve, which the Responses API's route runs too)."""
 
     def __init__(self, context: ServingContext) -> None:
         self.context = context
@@ -76,20 +129,24 @@ class CompletionRoutes:
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``."""
         limits = self.context.limits
-        return await self._serve(request, CHAT_ROUTE, "chatcmpl", lambda raw: chat_plan(
+        return await self.serve(request, CHAT_ROUTE, "chatcmpl", lambda raw: chat_plan(
             parse_body(ChatCompletionRequest, raw), limits.model_name, self.context.tool_call_parser,
             limits.lora_adapters, limits.reasoning_parser, limits.thinking_bounds))
 
     async def completions(self, request: Request) -> Response:
         """``POST /v1/completions``."""
         limits = self.context.limits
-        return await self._serve(request, COMPLETIONS_ROUTE, "cmpl", lambda raw: completion_plan(
+        return await self.serve(request, COMPLETIONS_ROUTE, "cmpl", lambda raw: completion_plan(
             parse_body(CompletionRequest, raw), limits.model_name, limits.lora_adapters))
 
-    async def _serve(
-        self, request: Request, route: str, id_prefix: str, make_plan: Callable[[bytes], GenerationPlan]
+    async def serve(
+        self, request: Request, route: str, id_prefix: str, make_plan: Callable[[bytes], GenerationPlan],
+        output: OutputShape | None = None,
     ) -> Response:
+        """Authorize, plan (``make_plan`` of the body), run on the engine and answer in ``output``'s shape (the chat
+        and completion endpoints' own by default)."""
         context = self.context
+        output = output or OpenAIChunks()
         trace = context.tracing.start("POST", route, request.headers)
         run: EngineRun | None = None
         try:
@@ -106,10 +163,11 @@ class CompletionRoutes:
             if plan.stream:
                 first = await unless_disconnected(run.next(), request.receive)
                 self._count(route, 200)
-                return EventStream(self._events(run, builder, first, trace), on_close=lambda: _close(run, trace))
-            body = await unless_disconnected(self._collect(run, builder), request.receive)
+                return EventStream(self._events(run, builder, output, first, trace),
+                                   on_close=lambda: _close(run, trace))
+            body = output.body(await unless_disconnected(self._collect(run, builder), request.receive))
         except ApiError as error:
-            return self._refuse(error, route, run, trace)
+            return self._refuse(output.renamed(error), route, run, trace)
         except ClientDisconnected:
             self._count(route, CLIENT_CLOSED)
             _close(run, trace, CLIENT_CLOSED)
@@ -130,28 +188,27 @@ class CompletionRoutes:
         self,
         run: EngineRun,
         builder: ResponseBuilder,
+        output: OutputShape,
         first: tuple[int, generation_pb2.GenerateResponse] | None,
         trace: RequestTrace,
     ) -> AsyncIterator[bytes]:
-        if builder.chat:
-            yield sse_event(builder.role_chunk())
-            for chunk in builder.echo_chunks():
-                yield sse_event(chunk)
+        for event in output.start_events(builder):
+            yield event
         item = first
         while item is not None:
             for chunk in builder.chunks(*item):
-                yield sse_event(chunk)
+                for event in output.chunk_events(chunk):
+                    yield event
             try:
                 item = await run.next()
             except ApiError as error:
                 trace.close(200, error.message)
-                yield sse_event(error.body())
-                yield DONE
+                for event in output.error_events(error):
+                    yield event
                 return
-        if builder.plan.include_usage:
-            yield sse_event(builder.usage_chunk())
         trace.close(200)
-        yield DONE
+        for event in output.end_events(builder):
+            yield event
 
     def _refuse(self, error: ApiError, route: str, run: EngineRun | None, trace: RequestTrace) -> Response:
         _close(run, trace, error.status, error.message)

@@ -161,6 +161,10 @@ def generate_requests(draw) -> bytes:
     if draw(st.integers(0, 3)) == 0:
         request.split_reasoning = draw(st.booleans())
     if draw(st.integers(0, 3)) == 0:
+        request.parse_tool_calls = draw(st.booleans())
+    if draw(st.integers(0, 5)) == 0:
+        request.parallel_tool_calls = draw(st.booleans())
+    if draw(st.integers(0, 3)) == 0:
         request.truncate_prompt_tokens = draw(TRUNCATE_PROMPT_TOKENS)
     data = request.SerializeToString()
     damage = draw(st.sampled_from(["none"] * 6 + ["bad_utf8", "truncate", "garbage", "oversize"]))
@@ -247,7 +251,8 @@ def fuzz_target(tiny_model_dir):
     stack = LocalStack(str(tiny_model_dir), ["--num-threads", "1", "--num-kv-blocks", "64"],
                        ["--max-request-bytes", str(MAX_MESSAGE_BYTES), "--max-queued-requests", "64",
                         "--scheduling-policy", "priority",  # requests' priorities reorder and preempt
-                        "--reasoning-parser", "qwen3"])  # chat outputs split (and split_reasoning honoured)
+                        "--reasoning-parser", "qwen3",  # chat outputs split (and split_reasoning honoured)
+                        "--tool-call-parser", "pythonic"])  # and parsed for calls (parse_tool_calls honoured)
     stack.start(timeout_s=600)
     channel = grpc.insecure_channel(stack.address)
     generate = channel.unary_stream(GENERATE, request_serializer=lambda data: data,

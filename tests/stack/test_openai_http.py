@@ -105,6 +105,30 @@ def test_sync_and_async_streaming_or_not_agree_with_grpc(stack, model_name):
         assert all(chunk.usage is None for chunk in chunks)
 
 
+def test_the_responses_api_agrees_with_grpc_whole_streamed_and_async(stack, model_name):
+    """POST /v1/responses through the openai package: create, the stream helper's final response, async events."""
+    with Client(stack.address) as grpc_client:
+        expected = grpc_client.generate(messages=[{"role": "system", "content": "Be brief."}, *MESSAGES],
+                                        temperature=0.0, max_tokens=12)
+    status = "incomplete" if expected.finish_reason == "length" else "completed"
+    request = dict(model=model_name, input=MESSAGES, instructions="Be brief.", temperature=0.0, max_output_tokens=12)
+    with sync_openai(stack) as client:
+        whole = client.responses.create(**request)
+        with client.responses.stream(**request) as stream:  # (its get_final_response wants "completed" only)
+            streamed = [event for event in stream][-1].response
+
+    async def run_async():
+        async with async_openai(stack) as client:
+            return [event async for event in await client.responses.create(**request, stream=True)]
+
+    events = asyncio.run(run_async())
+    for response in (whole, streamed, events[-1].response):
+        assert response.output_text == expected.text and response.status == status and response.model == model_name
+        assert response.usage.input_tokens == expected.usage.prompt_tokens
+        assert response.usage.output_tokens == expected.usage.completion_tokens
+    assert "".join(event.delta for event in events if event.type == "response.output_text.delta") == expected.text
+
+
 def test_include_usage_adds_a_last_chunk_with_the_usage(stack, model_name):
     with sync_openai(stack) as client:
         chunks = list(client.chat.completions.create(

@@ -94,6 +94,34 @@ COMPLETION = {
     "logprobs": st.integers(0, 5), "suffix": st.sampled_from(["", "", "", "end"]), "best_of": st.integers(1, 3),
 }
 
+PART = st.fixed_dictionaries({"type": st.sampled_from(["input_text", "output_text", "input_image"]), "text": TEXT})
+INPUT_ITEM = st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "developer", "assistant", "tool"]),
+                           "content": st.one_of(TEXT, st.lists(PART, max_size=2))},
+                          optional={"type": st.just("message")}),
+    st.fixed_dictionaries({"type": st.just("function_call"), "call_id": st.just("call_1"), "name": st.sampled_from(
+        ["f", "g"]), "arguments": st.sampled_from(['{"x": 1}', "", "{"])}),
+    st.fixed_dictionaries({"type": st.just("function_call_output"), "call_id": st.just("call_1"), "output": TEXT}),
+    st.fixed_dictionaries({"type": st.just("reasoning"), "content": st.lists(st.fixed_dictionaries(
+        {"type": st.just("reasoning_text"), "text": TEXT}), max_size=2)}),
+    st.fixed_dictionaries({"type": st.just("item_reference"), "id": st.just("x")}))
+RESPONSES = {
+    "model": st.just("tiny"), "input": st.one_of(TEXT, st.lists(INPUT_ITEM, max_size=4)), "instructions": TEXT,
+    "max_output_tokens": st.integers(0, 6), "temperature": st.floats(0, 2), "top_p": st.floats(0, 1),
+    "stream": st.booleans(), "tools": st.lists(st.fixed_dictionaries(
+        {"type": st.sampled_from(["function", "function", "web_search"]), "name": st.sampled_from(["f", "g"])},
+        optional={"parameters": SCHEMA}), max_size=2),
+    "tool_choice": st.one_of(st.sampled_from(["auto", "none", "required"]), st.fixed_dictionaries(
+        {"type": st.just("function"), "name": st.sampled_from(["f", "g"])})),
+    "parallel_tool_calls": st.booleans(), "store": st.booleans(), "user": TEXT,
+    "text": st.fixed_dictionaries({"format": st.one_of(
+        st.just({"type": "text"}), st.just({"type": "json_object"}),
+        st.fixed_dictionaries({"type": st.just("json_schema"), "name": st.just("s"), "schema": SCHEMA}))}),
+    "reasoning": st.fixed_dictionaries({}, optional={"effort": st.sampled_from(["low", "high", "max"])}),
+    "metadata": st.dictionaries(TEXT, TEXT, max_size=2), "truncation": st.sampled_from(["disabled", "auto"]),
+    "previous_response_id": st.sampled_from(["", "resp_1"]),
+}
+
 
 def body(fields: dict[str, st.SearchStrategy[Any]], required: str) -> st.SearchStrategy[dict[str, Any]]:
     """A body with its required field, ``stream`` and up to six of the others, all of plausible values, then up to
@@ -107,7 +135,8 @@ def body(fields: dict[str, st.SearchStrategy[Any]], required: str) -> st.SearchS
 
 
 CASES = st.one_of(body(CHAT, "messages").map(lambda b: ("/v1/chat/completions", b)),
-                  body(COMPLETION, "prompt").map(lambda b: ("/v1/completions", b)))
+                  body(COMPLETION, "prompt").map(lambda b: ("/v1/completions", b)),
+                  body(RESPONSES, "input").map(lambda b: ("/v1/responses", b)))
 
 
 @pytest.fixture(scope="module")
@@ -128,14 +157,18 @@ def check_answer(response, raw_body: bytes) -> None:
         error = response.json()["error"]
         assert isinstance(error["message"], str) and error["message"] and isinstance(error["type"], str)
         return
-    if response.headers["content-type"].startswith("text/event-stream"):
+    if response.headers["content-type"].startswith("text/event-stream") and response.text.startswith("event: "):
+        events = [json.loads(block.split("\ndata: ", 1)[1]) for block in response.text.split("\n\n") if block]
+        assert events[0]["type"] == "response.created", events[0]
+        assert events[-1]["type"] in ("response.completed", "response.incomplete", "error"), events[-1]
+    elif response.headers["content-type"].startswith("text/event-stream"):
         blocks = [block for block in response.text.split("\n\n") if block]
         assert blocks and blocks[-1] == "data: [DONE]", response.text[-300:]
         for block in blocks[:-1]:
             payload = json.loads(block.removeprefix("data: "))
             assert "choices" in payload or "error" in payload, payload
     else:
-        assert "choices" in response.json()
+        assert "choices" in response.json() or response.json()["object"] == "response"
 
 
 @settings(max_examples=NUM_CASES, derandomize=True, deadline=None,
@@ -155,7 +188,7 @@ def test_every_body_gets_a_200_or_an_openai_error_and_nothing_is_held(tools_toke
 
 def test_bodies_that_are_not_json_objects_get_400s(tools_tokenizer):
     async def test(client, served):
-        for route in ("/v1/chat/completions", "/v1/completions"):
+        for route in ("/v1/chat/completions", "/v1/completions", "/v1/responses"):
             for raw in RAW_BODIES:
                 response = await client.post(route, content=raw, headers={"content-type": "application/json"})
                 check_answer(response, raw)

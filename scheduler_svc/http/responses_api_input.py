@@ -1,0 +1,226 @@
+"""A Responses API request as the chat completion request it asks for, so that it runs the chat endpoint's checks
+and plan (conversion.chat_plan); problems are named by the Responses API's own parameters.
+
+``input`` items become chat messages: ``{"role", "content"}`` or ``{"type": "message", ...}`` (roles user, system,
+developer, which the template receives as system, and assistant; content a string or a list of ``input_text`` /
+``output_text`` parts, joined); a ``function_call`` joins the assistant message before it (or starts one) as a tool
+call (its ``call_id`` the call's id); a ``function_call_output`` is a tool message answering ``call_id``; a
+``reasoning`` item's text is the ``reasoning_content`` of the assistant message that follows it. Other items and
+content parts (images, files, item references) are refused by name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from scheduler_svc.http.errors import ApiError, from_validation_error, invalid
+from scheduler_svc.http.protocol import ChatCompletionRequest
+from scheduler_svc.http.responses_api_protocol import ResponsesRequest
+
+TEXT_PARTS = ("input_text", "output_text", "text")
+ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
+_RENAMED = (("max_completion_tokens", "max_output_tokens"), ("response_format.json_schema", "text.format"),
+            ("response_format", "text.format"), ("reasoning_effort", "reasoning.effort"), ("messages", "input"))
+_TOOL_PARAM = re.compile(r"^tools\[(\d+)\]\.function\.")
+_MESSAGE_PARAM = re.compile(r"^messages\[(\d+)\]")
+
+
+@dataclass(frozen=True)
+class ParamNames:
+    """The Responses API's names of a chat request's parameters."""
+
+    message_params: tuple[str, ...] = ()
+    """The Responses parameter each chat message came from (``instructions``, ``input``, ``input[i]``)."""
+
+    def renamed(self, error: ApiError) -> ApiError:
+        """``error`` of the chat request, naming the Responses API's parameter instead of the chat one."""
+        if error.param is None:
+            return error
+        param = self._param(error.param)
+        if param == error.param:
+            return error
+        message = param + error.message[len(error.param):] if error.message.startswith(error.param) else error.message
+        return ApiError(error.code, message, param, error.error_code)
+
+    def _param(self, param: str) -> str:
+        for chat_name, name in _RENAMED:
+            if param == chat_name or param.startswith(chat_name + "."):
+                return name + param[len(chat_name):]
+        param = _TOOL_PARAM.sub(lambda match: f"tools[{match.group(1)}].", param)
+        found = _MESSAGE_PARAM.match(param)
+        if found and int(found.group(1)) < len(self.message_params):
+            return self.message_params[int(found.group(1))]
+        return param
+
+
+def chat_of_response(body: ResponsesRequest) -> tuple[ChatCompletionRequest, ParamNames]:
+    """The chat request of ``body`` and its parameters' Responses names; ApiError (400) naming the Responses
+    parameter that cannot be served."""
+    if body.store:
+        raise invalid("store", "this server keeps no responses: send store false (or leave it out) and give the "
+                               "conversation in input")
+    if body.previous_response_id:
+        raise invalid("previous_response_id", "this server keeps no responses to continue: give the conversation "
+                                              "in input")
+    if body.truncation == "auto":
+        raise invalid("truncation", '"auto" is not served: a conversation too long for the context is refused '
+                                    '("disabled")')
+    messages, params = _messages(body)
+    fields: dict[str, Any] = {
+        "model": body.model, "messages": messages, "max_completion_tokens": body.max_output_tokens,
+        "temperature": body.temperature, "top_p": body.top_p, "stream": body.stream,
+        "parallel_tool_calls": body.parallel_tool_calls, "metadata": body.metadata, "user": body.user,
+        "tools": _tools(body), "tool_choice": _tool_choice(body.tool_choice), "response_format": _response_format(body),
+        "reasoning_effort": body.reasoning.effort if body.reasoning else None,
+    }
+    if body.stream:
+        fields["stream_options"] = {"include_usage": True}  # response.completed carries the usage
+    names = ParamNames(tuple(params))
+    try:
+        return ChatCompletionRequest.model_validate({k: v for k, v in fields.items() if v is not None}), names
+    except ValidationError as error:
+        raise names.renamed(from_validation_error(error)) from None
+
+
+def _messages(body: ResponsesRequest) -> tuple[list[dict[str, Any]], list[str]]:
+    messages: list[dict[str, Any]] = []
+    params: list[str] = []
+    if body.instructions:
+        messages.append({"role": "system", "content": body.instructions})
+        params.append("instructions")
+    if isinstance(body.input, str):
+        messages.append({"role": "user", "content": body.input})
+        params.append("input")
+        return messages, params
+    if not body.input:
+        raise invalid("input", "at least one item is required")
+    reasoning: tuple[str, str] | None = None
+    """A reasoning item's text waiting for the assistant message it belongs to, and the item's parameter."""
+    for index, item in enumerate(body.input):
+        param = f"input[{index}]"
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "reasoning":
+            reasoning = (_reasoning_text(item, param), param)
+            continue
+        if kind == "message":
+            message = _message(item, param)
+        elif kind == "function_call":
+            _add_call(messages, params, item, param)
+            message = None
+        elif kind == "function_call_output":
+            message = {"role": "tool", "tool_call_id": _string(item, "call_id", param),
+                       "content": _content(item.get("output"), f"{param}.output")}
+        else:
+            raise invalid(f"{param}.type", f"{kind!r} items are not served (message, function_call, "
+                                           "function_call_output and reasoning are)")
+        if message is not None:
+            messages.append(message)
+            params.append(param)
+        reasoning = _give_reasoning(messages, reasoning)
+    if reasoning is not None:
+        raise invalid(reasoning[1], "a reasoning item must come before the assistant message or function call it "
+                                    "thought about")
+    return messages, params
+
+
+def _give_reasoning(messages: list[dict[str, Any]], reasoning: tuple[str, str] | None) -> tuple[str, str] | None:
+    """The waiting reasoning given to the last message when it is the assistant's; None once given."""
+    if reasoning is None or messages[-1]["role"] != "assistant":
+        return reasoning
+    messages[-1]["reasoning_content"] = reasoning[0]
+    return None
+
+
+def _message(item: dict[str, Any], param: str) -> dict[str, Any]:
+    role = item.get("role")
+    if role not in ROLES:
+        raise invalid(f"{param}.role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+    return {"role": ROLES[role], "content": _content(item.get("content"), f"{param}.content")}
+
+
+def _content(content: Any, param: str) -> str:
+    """A string, or a list of text parts joined."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise invalid(param, f"must be a string or a list of text parts, got {type(content).__name__}")
+    texts = []
+    for index, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in TEXT_PARTS or not isinstance(part.get("text"), str):
+            raise invalid(f"{param}[{index}]", f"only text parts ({', '.join(TEXT_PARTS[:2])} with a string text) are "
+                                               f"served, got {kind!r}")
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+def _add_call(messages: list[dict[str, Any]], params: list[str], item: dict[str, Any], param: str) -> None:
+    """A function_call item as a tool call of the assistant message before it, or of a new one."""
+    call = {"id": _string(item, "call_id", param), "type": "function",
+            "function": {"name": _string(item, "name", param), "arguments": _string(item, "arguments", param)}}
+    if messages and messages[-1]["role"] == "assistant":
+        messages[-1].setdefault("tool_calls", []).append(call)
+        return
+    messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    params.append(param)
+
+
+def _reasoning_text(item: dict[str, Any], param: str) -> str:
+    """A reasoning item's text: its ``content`` parts' (``reasoning_text``), else its ``summary`` parts'."""
+    for key in ("content", "summary"):
+        parts = item.get(key) or []
+        if not isinstance(parts, list) or not all(isinstance(p, dict) and isinstance(p.get("text"), str)
+                                                  for p in parts):
+            raise invalid(f"{param}.{key}", "must be a list of parts with a string text")
+        if parts:
+            return "".join(part["text"] for part in parts)
+    return ""
+
+
+def _string(item: dict[str, Any], key: str, param: str) -> str:
+    value = item.get(key)
+    if not isinstance(value, str):
+        raise invalid(f"{param}.{key}", f"must be a string, got {type(value).__name__}")
+    return value
+
+
+def _tools(body: ResponsesRequest) -> list[dict[str, Any]] | None:
+    if not body.tools:
+        return None
+    tools = []
+    for index, tool in enumerate(body.tools):
+        if tool.type != "function":
+            raise invalid(f"tools[{index}].type", f'only function tools are served (type "function"), got '
+                                                  f"{tool.type!r}")
+        function = {"name": tool.name or "", "description": tool.description, "parameters": tool.parameters,
+                    "strict": tool.strict}
+        tools.append({"type": "function", "function": {k: v for k, v in function.items() if v is not None}})
+    return tools
+
+
+def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+    """A named function ``{"type": "function", "name": N}`` as chat's ``{"type": "function", "function": {"name":
+    N}}``; strings as they are."""
+    if not isinstance(choice, dict):
+        return choice
+    if choice.get("type") != "function":
+        raise invalid("tool_choice", f'a named choice has type "function", got {choice.get("type")!r}')
+    extra = [key for key in choice if key not in ("type", "name")]
+    if extra or not isinstance(choice.get("name"), str):
+        raise invalid("tool_choice", 'a named choice is {"type": "function", "name": ...}')
+    return {"type": "function", "function": {"name": choice["name"]}}
+
+
+def _response_format(body: ResponsesRequest) -> dict[str, Any] | None:
+    text_format = body.text.format if body.text else None
+    if text_format is None or text_format.type == "text":
+        return None
+    if text_format.type == "json_object":
+        return {"type": "json_object"}
+    schema = {"name": text_format.name, "schema": text_format.schema_, "description": text_format.description,
+              "strict": text_format.strict}
+    return {"type": "json_schema", "json_schema": {k: v for k, v in schema.items() if v is not None}}
