@@ -124,6 +124,10 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--trust-request-chat-template", action="store_true",
                        help="accept a request's own chat template (ChatPrompt.chat_template, HTTP chat_template): "
                             "it runs sandboxed but unbounded in time, so only for trusted clients (default: refused)")
+    group.add_argument("--enable-log-requests", action="store_true",
+                       help="log one line per ended request (id, finish reason, prompt, cached and output tokens, "
+                            "queue, TTFT, ITL and end-to-end times, preemptions, accepted drafts; no text), as "
+                            "vLLM's flag (default: off)")
     group.add_argument("--allow-runtime-lora-updating", action="store_true",
                        help="let clients load and unload LoRA adapters while serving (LoadLoraAdapter, HTTP "
                             "/v1/load_lora_adapter; executors need free slots, --max-loras): the executors read any "
@@ -182,6 +186,7 @@ def scheduler_config_from_args(
         allowed_origins=tuple(getattr(args, "allowed_origins", None) or ()),
         trust_request_chat_template=bool(getattr(args, "trust_request_chat_template", False)),
         allow_runtime_lora_updating=bool(getattr(args, "allow_runtime_lora_updating", False)),
+        log_requests=bool(getattr(args, "enable_log_requests", False)),
         generation_config=getattr(args, "generation_config", "auto"),
     )
 
@@ -211,6 +216,8 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         flags.append("--trust-request-chat-template")
     if getattr(args, "allow_runtime_lora_updating", False):
         flags.append("--allow-runtime-lora-updating")
+    if getattr(args, "enable_log_requests", False):
+        flags.append("--enable-log-requests")
     if getattr(args, "allowed_origins", None):
         flags += ["--allowed-origins", *args.allowed_origins]
     caching = getattr(args, "enable_prefix_caching", True)

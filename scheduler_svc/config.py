@@ -159,6 +159,8 @@ class SchedulerServiceConfig:
     trust_request_chat_template: bool = False
     """Whether a request may bring its own chat template (ChatPrompt.chat_template): Jinja sandboxed, but a template
     may loop for as long as it likes, so only for trusted clients."""
+    log_requests: bool = False
+    """Whether each ended request is logged (one line: id, finish reason, token counts, timings; no text)."""
     allow_runtime_lora_updating: bool = False
     """Whether LoadLoraAdapter / UnloadLoraAdapter (HTTP /v1/load_lora_adapter, /v1/unload_lora_adapter) may change
     the served LoRA adapters: the executors read any directory a client names, so only for trusted clients."""

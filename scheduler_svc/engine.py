@@ -21,6 +21,7 @@ from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.output_processor import RequestOutputState
 from scheduler_svc.request import Request
 from scheduler_svc.request_errors import InvalidRequestError
+from scheduler_svc.request_log import RequestLog
 from scheduler_svc.request_timing import RequestTiming
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.scheduler_output import SchedulerOutput
@@ -82,10 +83,12 @@ class Engine:
         recovery_timeout_s: float = 60.0,
         name: str = "",
         adapters: ServedAdapters | None = None,
+        request_log: RequestLog | None = None,
     ) -> None:
         """``adapters``: the LoRA adapters requests may name (those loaded while serving are sent again to an
-        executor this engine reconnects to)."""
+        executor this engine reconnects to); ``request_log``: logs each request as it ends (off by default)."""
         self.name = name
+        self.request_log = request_log or RequestLog()
         """The executor group's name in logs and metrics (its address)."""
         self.adapters = adapters
         self.scheduler = scheduler
@@ -221,8 +224,10 @@ class Engine:
             return False
         self.scheduler.finish_request(request_id)
         now = time.monotonic()
-        queue.put_nowait(state.abort_message(now))
+        message = state.abort_message(now)
+        queue.put_nowait(message)
         self.metrics.observe_finished(state.request, state.timing, generation_pb2.FINISH_REASON_ABORT, now)
+        self.request_log.finished(message)
         self._wakeup.set()
         return True
 
@@ -474,6 +479,7 @@ class Engine:
             assert message is not None  # a finishing append always has a message
             state.final_fields(message, now)
             self.metrics.observe_finished(state.request, state.timing, message.finish_reason, now)
+            self.request_log.finished(message)
             self.scheduler.finish_request(request_id)
             del self._states[request_id]
             self._queues.pop(request_id).put_nowait(message)
@@ -502,6 +508,7 @@ class Engine:
             queue.put_nowait(unsent)
         queue.put_nowait(EngineError(code, message))
         self.metrics.count_error(code.name)
+        self.request_log.failed(request_id, code, message)
         del self._states[request_id]
 
     def _fail_all(self, code: grpc.StatusCode, message: str) -> None:

@@ -29,6 +29,7 @@ from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.readiness import GENERATION_SERVICE, ReadinessMonitor, executor_health_probe
 from scheduler_svc.reasoning.thinking_bounds import thinking_bounds
 from scheduler_svc.request_decoding import add_generation_service
+from scheduler_svc.request_log import RequestLog
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.servicer import GenerationServicer
 from scheduler_svc.shutdown import GracefulShutdown
@@ -94,6 +95,7 @@ async def build_engines(
             scheduler, tokenizer, connection.stub, limits.max_model_len, config.scheduling.max_inflight_steps,
             metrics, tracing=tracing.engine, recovery_timeout_s=config.executor_recovery_timeout_s,
             name=connection.address, adapters=limits.adapters,
+            request_log=RequestLog(config.log_requests, connection.address if len(connections) > 1 else ""),
         ))
     return EngineGroups(engines, metrics)
 

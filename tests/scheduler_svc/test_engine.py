@@ -13,6 +13,7 @@ from scheduler_svc.block_manager import KVBlockManager
 from scheduler_svc.config import SchedulingConfig
 from scheduler_svc.engine import Engine, EngineError
 from scheduler_svc.request import Request, StopParams
+from scheduler_svc.request_log import RequestLog
 from scheduler_svc.scheduler import Scheduler
 from scheduler_svc.tokenizer import Tokenizer
 from stepahead_proto import executor_pb2, generation_pb2, sampling_pb2
@@ -94,11 +95,13 @@ def make_request(request_id: str, max_tokens: int, ignore_eos: bool = False) -> 
     return Request(request_id, [5, 6, 7, 8], sampling_pb2.SamplingParams(), stop)
 
 
-async def run_requests(tokenizer, inflight: int, requests: list[Request], eos_after=None, num_blocks=64):
+async def run_requests(tokenizer, inflight: int, requests: list[Request], eos_after=None, num_blocks=64,
+                       request_log: RequestLog | None = None):
     stub = FakeExecutorStub(eos_after)
     scheduler = Scheduler(SchedulingConfig(max_num_batched_tokens=64, max_inflight_steps=inflight),
                           KVBlockManager(num_blocks, 16), max_model_len=1024)
-    engine = Engine(scheduler, tokenizer, stub, max_model_len=1024, max_inflight_steps=inflight)
+    engine = Engine(scheduler, tokenizer, stub, max_model_len=1024, max_inflight_steps=inflight,
+                    request_log=request_log)
     engine.start()
     queues = [engine.add_request(r) for r in requests]
     finals = []
@@ -267,3 +270,35 @@ def test_both_legs_of_the_round_trip_are_summed(tokenizer):
     assert engine.stats.step_delivery_s == pytest.approx(0.002 + 0.004)
     engine._account_delivery(executor_pb2.StepResult(step_id=4), 101.5, 101.6)  # an executor that reports no times
     assert engine.stats.result_delivery_s == pytest.approx(0.006)
+
+
+def test_the_request_log_has_a_line_per_ended_request_when_enabled(tokenizer, caplog):
+    requests = [make_request("a", 50), make_request("b", 5, ignore_eos=True)]
+    with caplog.at_level("INFO", logger="stepahead.requests"):
+        asyncio.run(run_requests(tokenizer, 2, requests, eos_after=3, request_log=RequestLog(True)))
+        lines = sorted(record.getMessage() for record in caplog.records if record.name == "stepahead.requests")
+    assert len(lines) == 2
+    assert lines[0].startswith("request a finished (stop): prompt 4 tokens (0 cached), output 4 tokens, queue ")
+    assert lines[1].startswith("request b finished (length): prompt 4 tokens (0 cached), output 5 tokens, queue ")
+    assert all(" ttft " in line and " e2e " in line for line in lines)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="stepahead.requests"):
+        asyncio.run(run_requests(tokenizer, 2, [make_request("c", 5)]))  # off by default
+    assert not [record for record in caplog.records if record.name == "stepahead.requests"]
+
+
+def test_the_request_log_has_aborted_and_failed_requests(tokenizer, caplog):
+    async def main():
+        scheduler = Scheduler(SchedulingConfig(max_num_batched_tokens=64), KVBlockManager(64, 16), max_model_len=1024)
+        engine = Engine(scheduler, tokenizer, FakeExecutorStub(), max_model_len=1024, max_inflight_steps=2,
+                        request_log=RequestLog(True, group="127.0.0.1:1"))
+        engine.add_request(make_request("gone", 50, ignore_eos=True))
+        engine.add_request(make_request("cut", 50, ignore_eos=True))
+        assert engine.abort("gone")
+        engine.fail_unfinished(grpc.StatusCode.UNAVAILABLE, "executor lost")
+
+    with caplog.at_level("INFO", logger="stepahead.requests"):
+        asyncio.run(main())
+    lines = [record.getMessage() for record in caplog.records if record.name == "stepahead.requests"]
+    assert lines[0].startswith("request gone on 127.0.0.1:1 finished (abort): prompt ")
+    assert lines[1] == "request cut on 127.0.0.1:1 failed: UNAVAILABLE executor lost"
