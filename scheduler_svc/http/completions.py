@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -27,6 +26,7 @@ from scheduler_svc.http.engine_run import EngineRun
 from scheduler_svc.http.errors import ApiError, from_validation_error
 from scheduler_svc.http.logprobs import TokenTexts
 from scheduler_svc.http.protocol import ChatCompletionRequest, CompletionRequest
+from scheduler_svc.http.request_ids import HEADER, base_request_id
 from scheduler_svc.http.responses import ResponseBuilder
 from scheduler_svc.http.streaming import DONE, ClientDisconnected, EventStream, sse_event, unless_disconnected
 from scheduler_svc.http.tracing import RequestTrace
@@ -69,6 +69,10 @@ def parse_body(model: type[Body], raw: bytes) -> Body:
 class OutputShape(Protocol):
     """What a generation endpoint answers with, made from the chat or completion builder's output."""
 
+    def response_id(self, base: str) -> str:
+        """The response's ``id`` for the request id's base (request_ids.py)."""
+        ...
+
     def body(self, built: dict[str, Any]) -> dict[str, Any]:
         """The whole response from the builder's body."""
         ...
@@ -96,7 +100,13 @@ class OutputShape(Protocol):
 
 class OpenAIChunks:
     """The chat and completion endpoints' own shape: the builder's body, and its chunks as ``data:`` events ended
-    by ``[DONE]``."""
+    by ``[DONE]``; ``id_prefix``: the response id's (``chatcmpl``, ``cmpl``)."""
+
+    def __init__(self, id_prefix: str) -> None:
+        self.id_prefix = id_prefix
+
+    def response_id(self, base: str) -> str:
+        return f"{self.id_prefix}-{base}"
 
     def body(self, built: dict[str, Any]) -> dict[str, Any]:
         return built
@@ -129,55 +139,64 @@ class CompletionRoutes:
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``."""
         limits = self.context.limits
-        return await self.serve(request, CHAT_ROUTE, "chatcmpl", lambda raw: chat_plan(
+        return await self.serve(request, CHAT_ROUTE, lambda raw: chat_plan(
             parse_body(ChatCompletionRequest, raw), limits.model_name, self.context.tool_call_parser,
-            limits.lora_adapters, limits.reasoning_parser, limits.thinking_bounds))
+            limits.lora_adapters, limits.reasoning_parser, limits.thinking_bounds), OpenAIChunks("chatcmpl"))
 
     async def completions(self, request: Request) -> Response:
         """``POST /v1/completions``."""
         limits = self.context.limits
-        return await self.serve(request, COMPLETIONS_ROUTE, "cmpl", lambda raw: completion_plan(
-            parse_body(CompletionRequest, raw), limits.model_name, limits.lora_adapters))
+        return await self.serve(request, COMPLETIONS_ROUTE, lambda raw: completion_plan(
+            parse_body(CompletionRequest, raw), limits.model_name, limits.lora_adapters), OpenAIChunks("cmpl"))
 
     async def serve(
-        self, request: Request, route: str, id_prefix: str, make_plan: Callable[[bytes], GenerationPlan],
-        output: OutputShape | None = None,
+        self, request: Request, route: str, make_plan: Callable[[bytes], GenerationPlan], output: OutputShape
     ) -> Response:
-        """Authorize, plan (``make_plan`` of the body), run on the engine and answer in ``output``'s shape (the chat
-        and completion endpoints' own by default)."""
+        """Authorize, plan (``make_plan`` of the body), run on the engine and answer in ``output``'s shape, with
+        the request's id (request_ids.py) in the response's ``id``, its choices' engine requests and the
+        ``X-Request-Id`` header."""
         context = self.context
-        output = output or OpenAIChunks()
         trace = context.tracing.start("POST", route, request.headers)
         run: EngineRun | None = None
+        headers: dict[str, str] = {}
+        given = False
         try:
+            base, given = base_request_id(request.headers)
+            headers[HEADER] = base
+            response_id = output.response_id(base)
             context.authorize(request.headers)
             plan = make_plan(await read_body(request, context.max_body_bytes))
+            for index, pb in enumerate(plan.requests):
+                pb.request_id = f"{response_id}-{index}"
             # n samples of a prompt share its tokenization (build_engine_requests): count each prompt once.
             chars = sum({index: prompt_chars(pb) for pb, index in zip(plan.requests, plan.prompt_index)}.values())
             engine_requests = await run_prompt_work(chars, build_engine_requests, plan, context.tokenizer,
                                                      context.limits)
             run = EngineRun(context.engine, plan, trace)
             run.start(engine_requests)
-            builder = ResponseBuilder(plan, self.texts, f"{id_prefix}-{uuid.uuid4().hex}", int(time.time()),
+            builder = ResponseBuilder(plan, self.texts, response_id, int(time.time()),
                                       [engine_request.prompt_token_ids for engine_request in engine_requests])
             if plan.stream:
                 first = await unless_disconnected(run.next(), request.receive)
                 self._count(route, 200)
                 return EventStream(self._events(run, builder, output, first, trace),
-                                   on_close=lambda: _close(run, trace))
+                                   on_close=lambda: _close(run, trace), headers=headers)
             body = output.body(await unless_disconnected(self._collect(run, builder), request.receive))
         except ApiError as error:
-            return self._refuse(output.renamed(error), route, run, trace)
+            if given and error.code == grpc.StatusCode.ALREADY_EXISTS:
+                error = ApiError(grpc.StatusCode.ALREADY_EXISTS,
+                                 f"{HEADER}: {headers[HEADER]!r} names a request that is still running", HEADER)
+            return self._refuse(output.renamed(error), route, run, trace, headers)
         except ClientDisconnected:
             self._count(route, CLIENT_CLOSED)
             _close(run, trace, CLIENT_CLOSED)
-            return Response(status_code=CLIENT_CLOSED)
+            return Response(status_code=CLIENT_CLOSED, headers=headers)
         except BaseException as error:
             _close(run, trace, 500, f"{type(error).__name__}: {error}")
             raise
         trace.close(200)
         self._count(route, 200)
-        return JSONResponse(body)
+        return JSONResponse(body, headers=headers)
 
     async def _collect(self, run: EngineRun, builder: ResponseBuilder) -> dict[str, Any]:
         while (item := await run.next()) is not None:
@@ -210,12 +229,14 @@ class CompletionRoutes:
         for event in output.end_events(builder):
             yield event
 
-    def _refuse(self, error: ApiError, route: str, run: EngineRun | None, trace: RequestTrace) -> Response:
+    def _refuse(self, error: ApiError, route: str, run: EngineRun | None, trace: RequestTrace,
+                headers: dict[str, str]) -> Response:
         _close(run, trace, error.status, error.message)
         if run is None:  # refused before reaching the engine (which counts its own failures)
             self.context.engine.metrics.count_error(error.code.name)
         self._count(route, error.status)
-        headers = {"WWW-Authenticate": "Bearer"} if error.code == grpc.StatusCode.UNAUTHENTICATED else None
+        if error.code == grpc.StatusCode.UNAUTHENTICATED:
+            headers = {**headers, "WWW-Authenticate": "Bearer"}
         return error.response(headers)
 
     def _count(self, route: str, status: int) -> None:

@@ -8,7 +8,6 @@ errors name the Responses API's parameters.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 from starlette.requests import Request
@@ -42,7 +41,7 @@ class ResponsesRoute:
     async def create(self, request: Request) -> Response:
         """``POST /v1/responses``."""
         output = ResponsesOutput(self.context)
-        return await self.completions.serve(request, RESPONSES_ROUTE, "resp", output.plan, output)
+        return await self.completions.serve(request, RESPONSES_ROUTE, output.plan, output)
 
 
 class ResponsesOutput:
@@ -51,6 +50,7 @@ class ResponsesOutput:
     def __init__(self, context: ServingContext) -> None:
         self.context = context
         self._names = ParamNames()
+        self._response_id = ""
         self._head: ResponseHead | None = None
         self._events: ResponseEvents | None = None
 
@@ -63,9 +63,13 @@ class ResponsesOutput:
         plan = chat_plan(chat, limits.model_name, self.context.tool_call_parser, limits.lora_adapters,
                          limits.reasoning_parser, limits.thinking_bounds)
         model = body.model or limits.model_name
-        self._head = ResponseHead(f"resp_{uuid.uuid4().hex}", int(time.time()), model, body)
+        self._head = ResponseHead(self._response_id, int(time.time()), model, body)
         self._events = ResponseEvents(self._head, self._count_tokens)
         return plan
+
+    def response_id(self, base: str) -> str:
+        self._response_id = f"resp_{base}"
+        return self._response_id
 
     def _count_tokens(self, text: str) -> int:
         return len(self.context.tokenizer.encode(text))

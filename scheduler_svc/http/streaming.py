@@ -57,8 +57,10 @@ async def unless_disconnected(work: Awaitable[T], receive: Receive) -> T:
 class EventStream(StreamingResponse):
     """A ``text/event-stream`` response whose ``on_close`` runs when it ends, however it ends."""
 
-    def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
-        super().__init__(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], None],
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(events, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", **(headers or {})})
         self._on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
