@@ -97,6 +97,10 @@ class OutputShape(Protocol):
         """``error`` naming the endpoint's own parameter."""
         ...
 
+    def error_payload(self, error: ApiError) -> dict[str, Any]:
+        """The body of an error response."""
+        ...
+
 
 class OpenAIChunks:
     """The chat and completion endpoints' own shape: the builder's body, and its chunks as ``data:`` events ended
@@ -127,6 +131,9 @@ class OpenAIChunks:
 
     def renamed(self, error: ApiError) -> ApiError:
         return error
+
+    def error_payload(self, error: ApiError) -> dict[str, Any]:
+        return error.body()
 
 
 class CompletionRoutes:
@@ -186,7 +193,7 @@ class CompletionRoutes:
             if given and error.code == grpc.StatusCode.ALREADY_EXISTS:
                 error = ApiError(grpc.StatusCode.ALREADY_EXISTS,
                                  f"{HEADER}: {headers[HEADER]!r} names a request that is still running", HEADER)
-            return self._refuse(output.renamed(error), route, run, trace, headers)
+            return self._refuse(output.renamed(error), output, route, run, trace, headers)
         except ClientDisconnected:
             self._count(route, CLIENT_CLOSED)
             _close(run, trace, CLIENT_CLOSED)
@@ -229,7 +236,7 @@ class CompletionRoutes:
         for event in output.end_events(builder):
             yield event
 
-    def _refuse(self, error: ApiError, route: str, run: EngineRun | None, trace: RequestTrace,
+    def _refuse(self, error: ApiError, output: OutputShape, route: str, run: EngineRun | None, trace: RequestTrace,
                 headers: dict[str, str]) -> Response:
         _close(run, trace, error.status, error.message)
         if run is None:  # refused before reaching the engine (which counts its own failures)
@@ -237,7 +244,7 @@ class CompletionRoutes:
         self._count(route, error.status)
         if error.code == grpc.StatusCode.UNAUTHENTICATED:
             headers = {**headers, "WWW-Authenticate": "Bearer"}
-        return error.response(headers)
+        return JSONResponse(output.error_payload(error), status_code=error.status, headers=headers)
 
     def _count(self, route: str, status: int) -> None:
         self.context.engine.metrics.observe_http(route, status)

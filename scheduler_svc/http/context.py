@@ -45,7 +45,11 @@ class ServingContext:
     /v1/unload_lora_adapter answer 404."""
 
     def authorize(self, headers: Mapping[str, str]) -> None:
-        """Raise ApiError (401) unless the headers carry an accepted API key (or none is configured)."""
-        reason = self.api_keys.check(headers.get("authorization"))
+        """Raise ApiError (401) unless the headers carry an accepted API key (or none is configured): ``Authorization:
+        Bearer KEY``, or ``x-api-key: KEY`` as Anthropic's clients send it."""
+        authorization = headers.get("authorization")
+        if authorization is None and headers.get("x-api-key") is not None:
+            authorization = f"Bearer {headers['x-api-key']}"
+        reason = self.api_keys.check(authorization)
         if reason is not None:
             raise ApiError(grpc.StatusCode.UNAUTHENTICATED, reason, error_code="invalid_api_key")

@@ -1,9 +1,10 @@
 """Request ids of the HTTP API: a client's ``X-Request-Id`` header names its request, as in vLLM.
 
 The id's base is the header's value (visible ASCII, at most MAX_BASE_CHARS characters, else a 400 naming the
-header), or a random one. The response's ``id`` holds it (``chatcmpl-BASE``, ``cmpl-BASE``, ``resp_BASE``), each
-choice's engine request is ``RESPONSE_ID-INDEX`` (the id the request log, traces and the scheduler's errors name),
-and every response carries it back in ``X-Request-Id``. Two running requests cannot share a header value (409).
+header), or a random one. The response's ``id`` holds it (``chatcmpl-BASE``, ``cmpl-BASE``, ``resp_BASE``,
+``msg_BASE``), each choice's engine request is ``RESPONSE_ID-INDEX`` (the id the request log, traces and the
+scheduler's errors name), and every response carries it back in ``X-Request-Id``. Two running requests cannot
+share a header value (409).
 """
 
 from __future__ import annotations

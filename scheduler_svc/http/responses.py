@@ -1,8 +1,9 @@
 """Response bodies and stream chunks of both endpoints, built from the engine's GenerateResponse messages.
 
 ``finish_reason`` is "stop" (EOS, a stop token or a stop string), "length" (max_tokens or the
-context limit) or, for a request aborted on the server, "abort". ``usage`` counts each prompt
-once however many samples it has, and every choice's completion tokens. With vLLM's
+context limit) or, for a request aborted on the server, "abort"; a whole response's choices also carry vLLM's
+``stop_reason`` (the stop string, or the stop token id as text, that ended it; null otherwise). ``usage`` counts
+each prompt once however many samples it has, and every choice's completion tokens. With vLLM's
 ``stream_options.continuous_usage_stats``, every chunk but the final usage chunk carries ``usage`` as vLLM computes
 it: the prompt's tokens, and the completion tokens its choice has generated so far (0 in the chat role chunk).
 
@@ -64,6 +65,9 @@ class _Choice:
     token_offset: int = 0
     """Characters of the token texts so far (completion logprobs' text_offset)."""
     finish_reason: str | None = None
+    stop_reason: str | None = None
+    """The stop string or stop token id (as text) that ended the choice, as vLLM's ``stop_reason``; None: EOS, or
+    not stopped."""
     completion_tokens: int = 0
     """The engine's count, from the choice's last message."""
     tokens_so_far: int = 0
@@ -124,6 +128,7 @@ class ResponseBuilder:
         choice.tokens_so_far += len(item.token_ids)
         if item.finish_reason != generation_pb2.FINISH_REASON_UNSPECIFIED:
             choice.finish_reason = FINISH_REASONS.get(item.finish_reason, "stop")
+            choice.stop_reason = item.stop_reason or None
             choice.thought = item.thought
             choice.completion_tokens = item.usage.completion_tokens
             prompt_index = self.plan.prompt_index[index]
@@ -297,6 +302,14 @@ class ResponseBuilder:
                               "finish_reason": finish_reason if position == len(deltas) - 1 else None}])
                 for position, delta in enumerate(deltas)]
 
+    def prompt_tokens(self, index: int) -> int:
+        """The prompt tokens of choice ``index`` (known before its first message)."""
+        return self._prompt_count(index)
+
+    def stop_reason(self, index: int) -> str | None:
+        """What stopped choice ``index`` (see _Choice.stop_reason), once it finished."""
+        return self._choices[index].stop_reason
+
     def usage_chunk(self) -> dict[str, Any]:
         """The last chunk with ``stream_options.include_usage``: no choices, the usage."""
         return {**self._head, "choices": [], "usage": self.usage()}
@@ -349,7 +362,7 @@ class ResponseBuilder:
                 entry: dict[str, Any] = {"index": index, "message": message}
             else:
                 entry = {"index": index, "text": text}
-            entry.update(logprobs=logprobs, finish_reason=finish_reason)
+            entry.update(logprobs=logprobs, finish_reason=finish_reason, stop_reason=choice.stop_reason)
             if self.plan.prompt_logprobs is not None and not self.chat:
                 entry["prompt_logprobs"] = choice.prompt_logprobs
             choices.append(entry)

@@ -11,50 +11,21 @@ content parts (images, files, item references) are refused by name.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from scheduler_svc.http.errors import ApiError, from_validation_error, invalid
+from scheduler_svc.http.errors import from_validation_error, invalid
+from scheduler_svc.http.param_names import ParamNames
 from scheduler_svc.http.protocol import ChatCompletionRequest
 from scheduler_svc.http.responses_api_protocol import ResponsesRequest
 
 TEXT_PARTS = ("input_text", "output_text", "text")
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
-_RENAMED = (("max_completion_tokens", "max_output_tokens"), ("response_format.json_schema", "text.format"),
-            ("response_format", "text.format"), ("reasoning_effort", "reasoning.effort"), ("messages", "input"))
-_TOOL_PARAM = re.compile(r"^tools\[(\d+)\]\.function\.")
-_MESSAGE_PARAM = re.compile(r"^messages\[(\d+)\]")
-
-
-@dataclass(frozen=True)
-class ParamNames:
-    """The Responses API's names of a chat request's parameters."""
-
-    message_params: tuple[str, ...] = ()
-    """The Responses parameter each chat message came from (``instructions``, ``input``, ``input[i]``)."""
-
-    def renamed(self, error: ApiError) -> ApiError:
-        """``error`` of the chat request, naming the Responses API's parameter instead of the chat one."""
-        if error.param is None:
-            return error
-        param = self._param(error.param)
-        if param == error.param:
-            return error
-        message = param + error.message[len(error.param):] if error.message.startswith(error.param) else error.message
-        return ApiError(error.code, message, param, error.error_code)
-
-    def _param(self, param: str) -> str:
-        for chat_name, name in _RENAMED:
-            if param == chat_name or param.startswith(chat_name + "."):
-                return name + param[len(chat_name):]
-        param = _TOOL_PARAM.sub(lambda match: f"tools[{match.group(1)}].", param)
-        found = _MESSAGE_PARAM.match(param)
-        if found and int(found.group(1)) < len(self.message_params):
-            return self.message_params[int(found.group(1))]
-        return param
+RENAMES = ((r"^max_completion_tokens", "max_output_tokens"), (r"^response_format(\.json_schema)?", "text.format"),
+           (r"^reasoning_effort", "reasoning.effort"), (r"^messages$", "input"),
+           (r"^tools\[(\d+)\]\.function\.", r"tools[\1]."))
+"""The chat parameters the Responses API names otherwise (its messages: by where each came from)."""
 
 
 def chat_of_response(body: ResponsesRequest) -> tuple[ChatCompletionRequest, ParamNames]:
@@ -79,7 +50,7 @@ def chat_of_response(body: ResponsesRequest) -> tuple[ChatCompletionRequest, Par
     }
     if body.stream:
         fields["stream_options"] = {"include_usage": True}  # response.completed carries the usage
-    names = ParamNames(tuple(params))
+    names = ParamNames(tuple(params), RENAMES)
     try:
         return ChatCompletionRequest.model_validate({k: v for k, v in fields.items() if v is not None}), names
     except ValidationError as error:

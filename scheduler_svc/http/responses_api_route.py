@@ -17,8 +17,9 @@ from scheduler_svc.http.completions import CompletionRoutes, parse_body
 from scheduler_svc.http.context import ServingContext
 from scheduler_svc.http.conversion import GenerationPlan, chat_plan
 from scheduler_svc.http.errors import ApiError
+from scheduler_svc.http.param_names import ParamNames
 from scheduler_svc.http.responses import ResponseBuilder
-from scheduler_svc.http.responses_api_input import ParamNames, chat_of_response
+from scheduler_svc.http.responses_api_input import chat_of_response
 from scheduler_svc.http.responses_api_output import (
     ResponseEvents,
     ResponseHead,
@@ -94,6 +95,9 @@ class ResponsesOutput:
 
     def renamed(self, error: ApiError) -> ApiError:
         return self._names.renamed(error)
+
+    def error_payload(self, error: ApiError) -> dict[str, Any]:
+        return error.body()
 
     @property
     def _stream(self) -> ResponseEvents:

@@ -122,6 +122,33 @@ RESPONSES = {
     "previous_response_id": st.sampled_from(["", "resp_1"]),
 }
 
+BLOCK = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}),
+    st.fixed_dictionaries({"type": st.just("tool_use"), "id": st.just("call_1"), "name": st.sampled_from(["f", "g"]),
+                           "input": st.sampled_from([{"x": 1}, {}, 3])}),
+    st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": st.just("call_1"),
+                           "content": st.one_of(TEXT, st.lists(st.fixed_dictionaries(
+                               {"type": st.just("text"), "text": TEXT}), max_size=2))}),
+    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": TEXT, "signature": st.just("")}),
+    st.fixed_dictionaries({"type": st.just("image"), "source": st.just({})}))
+ANTHROPIC_MESSAGE = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "user", "system"]),
+                                           "content": st.one_of(TEXT, st.lists(BLOCK, max_size=3))})
+MESSAGES_API = {
+    "model": st.just("tiny"), "messages": st.lists(ANTHROPIC_MESSAGE, min_size=1, max_size=3),
+    "max_tokens": st.integers(0, 6), "system": st.one_of(TEXT, st.lists(st.fixed_dictionaries(
+        {"type": st.just("text"), "text": TEXT}), max_size=2)),
+    "temperature": st.floats(0, 2), "top_p": st.floats(0, 1), "top_k": st.integers(-1, 50),
+    "stop_sequences": st.lists(TEXT, max_size=2), "stream": st.booleans(),
+    "tools": st.lists(st.fixed_dictionaries({"name": st.sampled_from(["f", "g"])},
+                                            optional={"input_schema": SCHEMA, "type": st.just("custom")}),
+                      max_size=2),
+    "tool_choice": st.fixed_dictionaries({"type": st.sampled_from(["auto", "any", "tool", "none", "x"])},
+                                         optional={"name": st.sampled_from(["f", "g"]),
+                                                   "disable_parallel_tool_use": st.booleans()}),
+    "thinking": st.sampled_from([{"type": "disabled"}, {"type": "enabled", "budget_tokens": 1024}]),
+    "metadata": st.fixed_dictionaries({}, optional={"user_id": TEXT}),
+}
+
 
 def body(fields: dict[str, st.SearchStrategy[Any]], required: str) -> st.SearchStrategy[dict[str, Any]]:
     """A body with its required field, ``stream`` and up to six of the others, all of plausible values, then up to
@@ -136,7 +163,8 @@ def body(fields: dict[str, st.SearchStrategy[Any]], required: str) -> st.SearchS
 
 CASES = st.one_of(body(CHAT, "messages").map(lambda b: ("/v1/chat/completions", b)),
                   body(COMPLETION, "prompt").map(lambda b: ("/v1/completions", b)),
-                  body(RESPONSES, "input").map(lambda b: ("/v1/responses", b)))
+                  body(RESPONSES, "input").map(lambda b: ("/v1/responses", b)),
+                  body(MESSAGES_API, "messages").map(lambda b: ("/v1/messages", {"max_tokens": 4, **b})))
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +185,11 @@ def check_answer(response, raw_body: bytes) -> None:
         error = response.json()["error"]
         assert isinstance(error["message"], str) and error["message"] and isinstance(error["type"], str)
         return
+    if response.headers["content-type"].startswith("text/event-stream") and response.text.startswith(
+            "event: message_start"):
+        events = [json.loads(block.split("\ndata: ", 1)[1]) for block in response.text.split("\n\n") if block]
+        assert events[-1]["type"] in ("message_stop", "error"), events[-1]
+        return
     if response.headers["content-type"].startswith("text/event-stream") and response.text.startswith("event: "):
         events = [json.loads(block.split("\ndata: ", 1)[1]) for block in response.text.split("\n\n") if block]
         assert events[0]["type"] == "response.created", events[0]
@@ -168,7 +201,8 @@ def check_answer(response, raw_body: bytes) -> None:
             payload = json.loads(block.removeprefix("data: "))
             assert "choices" in payload or "error" in payload, payload
     else:
-        assert "choices" in response.json() or response.json()["object"] == "response"
+        assert "choices" in response.json() or response.json().get("object") == "response" or (
+            response.json()["type"] == "message")
 
 
 @settings(max_examples=NUM_CASES, derandomize=True, deadline=None,
@@ -188,7 +222,7 @@ def test_every_body_gets_a_200_or_an_openai_error_and_nothing_is_held(tools_toke
 
 def test_bodies_that_are_not_json_objects_get_400s(tools_tokenizer):
     async def test(client, served):
-        for route in ("/v1/chat/completions", "/v1/completions", "/v1/responses"):
+        for route in ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"):
             for raw in RAW_BODIES:
                 response = await client.post(route, content=raw, headers={"content-type": "application/json"})
                 check_answer(response, raw)

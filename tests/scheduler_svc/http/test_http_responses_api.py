@@ -16,7 +16,8 @@ from pydantic import TypeAdapter
 from tiny_tokenizers import build_byte_level
 
 from scheduler_svc.http.errors import ApiError, invalid
-from scheduler_svc.http.responses_api_input import ParamNames, chat_of_response
+from scheduler_svc.http.param_names import ParamNames
+from scheduler_svc.http.responses_api_input import RENAMES, chat_of_response
 from scheduler_svc.http.responses_api_protocol import ResponsesRequest
 from scheduler_svc.tokenizer import Tokenizer
 
@@ -183,7 +184,7 @@ def test_input_items_become_the_chat_messages():
 
 
 def test_errors_of_the_chat_checks_name_the_responses_parameters():
-    names = ParamNames(("instructions", "input[2]"))
+    names = ParamNames(("instructions", "input[2]"), RENAMES)
     cases = {"max_completion_tokens": "max_output_tokens", "response_format.json_schema.schema": "text.format.schema",
              "reasoning_effort": "reasoning.effort", "tools[1].function.parameters": "tools[1].parameters",
              "messages[1].content": "input[2]", "tool_choice": "tool_choice"}

@@ -1,0 +1,182 @@
+"""A Messages API request as the chat completion request it asks for, so that it runs the chat endpoint's checks and
+plan (conversion.chat_plan); problems are named by the Messages API's own parameters.
+
+``system`` (a string or text blocks) is a system message first. Each message's content is a string or a list of
+blocks: ``text``; an assistant's ``tool_use`` (a tool call: its ``id``, ``name`` and ``input`` object) and
+``thinking`` (its ``reasoning_content``); a user's ``tool_result`` (a tool message answering ``tool_use_id``; its
+content a string or text blocks), given before the user's text. Images, documents and other blocks are refused by
+name. ``tool_choice``: ``auto``, ``any`` (chat's "required"), ``tool`` (a named function) or ``none``;
+``disable_parallel_tool_use`` keeps one call. ``output_config.format`` is chat's json_schema ``response_format``,
+``output_config.effort`` its ``reasoning_effort``; ``thinking`` "disabled" is ``enable_thinking: false`` for the
+template, ``display: "omitted"`` chat's ``include_reasoning: false``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from scheduler_svc.http.errors import from_validation_error, invalid
+from scheduler_svc.http.messages_api_protocol import MessagesRequest
+from scheduler_svc.http.param_names import ParamNames
+from scheduler_svc.http.protocol import ChatCompletionRequest
+
+RENAMES = ((r"^max_completion_tokens", "max_tokens"), (r"^stop\b", "stop_sequences"),
+           (r"^response_format(\.json_schema)?", "output_config.format"),
+           (r"^reasoning_effort", "output_config.effort"), (r"^chat_template_kwargs", "thinking"),
+           (r"^parallel_tool_calls", "tool_choice.disable_parallel_tool_use"),
+           (r"^tools\[(\d+)\]\.function\.parameters", r"tools[\1].input_schema"),
+           (r"^tools\[(\d+)\]\.function\.", r"tools[\1]."))
+"""The chat parameters the Messages API names otherwise (its messages: by where each came from)."""
+_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
+
+
+def chat_of_messages(body: MessagesRequest) -> tuple[ChatCompletionRequest, ParamNames]:
+    """The chat request of ``body`` and its parameters' Messages API names; ApiError (400) naming the parameter that
+    cannot be served."""
+    thinking = body.thinking
+    if thinking is not None and thinking.type == "enabled":
+        raise invalid("thinking.type", 'thinking budgets are not served: "adaptive" (a reasoning model thinks as its '
+                                       'chat template says, its thinking coming back as thinking blocks) or '
+                                       '"disabled"')
+    messages, params = _messages(body)
+    choice, parallel = _tool_choice(body.tool_choice)
+    output = body.output_config
+    fields: dict[str, Any] = {
+        "model": body.model, "messages": messages, "max_completion_tokens": body.max_tokens,
+        "temperature": body.temperature, "top_p": body.top_p, "top_k": body.top_k, "stop": body.stop_sequences,
+        "stream": body.stream, "tools": _tools(body), "tool_choice": choice, "parallel_tool_calls": parallel,
+        "reasoning_effort": output.effort if output else None,
+        "include_reasoning": False if thinking is not None and thinking.display == "omitted" else None,
+        "chat_template_kwargs": {"enable_thinking": False} if thinking is not None and thinking.type == "disabled"
+        else None,
+    }
+    if output is not None and output.format is not None:
+        fields["response_format"] = {"type": "json_schema",
+                                     "json_schema": {"name": "output", "schema": output.format.schema_}}
+    if body.stream:
+        fields["stream_options"] = {"include_usage": True}  # message_delta carries the output tokens
+    names = ParamNames(tuple(params), RENAMES)
+    try:
+        return ChatCompletionRequest.model_validate({k: v for k, v in fields.items() if v is not None}), names
+    except ValidationError as error:
+        raise names.renamed(from_validation_error(error)) from None
+
+
+def _messages(body: MessagesRequest) -> tuple[list[dict[str, Any]], list[str]]:
+    messages: list[dict[str, Any]] = []
+    params: list[str] = []
+    if body.system:
+        messages.append({"role": "system", "content": _text(body.system, "system")})
+        params.append("system")
+    if not body.messages:
+        raise invalid("messages", "at least one message is required")
+    for index, message in enumerate(body.messages):
+        param = f"messages[{index}]"
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            raise invalid(f"{param}.role", f'must be "user" or "assistant", got {role!r}')
+        turn = _assistant(message.get("content"), param) if role == "assistant" else _user(message.get("content"),
+                                                                                            param)
+        messages += turn
+        params += [param] * len(turn)
+    return messages, params
+
+
+def _blocks(content: Any, param: str) -> list[dict[str, Any]]:
+    """A message's content as blocks (a string is one text block)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not all(isinstance(block, dict) for block in content):
+        raise invalid(f"{param}.content", "must be a string or a list of content blocks")
+    return content
+
+
+def _user(content: Any, param: str) -> list[dict[str, Any]]:
+    """A user turn: a tool message per tool_result block, then the text (if any)."""
+    results, texts = [], []
+    for index, block in enumerate(_blocks(content, param)):
+        where = f"{param}.content[{index}]"
+        if block.get("type") == "tool_result":
+            results.append({"role": "tool", "tool_call_id": _string(block, "tool_use_id", where),
+                            "content": _text(block.get("content", ""), f"{where}.content")})
+        else:
+            texts.append(_text_block(block, where))
+    return results + ([{"role": "user", "content": "".join(texts)}] if texts or not results else [])
+
+
+def _assistant(content: Any, param: str) -> list[dict[str, Any]]:
+    """An assistant turn: its text, tool calls and thinking as one message."""
+    message: dict[str, Any] = {"role": "assistant", "content": ""}
+    for index, block in enumerate(_blocks(content, param)):
+        where = f"{param}.content[{index}]"
+        kind = block.get("type")
+        if kind == "tool_use":
+            arguments = block.get("input", {})
+            if not isinstance(arguments, dict):
+                raise invalid(f"{where}.input", "must be an object")
+            message.setdefault("tool_calls", []).append({
+                "id": _string(block, "id", where), "type": "function",
+                "function": {"name": _string(block, "name", where), "arguments": json.dumps(arguments)}})
+        elif kind == "thinking":
+            message["reasoning_content"] = message.get("reasoning_content", "") + _string(block, "thinking", where)
+        else:
+            message["content"] += _text_block(block, where)
+    return [message]
+
+
+def _text_block(block: dict[str, Any], where: str) -> str:
+    if block.get("type") != "text" or not isinstance(block.get("text"), str):
+        raise invalid(f"{where}.type", f"{block.get('type')!r} blocks are not served here (text, and tool_use, "
+                                       "tool_result and thinking where they belong, are)")
+    return str(block["text"])
+
+
+def _text(content: Any, param: str) -> str:
+    """A string, or text blocks joined."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise invalid(param, "must be a string or a list of text blocks")
+    return "".join(_text_block(block if isinstance(block, dict) else {}, f"{param}[{index}]")
+                   for index, block in enumerate(content))
+
+
+def _string(block: dict[str, Any], key: str, where: str) -> str:
+    value = block.get(key)
+    if not isinstance(value, str):
+        raise invalid(f"{where}.{key}", f"must be a string, got {type(value).__name__}")
+    return value
+
+
+def _tools(body: MessagesRequest) -> list[dict[str, Any]] | None:
+    if not body.tools:
+        return None
+    tools = []
+    for index, tool in enumerate(body.tools):
+        if tool.type not in (None, "custom"):
+            raise invalid(f"tools[{index}].type", f"only client tools are served (no type, or \"custom\"), got "
+                                                  f"{tool.type!r}")
+        function = {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}
+        tools.append({"type": "function", "function": {k: v for k, v in function.items() if v is not None}})
+    return tools
+
+
+def _tool_choice(choice: dict[str, Any] | None) -> tuple[str | dict[str, Any] | None, bool | None]:
+    """Chat's tool_choice and parallel_tool_calls of Anthropic's tool_choice."""
+    if choice is None:
+        return None, None
+    kind = choice.get("type")
+    extra = [key for key in choice if key not in ("type", "name", "disable_parallel_tool_use")]
+    if extra:
+        raise invalid(f"tool_choice.{extra[0]}", "unrecognized field")
+    parallel = False if choice.get("disable_parallel_tool_use") else None
+    if kind == "tool":
+        if not isinstance(choice.get("name"), str):
+            raise invalid("tool_choice.name", 'a "tool" choice names the tool')
+        return {"type": "function", "function": {"name": choice["name"]}}, parallel
+    if kind not in _CHOICES:
+        raise invalid("tool_choice.type", f'must be "auto", "any", "tool" or "none", got {kind!r}')
+    return _CHOICES[kind], parallel

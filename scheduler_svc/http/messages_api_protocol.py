@@ -1,0 +1,71 @@
+"""The request body of Anthropic's Messages API (``POST /v1/messages``), as far as stepahead serves it.
+
+Served: ``model``, ``messages`` (user and assistant turns; content a string or text, tool_use, tool_result and
+thinking blocks: messages_api_input.py), ``system``, ``max_tokens`` (required, as Anthropic's), ``temperature``,
+``top_p``, ``top_k``, ``stop_sequences``, ``stream``, ``tools`` (client tools: ``name``, ``description``,
+``input_schema``), ``tool_choice``, ``output_config`` (``format``: a JSON schema the output follows; ``effort``:
+low, medium or high, told to the chat template as ``reasoning_effort``) and ``metadata``. ``thinking``: "adaptive"
+(a reasoning model thinks as its chat template says, its thinking coming back as thinking blocks, or left out with
+``display: "omitted"``) or "disabled" (the template is told ``enable_thinking: false``, which Qwen3-style templates
+read); "enabled" with a token budget is refused, as no budget is enforced. Other fields are refused by name unless
+neutral (null, false, empty), as on the other endpoints (unrecognized.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from scheduler_svc.http.protocol import Int32, _Strict
+
+
+class AnthropicTool(_Strict):
+    """A client tool: its name, description and the JSON Schema of its input."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    type: str | None = None
+    """Absent or "custom": a client tool (Anthropic's server tools, web search and such, are not served)."""
+
+
+class JsonOutputFormat(_Strict):
+    """``output_config.format``: the output is JSON valid under ``schema``."""
+
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class OutputConfig(_Strict):
+    """``output_config``: the output's format and the effort the chat template is told."""
+
+    format: JsonOutputFormat | None = None
+    effort: Literal["low", "medium", "high"] | None = None
+
+
+class ThinkingConfig(_Strict):
+    """``thinking``: "adaptive" (as the chat template says), "disabled", or "enabled" with a budget (refused)."""
+
+    type: Literal["adaptive", "disabled", "enabled"]
+    display: Literal["summarized", "omitted"] | None = None
+    budget_tokens: Int32 | None = None
+
+
+class MessagesRequest(_Strict):
+    """``POST /v1/messages``."""
+
+    model: str | None = None
+    messages: list[dict[str, Any]]
+    system: str | list[dict[str, Any]] | None = None
+    max_tokens: Int32
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: Int32 | None = None
+    stop_sequences: list[str] | None = None
+    stream: bool = False
+    tools: list[AnthropicTool] | None = None
+    tool_choice: dict[str, Any] | None = None
+    thinking: ThinkingConfig | None = None
+    output_config: OutputConfig | None = None
+    metadata: dict[str, Any] | None = None
