@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from pydantic import BaseModel, ValidationError
@@ -25,10 +25,11 @@ from scheduler_svc.http.conversion import GenerationPlan, build_engine_requests,
 from scheduler_svc.http.engine_run import EngineRun
 from scheduler_svc.http.errors import ApiError, from_validation_error
 from scheduler_svc.http.logprobs import TokenTexts
+from scheduler_svc.http.output_shape import OpenAIChunks, OutputShape
 from scheduler_svc.http.protocol import ChatCompletionRequest, CompletionRequest
 from scheduler_svc.http.request_ids import HEADER, base_request_id
 from scheduler_svc.http.responses import ResponseBuilder
-from scheduler_svc.http.streaming import DONE, ClientDisconnected, EventStream, sse_event, unless_disconnected
+from scheduler_svc.http.streaming import ClientDisconnected, EventStream, unless_disconnected
 from scheduler_svc.http.tracing import RequestTrace
 from scheduler_svc.prompt_work import prompt_chars, run_prompt_work
 from stepahead_proto import generation_pb2
@@ -66,78 +67,9 @@ def parse_body(model: type[Body], raw: bytes) -> Body:
         raise from_validation_error(error) from None
 
 
-class OutputShape(Protocol):
-    """What a generation endpoint answers with, made from the chat or completion builder's output."""
-
-    def response_id(self, base: str) -> str:
-        """The response's ``id`` for the request id's base (request_ids.py)."""
-        ...
-
-    def body(self, built: dict[str, Any]) -> dict[str, Any]:
-        """The whole response from the builder's body."""
-        ...
-
-    def start_events(self, builder: ResponseBuilder) -> list[bytes]:
-        """A stream's first events."""
-        ...
-
-    def chunk_events(self, chunk: dict[str, Any]) -> list[bytes]:
-        """The events of one of the builder's chunks."""
-        ...
-
-    def error_events(self, error: ApiError) -> list[bytes]:
-        """The events of an error after the stream began (the stream ends after them)."""
-        ...
-
-    def end_events(self, builder: ResponseBuilder) -> list[bytes]:
-        """A stream's last events."""
-        ...
-
-    def renamed(self, error: ApiError) -> ApiError:
-        """``error`` naming the endpoint's own parameter."""
-        ...
-
-    def error_payload(self, error: ApiError) -> dict[str, Any]:
-        """The body of an error response."""
-        ...
-
-
-class OpenAIChunks:
-    """The chat and completion endpoints' own shape: the builder's body, and its chunks as ``data:`` events ended
-    by ``[DONE]``; ``id_prefix``: the response id's (``chatcmpl``, ``cmpl``)."""
-
-    def __init__(self, id_prefix: str) -> None:
-        self.id_prefix = id_prefix
-
-    def response_id(self, base: str) -> str:
-        return f"{self.id_prefix}-{base}"
-
-    def body(self, built: dict[str, Any]) -> dict[str, Any]:
-        return built
-
-    def start_events(self, builder: ResponseBuilder) -> list[bytes]:
-        if not builder.chat:
-            return []
-        return [sse_event(builder.role_chunk()), *(sse_event(chunk) for chunk in builder.echo_chunks())]
-
-    def chunk_events(self, chunk: dict[str, Any]) -> list[bytes]:
-        return [sse_event(chunk)]
-
-    def error_events(self, error: ApiError) -> list[bytes]:
-        return [sse_event(error.body()), DONE]
-
-    def end_events(self, builder: ResponseBuilder) -> list[bytes]:
-        return [sse_event(builder.usage_chunk()), DONE] if builder.plan.include_usage else [DONE]
-
-    def renamed(self, error: ApiError) -> ApiError:
-        return error
-
-    def error_payload(self, error: ApiError) -> dict[str, Any]:
-        return error.body()
-
-
 class CompletionRoutes:
-    """The two generation endpoints, sharing one flow (serve, which the Responses API's route runs too)."""
+    """The two generation endpoints, sharing one flow (serve, which the Responses and Messages APIs' routes run
+    too, each in its own OutputShape)."""
 
     def __init__(self, context: ServingContext) -> None:
         self.context = context

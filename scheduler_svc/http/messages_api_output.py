@@ -170,9 +170,3 @@ class MessageEvents:
     def _close(self) -> list[dict[str, Any]]:
         opened, self._open = self._open, None
         return [] if opened is None else [{"type": "content_block_stop", "index": opened.index}]
-
-
-def sse_message_event(event: dict[str, Any]) -> bytes:
-    """One server-sent event of the Messages API: its type as the event name, itself as the data."""
-    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event['type']}\ndata: {data}\n\n".encode()

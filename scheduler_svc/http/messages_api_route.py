@@ -23,11 +23,11 @@ from scheduler_svc.http.messages_api_output import (
     MessageHead,
     error_body,
     message_of_chat,
-    sse_message_event,
 )
 from scheduler_svc.http.messages_api_protocol import MessagesRequest
 from scheduler_svc.http.param_names import ParamNames
 from scheduler_svc.http.responses import ResponseBuilder
+from scheduler_svc.http.streaming import sse_typed_event
 from scheduler_svc.http.unrecognized import refuse_unrecognized
 
 MESSAGES_ROUTE = "/v1/messages"
@@ -78,17 +78,17 @@ class MessagesOutput:
 
     def start_events(self, builder: ResponseBuilder) -> list[bytes]:
         events = self._stream.start(builder.prompt_tokens(0)) + self._stream.feed(builder.role_chunk())
-        return [sse_message_event(event) for event in events]
+        return [sse_typed_event(event) for event in events]
 
     def chunk_events(self, chunk: dict[str, Any]) -> list[bytes]:
-        return [sse_message_event(event) for event in self._stream.feed(chunk)]
+        return [sse_typed_event(event) for event in self._stream.feed(chunk)]
 
     def error_events(self, error: ApiError) -> list[bytes]:
-        return [sse_message_event(error_body(self.renamed(error)))]
+        return [sse_typed_event(error_body(self.renamed(error)))]
 
     def end_events(self, builder: ResponseBuilder) -> list[bytes]:
         events = self._stream.feed(builder.usage_chunk()) + self._stream.finish(builder.stop_reason(0))
-        return [sse_message_event(event) for event in events]
+        return [sse_typed_event(event) for event in events]
 
     def renamed(self, error: ApiError) -> ApiError:
         return self._names.renamed(error)

@@ -18,7 +18,6 @@ ends.
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -241,9 +240,3 @@ class ResponseEvents:
         event = {"type": kind, "sequence_number": self._sequence, **fields}
         self._sequence += 1
         return event
-
-
-def sse_response_event(event: dict[str, Any]) -> bytes:
-    """One server-sent event of the Responses API: its type as the event name, itself as the data."""
-    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event['type']}\ndata: {data}\n\n".encode()

@@ -24,9 +24,9 @@ from scheduler_svc.http.responses_api_output import (
     ResponseEvents,
     ResponseHead,
     response_of_chat,
-    sse_response_event,
 )
 from scheduler_svc.http.responses_api_protocol import ResponsesRequest
+from scheduler_svc.http.streaming import sse_typed_event
 from scheduler_svc.http.unrecognized import refuse_unrecognized
 
 RESPONSES_ROUTE = "/v1/responses"
@@ -81,17 +81,17 @@ class ResponsesOutput:
 
     def start_events(self, builder: ResponseBuilder) -> list[bytes]:
         events = self._stream.start() + self._stream.feed(builder.role_chunk())
-        return [sse_response_event(event) for event in events]
+        return [sse_typed_event(event) for event in events]
 
     def chunk_events(self, chunk: dict[str, Any]) -> list[bytes]:
-        return [sse_response_event(event) for event in self._stream.feed(chunk)]
+        return [sse_typed_event(event) for event in self._stream.feed(chunk)]
 
     def error_events(self, error: ApiError) -> list[bytes]:
-        return [sse_response_event(event) for event in self._stream.error(self.renamed(error))]
+        return [sse_typed_event(event) for event in self._stream.error(self.renamed(error))]
 
     def end_events(self, builder: ResponseBuilder) -> list[bytes]:
         events = self._stream.feed(builder.usage_chunk()) + self._stream.finish()
-        return [sse_response_event(event) for event in events]
+        return [sse_typed_event(event) for event in events]
 
     def renamed(self, error: ApiError) -> ApiError:
         return self._names.renamed(error)

@@ -31,6 +31,13 @@ def sse_event(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
 
 
+def sse_typed_event(payload: dict[str, Any]) -> bytes:
+    """One ``event: TYPE`` / ``data: {...}`` event, its name the payload's ``type`` (the Responses and Messages APIs'
+    streams)."""
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {payload['type']}\ndata: {data}\n\n".encode()
+
+
 async def until_disconnected(receive: Receive) -> None:
     """Return when the client disconnects (the request body must have been read already)."""
     while True:
