@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from scheduler_svc.http.errors import from_validation_error, invalid
-from scheduler_svc.http.messages_api_protocol import MessagesRequest
+from scheduler_svc.http.messages_api_protocol import MessagesPrompt, MessagesRequest
 from scheduler_svc.http.param_names import ParamNames
 from scheduler_svc.http.protocol import ChatCompletionRequest
 
@@ -36,6 +36,33 @@ _CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 def chat_of_messages(body: MessagesRequest) -> tuple[ChatCompletionRequest, ParamNames]:
     """The chat request of ``body`` and its parameters' Messages API names; ApiError (400) naming the parameter that
     cannot be served."""
+    fields, params = prompt_fields(body)
+    output = body.output_config
+    fields.update({
+        "max_completion_tokens": body.max_tokens, "temperature": body.temperature, "top_p": body.top_p,
+        "top_k": body.top_k, "stop": body.stop_sequences, "stream": body.stream,
+        "reasoning_effort": output.effort if output else None,
+    })
+    if output is not None and output.format is not None:
+        fields["response_format"] = {"type": "json_schema",
+                                     "json_schema": {"name": "output", "schema": output.format.schema_}}
+    if body.stream:
+        fields["stream_options"] = {"include_usage": True}  # message_delta carries the output tokens
+    names = ParamNames(tuple(params), RENAMES)
+    return validated_chat(fields, names), names
+
+
+def validated_chat(fields: dict[str, Any], names: ParamNames) -> ChatCompletionRequest:
+    """The chat request of these fields (None: unset), checked; ApiError (400) naming the Messages parameter."""
+    try:
+        return ChatCompletionRequest.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as error:
+        raise names.renamed(from_validation_error(error)) from None
+
+
+def prompt_fields(body: MessagesPrompt) -> tuple[dict[str, Any], list[str]]:
+    """The chat request's fields that make its prompt (model, messages, tools, the template's thinking switch),
+    and where each chat message came from."""
     thinking = body.thinking
     if thinking is not None and thinking.type == "enabled":
         raise invalid("thinking.type", 'thinking budgets are not served: "adaptive" (a reasoning model thinks as its '
@@ -43,29 +70,17 @@ def chat_of_messages(body: MessagesRequest) -> tuple[ChatCompletionRequest, Para
                                        '"disabled"')
     messages, params = _messages(body)
     choice, parallel = _tool_choice(body.tool_choice)
-    output = body.output_config
-    fields: dict[str, Any] = {
-        "model": body.model, "messages": messages, "max_completion_tokens": body.max_tokens,
-        "temperature": body.temperature, "top_p": body.top_p, "top_k": body.top_k, "stop": body.stop_sequences,
-        "stream": body.stream, "tools": _tools(body), "tool_choice": choice, "parallel_tool_calls": parallel,
-        "reasoning_effort": output.effort if output else None,
+    fields = {
+        "model": body.model, "messages": messages, "tools": _tools(body), "tool_choice": choice,
+        "parallel_tool_calls": parallel,
         "include_reasoning": False if thinking is not None and thinking.display == "omitted" else None,
         "chat_template_kwargs": {"enable_thinking": False} if thinking is not None and thinking.type == "disabled"
         else None,
     }
-    if output is not None and output.format is not None:
-        fields["response_format"] = {"type": "json_schema",
-                                     "json_schema": {"name": "output", "schema": output.format.schema_}}
-    if body.stream:
-        fields["stream_options"] = {"include_usage": True}  # message_delta carries the output tokens
-    names = ParamNames(tuple(params), RENAMES)
-    try:
-        return ChatCompletionRequest.model_validate({k: v for k, v in fields.items() if v is not None}), names
-    except ValidationError as error:
-        raise names.renamed(from_validation_error(error)) from None
+    return fields, params
 
 
-def _messages(body: MessagesRequest) -> tuple[list[dict[str, Any]], list[str]]:
+def _messages(body: MessagesPrompt) -> tuple[list[dict[str, Any]], list[str]]:
     messages: list[dict[str, Any]] = []
     params: list[str] = []
     if body.system:
@@ -151,7 +166,7 @@ def _string(block: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def _tools(body: MessagesRequest) -> list[dict[str, Any]] | None:
+def _tools(body: MessagesPrompt) -> list[dict[str, Any]] | None:
     if not body.tools:
         return None
     tools = []

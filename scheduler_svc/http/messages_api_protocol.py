@@ -52,20 +52,25 @@ class ThinkingConfig(_Strict):
     budget_tokens: Int32 | None = None
 
 
-class MessagesRequest(_Strict):
-    """``POST /v1/messages``."""
+class MessagesPrompt(_Strict):
+    """What a Messages request's prompt is made of: ``POST /v1/messages/count_tokens`` takes this alone."""
 
     model: str | None = None
     messages: list[dict[str, Any]]
     system: str | list[dict[str, Any]] | None = None
+    tools: list[AnthropicTool] | None = None
+    tool_choice: dict[str, Any] | None = None
+    thinking: ThinkingConfig | None = None
+
+
+class MessagesRequest(MessagesPrompt):
+    """``POST /v1/messages``."""
+
     max_tokens: Int32
     temperature: float | None = None
     top_p: float | None = None
     top_k: Int32 | None = None
     stop_sequences: list[str] | None = None
     stream: bool = False
-    tools: list[AnthropicTool] | None = None
-    tool_choice: dict[str, Any] | None = None
-    thinking: ThinkingConfig | None = None
     output_config: OutputConfig | None = None
     metadata: dict[str, Any] | None = None

@@ -12,7 +12,7 @@ from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import Message, RawMessageStreamEvent
 from http_helpers import FakeExecutor, serve
 from pydantic import TypeAdapter
-from tiny_tokenizers import build_byte_level
+from tiny_tokenizers import build_byte_level, build_tool_calling
 
 from scheduler_svc.http.errors import invalid
 from scheduler_svc.http.messages_api_input import RENAMES, chat_of_messages
@@ -219,3 +219,35 @@ def test_api_keys_come_as_x_api_key_too(tokenizer):
         assert refused.status_code == 401 and refused.json()["error"]["type"] == "authentication_error"
 
     serve(tokenizer, test, executor=FakeExecutor(eos_after=2), api_keys=("k1",))
+
+
+def test_count_tokens_counts_the_prompt_messages_would_send(tokenizer):
+    async def test(client, served):
+        prompt = {"system": "Be brief.", "messages": [{"role": "user", "content": "Hi"}]}
+        counted = await client.post(f"{ROUTE}/count_tokens", json=prompt)
+        assert counted.status_code == 200, counted.text
+        sent = Message.model_validate((await client.post(ROUTE, json={**prompt, "max_tokens": 3})).json())
+        assert counted.json() == {"input_tokens": sent.usage.input_tokens}
+        long = await client.post(f"{ROUTE}/count_tokens", json={"messages": [{"role": "user", "content": "x" * 400}]})
+        assert long.json()["input_tokens"] > 256  # longer than the context: counted, not refused
+        refused = await client.post(f"{ROUTE}/count_tokens", json={**prompt, "thinking": {"type": "enabled",
+                                                                                          "budget_tokens": 2048}})
+        assert refused.status_code == 400 and refused.json()["error"]["message"].startswith("thinking.type")
+        missing = await client.post(f"{ROUTE}/count_tokens", json={"system": "x"})
+        assert missing.status_code == 400 and missing.json()["error"]["message"].startswith("messages")
+
+    serve(tokenizer, test, executor=FakeExecutor(eos_after=2))
+
+
+def test_count_tokens_counts_the_tools_the_template_shows(tmp_path):
+    tools_tokenizer = Tokenizer.from_dir(build_tool_calling(tmp_path))
+
+    async def test(client, served):
+        prompt = {"messages": [{"role": "user", "content": "Weather?"}]}
+        bare = (await client.post(f"{ROUTE}/count_tokens", json=prompt)).json()["input_tokens"]
+        with_tools = (await client.post(f"{ROUTE}/count_tokens", json={**prompt, "tools": TOOLS})).json()
+        hidden = (await client.post(f"{ROUTE}/count_tokens", json={**prompt, "tools": TOOLS,
+                                                                    "tool_choice": {"type": "none"}})).json()
+        assert with_tools["input_tokens"] > bare == hidden["input_tokens"]
+
+    serve(tools_tokenizer, test)
