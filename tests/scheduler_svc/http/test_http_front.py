@@ -35,7 +35,17 @@ async def busy(served: EngineHarness) -> None:
         await asyncio.sleep(0.01)
 
 
-def test_disconnect_mid_stream_aborts_and_frees_blocks(tokenizer):
+STREAMS = {
+    "/v1/chat/completions": {**LONG, "stream": True},
+    "/v1/responses": {"model": MODEL, "input": "hello", "max_output_tokens": 200, "stream": True},
+    "/v1/messages": {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 200,
+                     "stream": True},
+}
+"""A long stream of each streaming API (the fake executor writes no EOS unless told to)."""
+
+
+@pytest.mark.parametrize("route", list(STREAMS))
+def test_disconnect_mid_stream_aborts_and_frees_blocks(tokenizer, route):
     async def main():
         async with EngineHarness(tokenizer, FakeExecutor(step_delay_s=0.02)) as served:
             front = HttpFront(served.app, "127.0.0.1", 0)
@@ -43,7 +53,7 @@ def test_disconnect_mid_stream_aborts_and_frees_blocks(tokenizer):
             assert port > 0 and front.url == f"http://127.0.0.1:{port}"
             try:
                 async with httpx.AsyncClient(base_url=front.url) as client:
-                    async with client.stream("POST", "/v1/chat/completions", json={**LONG, "stream": True}) as response:
+                    async with client.stream("POST", route, json=STREAMS[route]) as response:
                         assert response.status_code == 200
                         lines = 0
                         async for line in response.aiter_lines():
