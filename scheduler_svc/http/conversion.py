@@ -169,7 +169,7 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
         raise invalid("messages", "at least one message is required")
     prompt = generation_pb2.GenerateRequest(model=model, parse_tool_calls=False)  # tool_choice decides: tools.py
     prompt.chat.CopyFrom(chat_prompt(body.messages, tools.tools_json, body))
-    _give_reasoning_effort(prompt.chat, body)
+    give_reasoning_effort(prompt.chat, body)
     max_tokens, max_param = body.max_tokens, "max_tokens"
     if body.max_completion_tokens is not None:
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
@@ -180,7 +180,7 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
                    include_reasoning=body.include_reasoning is not False)
 
 
-def _give_reasoning_effort(chat: generation_pb2.ChatPrompt, body: ChatCompletionRequest) -> None:
+def give_reasoning_effort(chat: generation_pb2.ChatPrompt, body: ChatCompletionRequest) -> None:
     """OpenAI's ``reasoning_effort`` as the chat template variable of the name (vLLM's way), beside
     chat_template_kwargs, which may not set it to something else."""
     if body.reasoning_effort is None:

@@ -16,11 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import ValidationError
-
-from scheduler_svc.http.errors import from_validation_error, invalid
+from scheduler_svc.http.errors import invalid
 from scheduler_svc.http.messages_api_protocol import MessagesPrompt, MessagesRequest
-from scheduler_svc.http.param_names import ParamNames
+from scheduler_svc.http.param_names import ParamNames, validated_chat
 from scheduler_svc.http.protocol import ChatCompletionRequest
 
 RENAMES = ((r"^max_completion_tokens", "max_tokens"), (r"^stop\b", "stop_sequences"),
@@ -50,14 +48,6 @@ def chat_of_messages(body: MessagesRequest) -> tuple[ChatCompletionRequest, Para
         fields["stream_options"] = {"include_usage": True}  # message_delta carries the output tokens
     names = ParamNames(tuple(params), RENAMES)
     return validated_chat(fields, names), names
-
-
-def validated_chat(fields: dict[str, Any], names: ParamNames) -> ChatCompletionRequest:
-    """The chat request of these fields (None: unset), checked; ApiError (400) naming the Messages parameter."""
-    try:
-        return ChatCompletionRequest.model_validate({k: v for k, v in fields.items() if v is not None})
-    except ValidationError as error:
-        raise names.renamed(from_validation_error(error)) from None
 
 
 def prompt_fields(body: MessagesPrompt) -> tuple[dict[str, Any], list[str]]:

@@ -1,12 +1,16 @@
 """The parameter names of an API translated onto the chat endpoint (the Responses and Messages APIs): errors the chat
-checks raise name the chat request's parameters, and are renamed to the caller's."""
+checks raise name the chat request's parameters, and are renamed to the caller's (ParamNames, validated_chat)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from scheduler_svc.http.errors import ApiError
+from pydantic import ValidationError
+
+from scheduler_svc.http.errors import ApiError, from_validation_error
+from scheduler_svc.http.protocol import ChatCompletionRequest
 
 _MESSAGE_PARAM = re.compile(r"^messages\[(\d+)\]")
 
@@ -40,3 +44,11 @@ class ParamNames:
         if found and int(found.group(1)) < len(self.message_params):
             return self.message_params[int(found.group(1))]
         return param
+
+
+def validated_chat(fields: dict[str, Any], names: ParamNames) -> ChatCompletionRequest:
+    """The chat request of these fields (None: unset), checked; ApiError (400) naming the caller's parameter."""
+    try:
+        return ChatCompletionRequest.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as error:
+        raise names.renamed(from_validation_error(error)) from None

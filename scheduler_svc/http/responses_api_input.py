@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
-from scheduler_svc.http.errors import from_validation_error, invalid
-from scheduler_svc.http.param_names import ParamNames
+from scheduler_svc.http.errors import invalid
+from scheduler_svc.http.param_names import ParamNames, validated_chat
 from scheduler_svc.http.protocol import ChatCompletionRequest
-from scheduler_svc.http.responses_api_protocol import ResponsesRequest
+from scheduler_svc.http.responses_api_protocol import ResponsesPrompt, ResponsesRequest
 
 TEXT_PARTS = ("input_text", "output_text", "text")
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
@@ -34,6 +32,17 @@ def chat_of_response(body: ResponsesRequest) -> tuple[ChatCompletionRequest, Par
     if body.store:
         raise invalid("store", "this server keeps no responses: send store false (or leave it out) and give the "
                                "conversation in input")
+    fields, names = prompt_fields(body)
+    fields.update({"max_completion_tokens": body.max_output_tokens, "temperature": body.temperature,
+                   "top_p": body.top_p, "stream": body.stream, "metadata": body.metadata, "user": body.user})
+    if body.stream:
+        fields["stream_options"] = {"include_usage": True}  # response.completed carries the usage
+    return validated_chat(fields, names), names
+
+
+def prompt_fields(body: ResponsesPrompt) -> tuple[dict[str, Any], ParamNames]:
+    """The chat request's fields that make the prompt (model, messages, tools, format, effort), and the Responses
+    names of its parameters."""
     if body.previous_response_id:
         raise invalid("previous_response_id", "this server keeps no responses to continue: give the conversation "
                                               "in input")
@@ -42,27 +51,21 @@ def chat_of_response(body: ResponsesRequest) -> tuple[ChatCompletionRequest, Par
                                     '("disabled")')
     messages, params = _messages(body)
     fields: dict[str, Any] = {
-        "model": body.model, "messages": messages, "max_completion_tokens": body.max_output_tokens,
-        "temperature": body.temperature, "top_p": body.top_p, "stream": body.stream,
-        "parallel_tool_calls": body.parallel_tool_calls, "metadata": body.metadata, "user": body.user,
+        "model": body.model, "messages": messages, "parallel_tool_calls": body.parallel_tool_calls,
         "tools": _tools(body), "tool_choice": _tool_choice(body.tool_choice), "response_format": _response_format(body),
         "reasoning_effort": body.reasoning.effort if body.reasoning else None,
     }
-    if body.stream:
-        fields["stream_options"] = {"include_usage": True}  # response.completed carries the usage
-    names = ParamNames(tuple(params), RENAMES)
-    try:
-        return ChatCompletionRequest.model_validate({k: v for k, v in fields.items() if v is not None}), names
-    except ValidationError as error:
-        raise names.renamed(from_validation_error(error)) from None
+    return fields, ParamNames(tuple(params), RENAMES)
 
 
-def _messages(body: ResponsesRequest) -> tuple[list[dict[str, Any]], list[str]]:
+def _messages(body: ResponsesPrompt) -> tuple[list[dict[str, Any]], list[str]]:
     messages: list[dict[str, Any]] = []
     params: list[str] = []
     if body.instructions:
         messages.append({"role": "system", "content": body.instructions})
         params.append("instructions")
+    if body.input is None:  # (input_tokens counts instructions and tools alone)
+        return messages, params
     if isinstance(body.input, str):
         messages.append({"role": "user", "content": body.input})
         params.append("input")
@@ -159,7 +162,7 @@ def _string(item: dict[str, Any], key: str, param: str) -> str:
     return value
 
 
-def _tools(body: ResponsesRequest) -> list[dict[str, Any]] | None:
+def _tools(body: ResponsesPrompt) -> list[dict[str, Any]] | None:
     if not body.tools:
         return None
     tools = []
@@ -186,7 +189,7 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any] | 
     return {"type": "function", "function": {"name": choice["name"]}}
 
 
-def _response_format(body: ResponsesRequest) -> dict[str, Any] | None:
+def _response_format(body: ResponsesPrompt) -> dict[str, Any] | None:
     text_format = body.text.format if body.text else None
     if text_format is None or text_format.type == "text":
         return None

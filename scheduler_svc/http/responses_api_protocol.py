@@ -50,23 +50,29 @@ class FunctionTool(_Strict):
     strict: bool | None = None
 
 
-class ResponsesRequest(_Strict):
-    """``POST /v1/responses``."""
+class ResponsesPrompt(_Strict):
+    """What a Responses request's prompt is made of: ``POST /v1/responses/input_tokens`` takes this alone."""
 
     model: str | None = None
-    input: str | list[dict[str, Any]]
+    input: str | list[dict[str, Any]] | None = None
     instructions: str | None = None
-    max_output_tokens: Int32 | None = None
-    temperature: float | None = None
-    top_p: float | None = None
     tools: list[FunctionTool] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     text: TextOptions | None = None
     reasoning: ReasoningOptions | None = None
-    stream: bool = False
-    store: bool | None = None
     previous_response_id: str | None = None
     truncation: Literal["disabled", "auto"] | None = None
+
+
+class ResponsesRequest(ResponsesPrompt):
+    """``POST /v1/responses``."""
+
+    input: str | list[dict[str, Any]]
+    max_output_tokens: Int32 | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stream: bool = False
+    store: bool | None = None
     metadata: dict[str, Any] | None = None
     user: str | None = None

@@ -45,6 +45,8 @@ def test_messages_agree_with_grpc_whole_streamed_and_async(stack):
         assert message.usage.output_tokens == expected.usage.completion_tokens
     deltas = [event.delta.text for event in events if event.type == "content_block_delta"]
     assert "".join(deltas) == expected.text and events[-1].type == "message_stop"
+    counted = client.messages.count_tokens(model=model, messages=MESSAGES, system="Be brief.")
+    assert counted.input_tokens == expected.usage.prompt_tokens
 
 
 def test_tool_use_blocks_and_anthropic_errors(stack):

@@ -127,6 +127,15 @@ def test_the_responses_api_agrees_with_grpc_whole_streamed_and_async(stack, mode
         assert response.usage.input_tokens == expected.usage.prompt_tokens
         assert response.usage.output_tokens == expected.usage.completion_tokens
     assert "".join(event.delta for event in events if event.type == "response.output_text.delta") == expected.text
+    counted = sync_openai_count(stack, request)
+    assert counted.input_tokens == expected.usage.prompt_tokens
+
+
+def sync_openai_count(stack, request: dict):
+    """The openai package's responses.input_tokens.count of ``request``'s prompt."""
+    with sync_openai(stack) as client:
+        return client.responses.input_tokens.count(model=request["model"], input=request["input"],
+                                                   instructions=request["instructions"])
 
 
 def test_include_usage_adds_a_last_chunk_with_the_usage(stack, model_name):

@@ -221,3 +221,22 @@ def test_what_cannot_be_served_is_a_400_naming_the_parameter(tokenizer, body, pa
         assert error["param"].startswith(param) and error["message"].startswith(param), error
 
     serve(tokenizer, test)
+
+
+def test_input_tokens_counts_the_prompt_a_response_would_read(tokenizer):
+    async def test(client, served):
+        prompt = {"instructions": "Be brief.", "input": [{"role": "user", "content": "Hi"}],
+                  "reasoning": {"effort": "low"}}
+        counted = await client.post(f"{ROUTE}/input_tokens", json=prompt)
+        assert counted.status_code == 200, counted.text
+        assert counted.json()["object"] == "response.input_tokens"
+        sent = Response.model_validate((await client.post(ROUTE, json={**prompt, "max_output_tokens": 3})).json())
+        assert counted.json()["input_tokens"] == sent.usage.input_tokens
+        alone = await client.post(f"{ROUTE}/input_tokens", json={"instructions": "Be brief."})
+        assert 0 < alone.json()["input_tokens"] < counted.json()["input_tokens"]
+        refused = await client.post(f"{ROUTE}/input_tokens", json={**prompt, "previous_response_id": "resp_1"})
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == "previous_response_id"
+        unknown = await client.post(f"{ROUTE}/input_tokens", json={**prompt, "max_output_tokens": 5})
+        assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "max_output_tokens"
+
+    serve(tokenizer, test, executor=FakeExecutor(eos_after=2))
