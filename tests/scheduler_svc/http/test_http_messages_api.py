@@ -251,3 +251,29 @@ def test_count_tokens_counts_the_tools_the_template_shows(tmp_path):
         assert with_tools["input_tokens"] > bare == hidden["input_tokens"]
 
     serve(tools_tokenizer, test)
+
+
+def test_any_tool_calls_are_tool_use_blocks_whole_and_streamed(tokenizer):
+    output = '[{"name": "get_weather", "parameters": {"city": "Paris"}}, {"name": "get_time", "parameters": {}}]'
+
+    async def test(client, served):
+        body = {"messages": [{"role": "user", "content": "Weather and time?"}], "tools": TOOLS, "max_tokens": 180,
+                "tool_choice": {"type": "any"}}
+        whole, streamed, _ = await whole_and_streamed(client, body)
+        assert blocks_of(whole) == blocks_of(streamed) == [("tool_use", "get_weather", {"city": "Paris"}, True),
+                                                           ("tool_use", "get_time", {}, True)]
+        assert whole.stop_reason == streamed.stop_reason == "tool_use"
+
+    serve(tokenizer, test, executor=scripted(tokenizer, output))
+
+
+def test_thinking_then_text_then_a_call_keep_their_order(tokenizer):
+    async def test(client, served):
+        body = {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": TOOLS, "max_tokens": 180}
+        whole, streamed, _ = await whole_and_streamed(client, body)
+        assert blocks_of(whole) == blocks_of(streamed) == [
+            ("thinking", "Need the tool."), ("text", "Let me check."),
+            ("tool_use", "get_weather", {"city": "Paris"}, True)]
+
+    serve(tokenizer, test, executor=scripted(tokenizer, "<think>Need the tool.</think>Let me check.\n\n" + CALL),
+          tool_call_parser="hermes", reasoning_parser="qwen3")

@@ -240,3 +240,27 @@ def test_input_tokens_counts_the_prompt_a_response_would_read(tokenizer):
         assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "max_output_tokens"
 
     serve(tokenizer, test, executor=FakeExecutor(eos_after=2))
+
+
+def test_required_tool_calls_are_function_call_items_whole_and_streamed(tokenizer):
+    output = '[{"name": "get_weather", "parameters": {"city": "Paris"}}, {"name": "get_time", "parameters": {}}]'
+
+    async def test(client, served):
+        body = {"input": "Weather and time?", "tools": TOOLS, "tool_choice": "required", "max_output_tokens": 180}
+        whole, streamed, _ = await whole_and_streamed(client, body)
+        assert items_of(whole) == items_of(streamed) == [("function_call", "get_weather", '{"city": "Paris"}', True),
+                                                         ("function_call", "get_time", "{}", True)]
+
+    serve(tokenizer, test, executor=scripted(tokenizer, output))
+
+
+def test_thinking_then_text_then_a_call_keep_their_order(tokenizer):
+    async def test(client, served):
+        body = {"input": "Weather in Paris?", "tools": TOOLS, "max_output_tokens": 180}
+        whole, streamed, _ = await whole_and_streamed(client, body)
+        assert items_of(whole) == items_of(streamed) == [
+            ("reasoning", "Need the tool."), ("message", "Let me check."),
+            ("function_call", "get_weather", '{"city": "Paris"}', True)]
+
+    serve(tokenizer, test, executor=scripted(tokenizer, "<think>Need the tool.</think>Let me check.\n\n" + CALL),
+          tool_call_parser="hermes", reasoning_parser="qwen3")
