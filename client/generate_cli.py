@@ -61,6 +61,9 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
                             "prompt (default: chat prompts only)")
     split.add_argument("--no-split-reasoning", action="store_true",
                        help="leave the thinking inside the text (default: split off when the server has a parser)")
+    generate.add_argument("--no-parse-tool-calls", action="store_true",
+                          help="leave tool calls inside the text (default: parsed when --tools is given and the "
+                               "server has a --tool-call-parser)")
     generate.add_argument("--no-speculation", action="store_true",
                           help="opt this request out of speculative decoding")
     generate.add_argument("--lora-adapter", default=None, metavar="NAME",
@@ -105,12 +108,16 @@ def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
     template.add_argument("--documents", type=_json_array_text, default=None, metavar="JSON|@PATH",
                           help='documents for a retrieval-augmented template, a JSON array of objects, e.g. '
                                '\'[{"title": "Paris", "text": "..."}]\'')
+    template.add_argument("--tools", type=_json_array_text, default=None, metavar="JSON|@PATH",
+                          help="tools the model may call, OpenAI's JSON array of function tools; with the server's "
+                               "--tool-call-parser the calls come back parsed, one JSON line each after the text")
 
 
 _TEMPLATE_FLAGS = {"system": ("system", "a system message"), "continue_with": ("continue", "a message to continue"),
                    "no_generation_prompt": ("no-generation-prompt", "leaving out the generation prompt"),
                    "chat_template_kwargs": ("chat-template-kwargs", "a template variable"),
-                   "documents": ("documents", "documents"), "chat_template": ("chat-template", "a chat template")}
+                   "documents": ("documents", "documents"), "chat_template": ("chat-template", "a chat template"),
+                   "tools": ("tools", "tools")}
 """Prompt flags that need the chat template (argument name -> flag, what it asks for)."""
 
 
@@ -135,6 +142,8 @@ def prompt_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["documents"] = args.documents
     if args.chat_template is not None:
         kwargs["chat_template"] = args.chat_template
+    if getattr(args, "tools", None) is not None:
+        kwargs["tools"] = args.tools
     return kwargs
 
 
@@ -176,6 +185,7 @@ _SWITCHES = {
     "no_speculation": ("disable_speculation", True),
     "split_reasoning": ("split_reasoning", True),
     "no_split_reasoning": ("split_reasoning", False),
+    "no_parse_tool_calls": ("parse_tool_calls", False),
     "json_object": ("json_object", True),
 }
 """Switch flag -> the request option it sets, and to what."""
@@ -183,19 +193,25 @@ _SWITCHES = {
 
 def run_generate(args: argparse.Namespace) -> None:
     """Send the request; stream its text to stdout (a reasoning model's thinking, split off by the server's
-    --reasoning-parser, to stderr), or print the whole result as JSON with --json."""
+    --reasoning-parser, to stderr; each parsed tool call after the text, as one JSON line), or print the whole
+    result as JSON with --json."""
     from client.cli_connection import connected_client
+    from client.types import ToolCall
 
     kwargs = generate_kwargs(args)
     with connected_client(args) as client:
         if args.json:
             print(json.dumps(client.generate(**kwargs).to_dict(), indent=2))
             return
+        calls: list[ToolCall] = []
         for chunk in client.generate_stream(**kwargs):
             if chunk.reasoning_text:
                 print(chunk.reasoning_text, end="", file=sys.stderr, flush=True)
             print(chunk.text, end="", flush=True)
+            calls += chunk.tool_calls
         print()
+        for call in calls:
+            print(json.dumps({"tool_call": call.to_dict()}, ensure_ascii=False))
 
 
 def _bias(text: str) -> tuple[int, float]:

@@ -242,3 +242,42 @@ def test_wait_for_server_waits_for_a_server_that_starts_late_and_gives_up_after_
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["generate", "plain text", "--server", unused_address(), "--raw", "--wait-for-server", "0.5"])
     assert exit_info.value.code != 0 and "within 0.5 s" in capsys.readouterr().err
+
+
+class ToolCallGeneration(generation_pb2_grpc.GenerationServicer):
+    """Answers with some text, then a parsed tool call, and keeps the request."""
+
+    def __init__(self) -> None:
+        self.requests: list[generation_pb2.GenerateRequest] = []
+
+    def Generate(self, request, context):  # noqa: N802 - gRPC method name
+        self.requests.append(request)
+        yield generation_pb2.GenerateResponse(request_id="r", text="Checking.", token_ids=[4], prompt_tokens=3)
+        call = generation_pb2.ToolCall(id="call_1", name="get_weather", arguments_json='{"city": "Paris"}')
+        yield generation_pb2.GenerateResponse(request_id="r", token_ids=[5], tool_calls=[call],
+                                              finish_reason=generation_pb2.FINISH_REASON_STOP)
+
+
+def test_tools_are_sent_and_parsed_calls_printed_after_the_text(capsys, tmp_path):
+    tools = [{"type": "function", "function": {"name": "get_weather"}}]
+    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    servicer = ToolCallGeneration()
+    with serving(servicer) as address:
+        cli.main(["generate", "Weather?", "--server", address, "--tools", f"@{tmp_path / 'tools.json'}"])
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0] == "Checking."
+        assert json.loads(lines[1]) == {"tool_call": {"id": "call_1", "name": "get_weather",
+                                                      "arguments": '{"city": "Paris"}'}}
+        cli.main(["generate", "Weather?", "--server", address, "--tools", json.dumps(tools), "--json",
+                  "--no-parse-tool-calls"])
+        assert json.loads(capsys.readouterr().out)["tool_calls"] == [
+            {"id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'}]
+    first, second = servicer.requests
+    assert json.loads(first.chat.tools_json) == tools and not first.HasField("parse_tool_calls")
+    assert second.HasField("parse_tool_calls") and not second.parse_tool_calls
+
+
+def test_tools_need_the_chat_template(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["generate", "Weather?", "--raw", "--tools", "[]", "--server", unused_address()])
+    assert exited.value.code == 2 and "tools: tools needs the chat template" in capsys.readouterr().err
