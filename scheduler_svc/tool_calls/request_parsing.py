@@ -32,12 +32,15 @@ def tool_call_parsing(pb: generation_pb2.GenerateRequest, server_parser: str | N
     content). Unset ``parse_tool_calls``: a chat prompt's output is parsed when it gives tools and the server has a
     parser that can read it. Raises InvalidRequestError for parsing that cannot be, or parallel_tool_calls without
     parsing."""
-    names = _tool_names(pb)
+    names: frozenset[str] = frozenset()
     if not pb.HasField("parse_tool_calls"):
-        wanted = bool(names) and server_parser is not None and (split or server_parser != HARMONY_PARSER)
+        can_read = server_parser is not None and (split or server_parser != HARMONY_PARSER)
+        names = _tool_names(pb) if can_read else frozenset()  # (the tools' JSON is read only when it may matter)
+        wanted = bool(names)
     else:
         wanted = pb.parse_tool_calls
         if wanted:
+            names = _tool_names(pb)
             _check_possible(server_parser, names, split)
     if not wanted:
         if pb.HasField("parallel_tool_calls"):

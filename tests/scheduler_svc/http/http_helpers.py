@@ -216,6 +216,22 @@ def serve(tokenizer: Tokenizer, test: Callable[[httpx.AsyncClient, EngineHarness
     asyncio.run(main())
 
 
+def scripted(tokenizer: Tokenizer, text: str) -> FakeExecutor:
+    """A fake executor whose every request outputs ``text``, then EOS."""
+    return FakeExecutor(script=tokenizer.encode(text, add_special_tokens=False))
+
+
+def typed_events(text: str) -> list[dict[str, Any]]:
+    """The events of a Responses or Messages stream: each block ``event: TYPE`` then ``data: {...}`` of that type."""
+    found = []
+    for block in filter(None, text.split("\n\n")):
+        name, data = block.split("\n")
+        event = json.loads(data.removeprefix("data: "))
+        assert name == f"event: {event['type']}"
+        found.append(event)
+    return found
+
+
 def events(response: httpx.Response) -> list[Any]:
     """The SSE payloads, [DONE] as the string "[DONE]"."""
     assert response.headers["content-type"].startswith("text/event-stream")

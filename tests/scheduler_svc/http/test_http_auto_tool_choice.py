@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from http_helpers import FakeExecutor, events, serve
+from http_helpers import events, scripted, serve
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from tiny_tokenizers import build_byte_level, build_tool_calling
@@ -50,10 +50,6 @@ def tools_tokenizer(tmp_path_factory) -> Tokenizer:
     """Its chat template renders the tools (<tools>[...]</tools>)."""
     return Tokenizer.from_dir(build_tool_calling(tmp_path_factory.mktemp("tools")))
 
-
-def scripted(tokenizer: Tokenizer, text: str) -> FakeExecutor:
-    """A fake executor whose every request outputs ``text``, then EOS."""
-    return FakeExecutor(script=tokenizer.encode(text, add_special_tokens=False))
 
 
 def gathered(chunks: list) -> ChatCompletion:

@@ -5,12 +5,10 @@ Anthropic-shaped error naming the Messages parameter."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import Message, RawMessageStreamEvent
-from http_helpers import FakeExecutor, serve
+from http_helpers import FakeExecutor, scripted, serve, typed_events
 from pydantic import TypeAdapter
 from tiny_tokenizers import build_byte_level, build_tool_calling
 
@@ -33,18 +31,6 @@ def tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_byte_level(tmp_path_factory.mktemp("tok")))
 
 
-def scripted(tokenizer: Tokenizer, text: str) -> FakeExecutor:
-    return FakeExecutor(script=tokenizer.encode(text, add_special_tokens=False))
-
-
-def stream_events(text: str) -> list[dict]:
-    found = []
-    for block in filter(None, text.split("\n\n")):
-        name, data = block.split("\n")
-        event = json.loads(data.removeprefix("data: "))
-        assert name == f"event: {event['type']}"
-        found.append(event)
-    return found
 
 
 def gathered(events: list[dict]) -> Message:
@@ -74,7 +60,7 @@ async def whole_and_streamed(client, body: dict) -> tuple[Message, Message, list
     whole = Message.model_validate(response.json())
     streamed = await client.post(ROUTE, json={**body, "stream": True})
     assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
-    events = stream_events(streamed.text)
+    events = typed_events(streamed.text)
     return whole, gathered(events), events
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from http_helpers import FakeExecutor, events, serve
+from http_helpers import events, scripted, serve
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from tiny_tokenizers import build_thinking, build_tool_calling
 
@@ -41,9 +41,6 @@ def marked_tokenizer(tmp_path_factory) -> Tokenizer:
 def tools_tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_tool_calling(tmp_path_factory.mktemp("tools")))
 
-
-def scripted(tokenizer: Tokenizer, text: str) -> FakeExecutor:
-    return FakeExecutor(script=tokenizer.encode(text, add_special_tokens=False))
 
 
 async def whole_and_streamed(client, body: dict) -> tuple[list[dict], list[list[dict]]]:

@@ -5,10 +5,8 @@ a 400 naming the Responses parameter."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from http_helpers import FakeExecutor, serve
+from http_helpers import FakeExecutor, scripted, serve, typed_events
 from openai import omit
 from openai.lib.streaming.responses import ResponseStreamState
 from openai.types.responses import Response, ResponseStreamEvent
@@ -34,20 +32,6 @@ def tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_byte_level(tmp_path_factory.mktemp("tok")))
 
 
-def scripted(tokenizer: Tokenizer, text: str) -> FakeExecutor:
-    return FakeExecutor(script=tokenizer.encode(text, add_special_tokens=False))
-
-
-def stream_events(text: str) -> list[dict]:
-    """The events of a Responses stream: each block ``event: TYPE`` then ``data: {...}`` of that type."""
-    found = []
-    for block in filter(None, text.split("\n\n")):
-        name, data = block.split("\n")
-        event = json.loads(data.removeprefix("data: "))
-        assert name == f"event: {event['type']}"
-        found.append(event)
-    assert [event["sequence_number"] for event in found] == list(range(len(found)))
-    return found
 
 
 def gathered(events: list[dict]) -> Response:
@@ -82,7 +66,8 @@ async def whole_and_streamed(client, body: dict) -> tuple[Response, Response, li
     whole = Response.model_validate(response.json())
     streamed = await client.post(ROUTE, json={**body, "stream": True})
     assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
-    events = stream_events(streamed.text)
+    events = typed_events(streamed.text)
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
     return whole, gathered(events), events
 
 

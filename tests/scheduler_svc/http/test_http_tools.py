@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from http_helpers import FakeExecutor, events, serve
+from http_helpers import events, scripted, serve
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from tiny_tokenizers import build_byte_level
@@ -45,10 +45,6 @@ def refused(**fields) -> ApiError:
 def tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_byte_level(tmp_path_factory.mktemp("tok")))
 
-
-def scripted(tokenizer: Tokenizer, text: str) -> FakeExecutor:
-    """A fake executor whose every request outputs ``text``, then EOS."""
-    return FakeExecutor(script=tokenizer.encode(text, add_special_tokens=False))
 
 
 # ---- requests ---------------------------------------------------------------------------------------------------
