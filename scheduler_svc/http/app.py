@@ -15,10 +15,9 @@ from scheduler_svc.http.context import ServingContext
 from scheduler_svc.http.errors import error_body
 from scheduler_svc.http.info_routes import InfoRoutes
 from scheduler_svc.http.lora_routes import LOAD_LORA_ROUTE, UNLOAD_LORA_ROUTE, LoraRoutes
-from scheduler_svc.http.messages_api_route import MESSAGES_ROUTE, MessagesRoute
 from scheduler_svc.http.prompt_count_route import MESSAGES_COUNT, RESPONSES_COUNT, PromptCountRoute
-from scheduler_svc.http.responses_api_route import RESPONSES_ROUTE, ResponsesRoute
 from scheduler_svc.http.tokenize_routes import DETOKENIZE_ROUTE, TOKENIZE_ROUTE, TokenizeRoutes
+from scheduler_svc.http.translated_route import MESSAGES_API, RESPONSES_API, TranslatedRoute
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +31,8 @@ def create_app(context: ServingContext) -> FastAPI:
     lora = LoraRoutes(context)
     app.add_api_route(CHAT_ROUTE, completions.chat, methods=["POST"])
     app.add_api_route(COMPLETIONS_ROUTE, completions.completions, methods=["POST"])
-    app.add_api_route(RESPONSES_ROUTE, ResponsesRoute(context, completions).create, methods=["POST"])
-    app.add_api_route(MESSAGES_ROUTE, MessagesRoute(context, completions).create, methods=["POST"])
+    for translated in (RESPONSES_API, MESSAGES_API):
+        app.add_api_route(translated.route, TranslatedRoute(context, completions, translated).create, methods=["POST"])
     for counted in (MESSAGES_COUNT, RESPONSES_COUNT):
         app.add_api_route(counted.route, PromptCountRoute(context, counted).count, methods=["POST"])
     app.add_api_route(TOKENIZE_ROUTE, tokens.tokenize, methods=["POST"])

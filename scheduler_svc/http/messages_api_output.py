@@ -17,10 +17,12 @@ then ``message_delta`` (stop reason, output tokens) and ``message_stop``. An err
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler_svc.http.chat_stream_reader import ChatStreamReader
 from scheduler_svc.http.errors import ApiError
+from scheduler_svc.http.responses import ResponseBuilder
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
@@ -104,40 +106,50 @@ class MessageEvents:
     _blocks: int = 0
     _open: _OpenBlock | None = None
     _calls: int = 0
-    _finish_reason: str | None = None
-    _chat_usage: dict[str, Any] | None = None
+    _reader: ChatStreamReader = field(default_factory=ChatStreamReader)
 
-    def start(self, prompt_tokens: int) -> list[dict[str, Any]]:
-        """The stream's first event."""
-        usage = {"input_tokens": prompt_tokens, "output_tokens": 0, "cache_read_input_tokens": 0,
+    def whole(self, chat_body: dict[str, Any]) -> dict[str, Any]:
+        """The whole message of a chat completion body (not streamed)."""
+        return message_of_chat(self.head, chat_body)
+
+    def start(self, builder: ResponseBuilder) -> list[dict[str, Any]]:
+        """The stream's first event (and those of the chat stream's role chunk)."""
+        usage = {"input_tokens": builder.prompt_tokens(0), "output_tokens": 0, "cache_read_input_tokens": 0,
                  "cache_creation_input_tokens": 0}
-        return [{"type": "message_start", "message": self.head.message([], (None, None), usage)}]
+        start = {"type": "message_start", "message": self.head.message([], (None, None), usage)}
+        return [start, *self.feed(builder.role_chunk())]
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         """The events of one chat chunk."""
-        if chunk.get("usage"):
-            self._chat_usage = chunk["usage"]
         events: list[dict[str, Any]] = []
-        for choice in chunk.get("choices", []):
-            delta = choice.get("delta") or {}
-            if delta.get("reasoning"):
-                events += self._delta("thinking", {"type": "thinking_delta", "thinking": delta["reasoning"]})
-            if delta.get("content"):
-                events += self._delta("text", {"type": "text_delta", "text": delta["content"]})
-            for call in delta.get("tool_calls") or []:
-                events += self._call(call)
-            if choice.get("finish_reason") is not None:
-                self._finish_reason = choice["finish_reason"]
+        for piece in self._reader.pieces(chunk):
+            if piece.kind == "reasoning":
+                events += self._delta("thinking", {"type": "thinking_delta", "thinking": piece.text})
+            elif piece.kind == "content":
+                events += self._delta("text", {"type": "text_delta", "text": piece.text})
+            elif piece.kind == "call":
+                self._calls += 1
+                events += self._start("tool_use", {"type": "tool_use", "id": piece.call_id, "name": piece.name,
+                                                   "input": {}})
+            elif self._open is not None:  # more arguments of the open call
+                events.append({"type": "content_block_delta", "index": self._open.index,
+                               "delta": {"type": "input_json_delta", "partial_json": piece.text}})
         return events
 
-    def finish(self, stop_reason: str | None) -> list[dict[str, Any]]:
-        """The last events: the open block's end, the stop reason and usage, the end of the message."""
-        stop = stop_of(self._finish_reason, stop_reason, self._calls > 0)
-        usage = usage_of(self._chat_usage)
-        return self._close() + [
+    def finish(self, builder: ResponseBuilder) -> list[dict[str, Any]]:
+        """The last events: the open block's end, the stop reason and usage (the builder's), the end of the
+        message."""
+        events = self.feed(builder.usage_chunk())
+        stop = stop_of(self._reader.finish_reason, builder.stop_reason(0), self._calls > 0)
+        usage = usage_of(self._reader.usage)
+        return events + self._close() + [
             {"type": "message_delta", "delta": {"stop_reason": stop[0], "stop_sequence": stop[1]},
              "usage": {"output_tokens": usage["output_tokens"]}},
             {"type": "message_stop"}]
+
+    def error_events(self, error: ApiError) -> list[dict[str, Any]]:
+        """An error after the stream began."""
+        return [error_body(error)]
 
     def _delta(self, kind: str, delta: dict[str, Any]) -> list[dict[str, Any]]:
         events = []
@@ -147,19 +159,6 @@ class MessageEvents:
             events = self._start(kind, block)
         assert self._open is not None
         return events + [{"type": "content_block_delta", "index": self._open.index, "delta": delta}]
-
-    def _call(self, call: dict[str, Any]) -> list[dict[str, Any]]:
-        function = call.get("function") or {}
-        events: list[dict[str, Any]] = []
-        if call.get("id"):  # a new call; without an id, more of the named call's arguments
-            self._calls += 1
-            events = self._start("tool_use", {"type": "tool_use", "id": call["id"], "name": function.get("name", ""),
-                                              "input": {}})
-        arguments = function.get("arguments") or ""
-        if arguments and self._open is not None:
-            events.append({"type": "content_block_delta", "index": self._open.index,
-                           "delta": {"type": "input_json_delta", "partial_json": arguments}})
-        return events
 
     def _start(self, kind: str, block: dict[str, Any]) -> list[dict[str, Any]]:
         events = self._close()

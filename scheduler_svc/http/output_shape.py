@@ -1,6 +1,6 @@
 """What a generation endpoint answers with (OutputShape): the chat and completion endpoints' own OpenAI bodies and
 ``data:`` chunks (OpenAIChunks), or another API's objects and events made from them (the Responses and Messages
-APIs: responses_api_route.py, messages_api_route.py)."""
+APIs: translated_route.py)."""
 
 from __future__ import annotations
 

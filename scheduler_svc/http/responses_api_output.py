@@ -23,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler_svc.http.chat_stream_reader import ChatStreamReader
 from scheduler_svc.http.errors import ApiError
+from scheduler_svc.http.responses import ResponseBuilder
 from scheduler_svc.http.responses_api_protocol import ResponsesRequest
 
 CountTokens = Callable[[str], int]
@@ -135,42 +137,46 @@ class ResponseEvents:
         self._output: list[dict[str, Any]] = []
         self._open: _OpenItem | None = None
         self._reasoning: list[str] = []
-        self._finish_reason: str | None = None
-        self._chat_usage: dict[str, Any] | None = None
+        self._reader = ChatStreamReader()
 
-    def start(self) -> list[dict[str, Any]]:
-        """The stream's first events."""
+    def whole(self, chat_body: dict[str, Any]) -> dict[str, Any]:
+        """The whole response of a chat completion body (not streamed)."""
+        return response_of_chat(self.head, chat_body, self._count_tokens)
+
+    def start(self, builder: ResponseBuilder) -> list[dict[str, Any]]:
+        """The stream's first events (and those of the chat stream's role chunk)."""
         response = self.head.response("in_progress", [], None)
         return [self._event("response.created", response=response),
-                self._event("response.in_progress", response=response)]
+                self._event("response.in_progress", response=response), *self.feed(builder.role_chunk())]
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         """The events of one chat chunk."""
-        if chunk.get("usage"):
-            self._chat_usage = chunk["usage"]
         events: list[dict[str, Any]] = []
-        for choice in chunk.get("choices", []):
-            delta = choice.get("delta") or {}
-            if delta.get("reasoning"):
-                events += self._text("reasoning", delta["reasoning"])
-            if delta.get("content"):
-                events += self._text("message", delta["content"])
-            for call in delta.get("tool_calls") or []:
-                events += self._call(call)
-            if choice.get("finish_reason") is not None:
-                self._finish_reason = choice["finish_reason"]
+        for piece in self._reader.pieces(chunk):
+            if piece.kind == "reasoning":
+                events += self._text("reasoning", piece.text)
+            elif piece.kind == "content":
+                events += self._text("message", piece.text)
+            elif piece.kind == "call":
+                events += self._close()
+                item = call_item(piece.call_id, piece.name, "", _item_id("fc"), "in_progress")
+                events += self._add(_OpenItem(len(self._output), item, "function_call"))
+            elif self._open is not None:  # more arguments of the open call
+                self._open.text.append(piece.text)
+                events.append(self._event("response.function_call_arguments.delta", item_id=self._open.item["id"],
+                                          output_index=self._open.index, delta=piece.text))
         return events
 
-    def finish(self) -> list[dict[str, Any]]:
-        """The last events: the open item's end and the whole response."""
-        events = self._close()
-        status, reason = status_of(self._finish_reason)
-        usage = usage_of(self._chat_usage, "".join(self._reasoning), self._count_tokens)
+    def finish(self, builder: ResponseBuilder) -> list[dict[str, Any]]:
+        """The last events: the open item's end and the whole response (its usage from the builder's)."""
+        events = self.feed(builder.usage_chunk()) + self._close()
+        status, reason = status_of(self._reader.finish_reason)
+        usage = usage_of(self._reader.usage, "".join(self._reasoning), self._count_tokens)
         response = self.head.response(status, self._output, usage, reason)
         kind = "response.completed" if status == "completed" else f"response.{status}"
         return events + [self._event(kind, response=response)]
 
-    def error(self, error: ApiError) -> list[dict[str, Any]]:
+    def error_events(self, error: ApiError) -> list[dict[str, Any]]:
         """An error after the stream began."""
         return [self._event("error", code=error.error_code or error.code.name.lower(), message=error.message,
                             param=error.param)]
@@ -183,20 +189,6 @@ class ResponseEvents:
             self._reasoning.append(text)
             return events + [self._event("response.reasoning_text.delta", **self._where(), delta=text)]
         return events + [self._event("response.output_text.delta", **self._where(), delta=text, logprobs=[])]
-
-    def _call(self, call: dict[str, Any]) -> list[dict[str, Any]]:
-        function = call.get("function") or {}
-        events: list[dict[str, Any]] = []
-        if call.get("id"):  # a new call (its header); without an id, more of the named call's arguments
-            events += self._close()
-            item = call_item(call["id"], function.get("name", ""), "", _item_id("fc"), "in_progress")
-            events += self._add(_OpenItem(len(self._output), item, "function_call"))
-        arguments = function.get("arguments") or ""
-        if arguments and self._open is not None:
-            self._open.text.append(arguments)
-            events.append(self._event("response.function_call_arguments.delta", item_id=self._open.item["id"],
-                                      output_index=self._open.index, delta=arguments))
-        return events
 
     def _open_item(self, kind: str) -> list[dict[str, Any]]:
         events = self._close()
