@@ -61,6 +61,9 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
                             "prompt (default: chat prompts only)")
     split.add_argument("--no-split-reasoning", action="store_true",
                        help="leave the thinking inside the text (default: split off when the server has a parser)")
+    generate.add_argument("--thinking-token-budget", type=int, default=None, metavar="N",
+                          help="think at most N tokens, then the end of the thinking is forced and the model answers "
+                               "(needs the server's --reasoning-parser)")
     generate.add_argument("--no-parse-tool-calls", action="store_true",
                           help="leave tool calls inside the text (default: parsed when --tools is given and the "
                                "server has a --tool-call-parser)")
@@ -154,7 +157,7 @@ def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["model"] = args.lora_adapter
     for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
                  "frequency_penalty", "seed", "logprobs", "prompt_logprobs", "max_tokens", "min_tokens", "priority",
-                 "truncate_prompt_tokens"):
+                 "truncate_prompt_tokens", "thinking_token_budget"):
         if getattr(args, name) is not None:
             kwargs[name] = getattr(args, name)
     if args.logit_bias:

@@ -32,6 +32,8 @@ class GenerateOptions(TypedDict, total=False):
     unset: chat prompts are split, and a structured output format then constrains the answer after the thinking
     where ModelInfo.format_after_thinking, else the whole output, unsplit; False: never split; True on a server
     without a parser, or with a format that cannot wait for the thinking, is an InvalidRequestError),
+    thinking_token_budget (vLLM's: at most this many tokens of thinking, then the end of the thinking is forced and
+    the model answers; needs a split output and ModelInfo.format_after_thinking, not with the openai_gptoss parser),
     disable_speculation (opt out of speculative decoding), priority (lower values start first and are preempted
     last; needs a server started with --scheduling-policy priority),
     truncate_prompt_tokens (keep only the prompt's last N tokens, after the chat template, dropping the oldest; -1:
@@ -84,6 +86,7 @@ class GenerateOptions(TypedDict, total=False):
     include_stop_str_in_output: bool | None
     skip_special_tokens: bool | None
     split_reasoning: bool | None
+    thinking_token_budget: int | None
     disable_speculation: bool | None
     priority: int | None
     truncate_prompt_tokens: int | None
@@ -113,6 +116,7 @@ _SAMPLING_FIELDS = (
     "seed",
     "logprobs",
     "prompt_logprobs",
+    "thinking_token_budget",
 )
 _STOPPING_SCALAR_FIELDS = ("max_tokens", "min_tokens", "ignore_eos", "include_stop_str_in_output")
 STRUCTURED_OUTPUT_OPTIONS = ("json_schema", "json_object", "regex", "choice", "grammar")

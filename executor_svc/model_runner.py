@@ -20,7 +20,6 @@ import torch
 from executor_svc.bad_words import banned_tokens, deferrable_with
 from executor_svc.cuda_graphs.step_graphs import StepGraphs
 from executor_svc.drafters.base import Drafter, DraftRequest
-from executor_svc.format_after_thinking import FormatAfterThinking, OutputFormat
 from executor_svc.grammar import GrammarCompiler, GrammarError, RequestGrammar
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
@@ -44,7 +43,8 @@ from executor_svc.step_work import (
     SamplingGroup,
     ScheduledWork,
 )
-from executor_svc.token_mask import TokenMask, token_allowed, token_bits
+from executor_svc.thinking_phases import OutputFormat, ThinkingPhases
+from executor_svc.token_mask import TokenMask, allows_every_token, token_allowed, token_bits
 from executor_svc.tracing import StepPhaseTracer
 from stepahead_proto import executor_pb2
 
@@ -134,8 +134,7 @@ class ModelRunner:
             state.adapter_slot = self._adapter_slot(new)
         if new.sampling.allowed_token_ids:
             state.allowed_tokens = token_bits(new.sampling.allowed_token_ids, self.vocab_size)
-        if new.sampling.HasField("structured_output"):
-            state.grammar = self._request_grammar(new)
+        state.grammar = self._request_grammar(new)
         self.requests[new.request_id] = state
         self.last_tokens.assign(new.request_id)
         if new.num_computed_tokens and self.drafter is not None:
@@ -176,20 +175,36 @@ class ModelRunner:
                 raise StepError(f"new_requests: {new.request_id!r} {field} token id {outside[0]} is outside the "
                                 f"vocabulary [0, {self.vocab_size})")
 
-    def _request_grammar(self, new: executor_pb2.NewRequestData) -> OutputFormat:
-        """The request's matcher, past the outputs it arrives with (a resumed request)."""
+    def _request_grammar(self, new: executor_pb2.NewRequestData) -> OutputFormat | None:
+        """The request's format matcher and thinking phases, past the outputs it arrives with (a resumed request);
+        None when nothing restricts its output."""
+        budget = new.sampling.thinking_token_budget if new.sampling.HasField("thinking_token_budget") else None
+        if budget is not None and not new.HasField("format_after_thinking"):
+            raise StepError(f"new_requests: {new.request_id!r} sampling.thinking_token_budget needs "
+                            "format_after_thinking (the tokens that end the thinking)")
+        matcher = self._format_matcher(new) if new.sampling.HasField("structured_output") else None
+        grammar: OutputFormat
+        if new.HasField("format_after_thinking") and (matcher is not None or budget is not None):
+            grammar = self._phases(new, matcher, budget)
+        elif matcher is not None:
+            grammar = matcher
+        else:
+            return None
+        grammar.consume(list(new.output_token_ids))
+        settled = isinstance(grammar, ThinkingPhases) and grammar.settled
+        return None if settled else grammar
+
+    def _format_matcher(self, new: executor_pb2.NewRequestData) -> RequestGrammar:
         if self.grammars is None:
             raise StepError(f"new_requests: {new.request_id!r} asks for structured output, which this executor "
                             "cannot apply (no tokenizer.json beside the model)")
         try:
-            matcher = self.grammars.request_grammar(new.sampling.structured_output)
+            return self.grammars.request_grammar(new.sampling.structured_output)
         except GrammarError as error:
             raise StepError(f"new_requests: {new.request_id!r} {error}") from error
-        grammar = self._after_thinking(new, matcher) if new.HasField("format_after_thinking") else matcher
-        grammar.consume(list(new.output_token_ids))
-        return grammar
 
-    def _after_thinking(self, new: executor_pb2.NewRequestData, grammar: RequestGrammar) -> FormatAfterThinking:
+    def _phases(self, new: executor_pb2.NewRequestData, matcher: RequestGrammar | None,
+                budget: int | None) -> ThinkingPhases:
         after = new.format_after_thinking
         header_end = [after.header_end_token_id] if after.HasField("header_end_token_id") else []
         outside = [token for token in [*after.end_token_ids, *after.opener_token_ids, *header_end]
@@ -197,8 +212,10 @@ class ModelRunner:
         if not after.end_token_ids or outside:
             problem = f"token id {outside[0]} is outside the vocabulary" if outside else "end_token_ids is empty"
             raise StepError(f"new_requests: {new.request_id!r} format_after_thinking: {problem}")
-        return FormatAfterThinking(grammar, self.vocab_size, list(after.end_token_ids), list(after.opener_token_ids),
-                                   header_end[0] if header_end else None)
+        if budget is not None and budget < 0:
+            raise StepError(f"new_requests: {new.request_id!r} sampling.thinking_token_budget: {budget}; at least 0")
+        return ThinkingPhases(matcher, self.vocab_size, list(after.end_token_ids), list(after.opener_token_ids),
+                              header_end[0] if header_end else None, budget)
 
     def _update_cached(self, cached: executor_pb2.CachedRequestData) -> ScheduledWork | None:
         """The request's share of the step; None for a request the executor stopped (a multi-step batch
@@ -366,7 +383,8 @@ class ModelRunner:
         for group in groups:
             state = group.work.state
             if state.grammar is not None:  # its earlier tokens are on the host: such steps are never deferred
-                masks.update(enumerate(state.grammar.masks(group.drafts), start=len(params)))
+                rows = enumerate(state.grammar.masks(group.drafts), start=len(params))
+                masks.update((row, bits) for row, bits in rows if not allows_every_token(bits))
             if state.allowed_tokens is not None:
                 for row in range(len(params), len(params) + len(group.drafts) + 1):
                     masks[row] = masks[row] & state.allowed_tokens if row in masks else state.allowed_tokens

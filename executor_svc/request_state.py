@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from executor_svc.format_after_thinking import OutputFormat
 from executor_svc.sampling_metadata import RowSamplingParams
+from executor_svc.thinking_phases import OutputFormat, ThinkingPhases
 from stepahead_proto import executor_pb2
 
 
@@ -60,7 +60,8 @@ class ExecutorRequestState:
     stopped: bool = False
     """True once a multi-step sub-step met a stop condition: later sub-steps and steps skip it."""
     grammar: OutputFormat | None = None
-    """Structured output's matcher, fed every output token once it is on the host (None: free text)."""
+    """Structured output's matcher or the thinking's phases (a format after it, a budget), fed every output token once
+    it is on the host (None: free text, or nothing left to restrict)."""
     allowed_tokens: np.ndarray | None = None
     """allowed_token_ids as an int32 bit mask [words] (executor_svc.token_mask.token_bits); None: every token."""
     adapter_slot: int = -1
@@ -85,3 +86,5 @@ class ExecutorRequestState:
         self.token_ids.append(token_id)
         if self.grammar is not None:
             self.grammar.consume([token_id])
+            if isinstance(self.grammar, ThinkingPhases) and self.grammar.settled:
+                self.grammar = None  # a budget's answer without a format: its steps may run ahead again

@@ -72,6 +72,11 @@ def token_bits(token_ids: Iterable[int], vocab_size: int) -> np.ndarray:
     return np.packbits(flags, bitorder="little").view(np.int32)
 
 
+def allows_every_token(bits: np.ndarray) -> bool:
+    """Whether a row's bit mask restricts nothing (every word all ones)."""
+    return bool((bits == -1).all())
+
+
 def token_allowed(bits: np.ndarray, token_id: int) -> bool:
     """Whether a bit mask from token_bits allows ``token_id`` (one outside it is not allowed)."""
     word = token_id // _BIT

@@ -73,8 +73,8 @@ class Request:
     """The --reasoning-parser that splits the output's thinking from its answer (GenerateRequest.split_reasoning);
     None: the output is not split."""
     format_after_thinking: ThinkingBounds | None = None
-    """Where the structured output format starts: after these thinking markers (a split request's format constrains
-    the answer alone); None: from the first output token."""
+    """Where the structured output format starts and what a thinking budget counts: these thinking markers (a split
+    request's format constrains the answer alone); None: a format applies from the first output token."""
     tool_call_parsing: ToolCallParsing | None = None
     """How tool calls are parsed out of the answer (GenerateRequest.parse_tool_calls); None: they are not."""
 

@@ -11,6 +11,7 @@ from scheduler_svc.generation_defaults import GenerationDefaults
 from scheduler_svc.lora_adapters import ServedAdapters
 from scheduler_svc.reasoning.request_split import splitting_parser
 from scheduler_svc.reasoning.thinking_bounds import ThinkingBounds
+from scheduler_svc.reasoning.thinking_budget import check_thinking_budget
 from scheduler_svc.request import Request, StopParams
 from scheduler_svc.request_errors import InvalidRequestError as InvalidRequestError  # re-exported for callers
 from scheduler_svc.token_restrictions import bad_word_token_ids, check_allowed_token_ids
@@ -117,7 +118,8 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
     bad_words = bad_word_token_ids(pb.sampling, tokenizer)
     reasoning_parser = splitting_parser(pb, limits.reasoning_parser, limits.thinking_bounds)
     calls = tool_call_parsing(pb, limits.tool_call_parser, split=reasoning_parser is not None)
-    constrained = pb.sampling.HasField("structured_output")
+    check_thinking_budget(pb.sampling, reasoning_parser, limits.thinking_bounds, bad_words)
+    phased = pb.sampling.HasField("structured_output") or pb.sampling.HasField("thinking_token_budget")
     # The parsers read markers that may be special tokens (<think>, <tool_call>): kept unless the request says
     stop_params = _stop_params(pb, len(prompt_ids), limits,
                                keep_special_tokens=reasoning_parser is not None or calls is not None)
@@ -132,7 +134,7 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         lora_adapter=lora_adapter,
         adapter_cache_key=adapter_cache_key,
         reasoning_parser=reasoning_parser,
-        format_after_thinking=limits.thinking_bounds if reasoning_parser and constrained else None,
+        format_after_thinking=limits.thinking_bounds if reasoning_parser and phased else None,
         tool_call_parsing=calls,
     )
 

@@ -175,6 +175,9 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
     plan = _plan("chat", body, model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling,
                  reasoning_parser=reasoning_parser, thinking_bounds=thinking_bounds)
+    if body.thinking_token_budget is not None:
+        for request in plan.requests:
+            request.sampling.thinking_token_budget = body.thinking_token_budget
     role = _response_role(prompt.chat)
     return replace(plan, response_role=role, echo_content=_chat_echo(body, prompt.chat, role),
                    include_reasoning=body.include_reasoning is not False)

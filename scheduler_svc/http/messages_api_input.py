@@ -8,7 +8,8 @@ content a string or text blocks), given before the user's text. Images, document
 name. ``tool_choice``: ``auto``, ``any`` (chat's "required"), ``tool`` (a named function) or ``none``;
 ``disable_parallel_tool_use`` keeps one call. ``output_config.format`` is chat's json_schema ``response_format``,
 ``output_config.effort`` its ``reasoning_effort``; ``thinking`` "disabled" is ``enable_thinking: false`` for the
-template, ``display: "omitted"`` chat's ``include_reasoning: false``.
+template, "enabled" ``enable_thinking: true`` and its ``budget_tokens`` chat's ``thinking_token_budget`` (less than
+``max_tokens``, as Anthropic requires), ``display: "omitted"`` chat's ``include_reasoning: false``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 from typing import Any
 
 from scheduler_svc.http.errors import invalid
-from scheduler_svc.http.messages_api_protocol import MessagesPrompt, MessagesRequest
+from scheduler_svc.http.messages_api_protocol import MessagesPrompt, MessagesRequest, ThinkingConfig
 from scheduler_svc.http.param_names import ParamNames, validated_chat
 from scheduler_svc.http.protocol import ChatCompletionRequest
 
@@ -25,6 +26,7 @@ RENAMES = ((r"^max_completion_tokens", "max_tokens"), (r"^stop\b", "stop_sequenc
            (r"^response_format(\.json_schema)?", "output_config.format"),
            (r"^reasoning_effort", "output_config.effort"), (r"^chat_template_kwargs", "thinking"),
            (r"^parallel_tool_calls", "tool_choice.disable_parallel_tool_use"),
+           (r"^thinking_token_budget", "thinking.budget_tokens"),
            (r"^tools\[(\d+)\]\.function\.parameters", r"tools[\1].input_schema"),
            (r"^tools\[(\d+)\]\.function\.", r"tools[\1]."))
 """The chat parameters the Messages API names otherwise (its messages: by where each came from)."""
@@ -40,6 +42,7 @@ def chat_of_messages(body: MessagesRequest) -> tuple[ChatCompletionRequest, Para
         "max_completion_tokens": body.max_tokens, "temperature": body.temperature, "top_p": body.top_p,
         "top_k": body.top_k, "stop": body.stop_sequences, "stream": body.stream,
         "reasoning_effort": output.effort if output else None,
+        "thinking_token_budget": _thinking_budget(body),
     })
     if output is not None and output.format is not None:
         fields["response_format"] = {"type": "json_schema",
@@ -54,20 +57,36 @@ def prompt_fields(body: MessagesPrompt) -> tuple[dict[str, Any], list[str]]:
     """The chat request's fields that make its prompt (model, messages, tools, the template's thinking switch),
     and where each chat message came from."""
     thinking = body.thinking
-    if thinking is not None and thinking.type == "enabled":
-        raise invalid("thinking.type", 'thinking budgets are not served: "adaptive" (a reasoning model thinks as its '
-                                       'chat template says, its thinking coming back as thinking blocks) or '
-                                       '"disabled"')
+    if thinking is not None and thinking.type == "enabled" and thinking.budget_tokens is None:
+        raise invalid("thinking.budget_tokens", 'is required with type "enabled" (or "adaptive": the model thinks as '
+                                                'its chat template says)')
+    if thinking is not None and thinking.type != "enabled" and thinking.budget_tokens is not None:
+        raise invalid("thinking.budget_tokens", 'is only allowed with type "enabled"')
     messages, params = _messages(body)
     choice, parallel = _tool_choice(body.tool_choice)
     fields = {
         "model": body.model, "messages": messages, "tools": _tools(body), "tool_choice": choice,
         "parallel_tool_calls": parallel,
         "include_reasoning": False if thinking is not None and thinking.display == "omitted" else None,
-        "chat_template_kwargs": {"enable_thinking": False} if thinking is not None and thinking.type == "disabled"
-        else None,
+        "chat_template_kwargs": _thinking_switch(thinking),
     }
     return fields, params
+
+
+def _thinking_switch(thinking: ThinkingConfig | None) -> dict[str, bool] | None:
+    """The chat template's ``enable_thinking`` for ``thinking`` "enabled" or "disabled" (None: as the template
+    says)."""
+    if thinking is None or thinking.type == "adaptive":
+        return None
+    return {"enable_thinking": thinking.type == "enabled"}
+
+
+def _thinking_budget(body: MessagesRequest) -> int | None:
+    """``thinking.budget_tokens`` (with type "enabled"), which must leave room for the answer under max_tokens."""
+    budget = body.thinking.budget_tokens if body.thinking is not None else None
+    if budget is not None and budget >= body.max_tokens:
+        raise invalid("thinking.budget_tokens", f"must be less than max_tokens ({body.max_tokens}), got {budget}")
+    return budget
 
 
 def _messages(body: MessagesPrompt) -> tuple[list[dict[str, Any]], list[str]]:

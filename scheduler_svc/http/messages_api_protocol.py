@@ -7,7 +7,8 @@ thinking blocks: messages_api_input.py), ``system``, ``max_tokens`` (required, a
 low, medium or high, told to the chat template as ``reasoning_effort``) and ``metadata``. ``thinking``: "adaptive"
 (a reasoning model thinks as its chat template says, its thinking coming back as thinking blocks, or left out with
 ``display: "omitted"``) or "disabled" (the template is told ``enable_thinking: false``, which Qwen3-style templates
-read); "enabled" with a token budget is refused, as no budget is enforced. Other fields are refused by name unless
+read) or "enabled" (the template is told ``enable_thinking: true``, and the thinking ends after at most
+``budget_tokens``, less than ``max_tokens``: chat's ``thinking_token_budget``). Other fields are refused by name unless
 neutral (null, false, empty), as on the other endpoints (unrecognized.py).
 """
 
@@ -45,7 +46,7 @@ class OutputConfig(_Strict):
 
 
 class ThinkingConfig(_Strict):
-    """``thinking``: "adaptive" (as the chat template says), "disabled", or "enabled" with a budget (refused)."""
+    """``thinking``: "adaptive" (as the chat template says), "disabled", or "enabled" with a budget of tokens."""
 
     type: Literal["adaptive", "disabled", "enabled"]
     display: Literal["summarized", "omitted"] | None = None

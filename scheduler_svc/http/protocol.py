@@ -262,6 +262,9 @@ class ChatCompletionRequest(SamplingFields, ChatTemplateFields):
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     """OpenAI's: how much a reasoning model thinks, given to the chat template as ``reasoning_effort`` (gpt-oss's
     template writes it into the system message), as vLLM does; templates that do not read it ignore it."""
+    thinking_token_budget: Int32 | None = None
+    """vLLM's: at most this many tokens of thinking, then the end of the thinking is forced and the model answers
+    (needs the server's --reasoning-parser, its markers single tokens of the model; not gpt-oss's)."""
     functions: list[Any] | None = None
 
 

@@ -46,7 +46,7 @@ EVERY_FLAG = ["--system", "Be brief.", "--temperature", "0.7", "--top-p", "0.9",
               "--max-tokens", "16", "--min-tokens", "2", "--stop", "\n\n", "--stop", "END", "--stop-token-id", "3",
               "--ignore-eos", "--include-stop-str", "--keep-special-tokens", "--no-speculation", "--priority", "-3",
               "--allowed-token-ids", "5", "6", "--allowed-token-ids", "7", "--bad-words", "darn", "heck it",
-              "--truncate-prompt-tokens", "-1", "--no-split-reasoning"]
+              "--truncate-prompt-tokens", "-1", "--no-split-reasoning", "--thinking-token-budget", "64"]
 
 
 def test_every_flag_reaches_its_request_field(served, capsys):
@@ -69,6 +69,7 @@ def test_every_flag_reaches_its_request_field(served, capsys):
     assert list(sampling.allowed_token_ids) == [5, 6, 7] and list(sampling.bad_words) == ["darn", "heck it"]
     assert request.HasField("truncate_prompt_tokens") and request.truncate_prompt_tokens == -1
     assert request.HasField("split_reasoning") and not request.split_reasoning
+    assert sampling.HasField("thinking_token_budget") and sampling.thinking_token_budget == 64
 
 
 def test_unset_flags_leave_the_server_defaults(served, capsys):

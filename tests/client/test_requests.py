@@ -115,6 +115,14 @@ def test_token_restrictions_and_prompt_truncation_reach_their_fields() -> None:
         assert not unset.HasField("truncate_prompt_tokens")
 
 
+def test_a_thinking_budget_reaches_its_field_and_zero_is_a_budget() -> None:
+    request = build_generate_request(messages=[{"role": "user", "content": "x"}], thinking_token_budget=0)
+    assert request.sampling.HasField("thinking_token_budget") and request.sampling.thinking_token_budget == 0
+    assert not build_generate_request("x").sampling.HasField("thinking_token_budget")
+    with pytest.raises(ValueError, match="thinking_token_budget: 1.5 is not a valid value"):
+        build_generate_request("x", thinking_token_budget=1.5)
+
+
 def test_single_stop_string_is_one_stop() -> None:
     assert list(build_generate_request("x", stop="END").stopping.stop) == ["END"]
 

@@ -1,5 +1,6 @@
-"""ModelRunner multi-step: n decode sub-steps per StepRequest give exactly the tokens of n single steps,
-stop requests on their stop conditions in the middle of a batch, and flag them finished."""
+"""ModelRunner multi-step: n decode sub-steps per StepRequest give exactly the tokens of n single steps (bad words
+and a thinking budget applied within them), stop requests on their stop conditions in the middle of a batch, and flag
+them finished."""
 
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ REQUESTS = {
     "c": ([100, 3, 4, 100, 3], PENALISED, executor_pb2.StopConditions(max_tokens=40, max_model_len=19)),
     "d": (list(range(20, 40)), sampling_pb2.SamplingParams(temperature=1.0, seed=5, logprobs=1),
           executor_pb2.StopConditions(max_tokens=40)),
+    "e": ([60, 61, 62, 63], sampling_pb2.SamplingParams(temperature=0.8, seed=9, thinking_token_budget=3),
+          executor_pb2.StopConditions(max_tokens=40)),
 }
+THINKING_END = 250
+"""Request "e" thinks 3 tokens, then this token (standing for ``</think>``) is forced."""
 # Bad words (token sequences) of request "a", whose free greedy output is 48 199 237 193 140 201: the sub-steps must
 # forbid 237 after 199 and 140 everywhere from the outputs of the sub-steps before.
 BAD_WORDS = {"a": [[199, 237], [140]]}
@@ -45,6 +50,8 @@ def prefill(num_spec: int, stops: dict[str, executor_pb2.StopConditions]) -> exe
                               block_ids=list(range(index * BLOCKS, (index + 1) * BLOCKS)),
                               num_scheduled_tokens=len(prompt), num_spec_tokens=num_spec, stop=stops[rid],
                               bad_words=[executor_pb2.TokenSequence(ids=ids) for ids in BAD_WORDS.get(rid, [])])
+        if sampling.HasField("thinking_token_budget"):
+            step.new_requests[-1].format_after_thinking.end_token_ids.append(THINKING_END)
     return step
 
 
@@ -96,6 +103,8 @@ def test_sub_steps_give_the_tokens_of_single_steps(model_dir, num_steps):
     assert [r.sub_step for r in results[1:num_steps + 1]] == list(range(num_steps))
     a_tokens = [t for t, _ in actual["a"]]
     assert a_tokens[:2] == [48, 199] and a_tokens[2] != 237 and 140 not in a_tokens
+    e_tokens = list(actual["e"])
+    assert THINKING_END not in e_tokens[:3] and e_tokens[3] == THINKING_END
     finished = {o.request_id for r in results for o in r.outputs if o.finished}
     assert finished == {"a", "c"}
 
@@ -107,6 +116,7 @@ def test_sub_steps_with_ngram_drafts_match_single_steps(model_dir, defer):
     actual, results = run(runner_for(model_dir, defer_token_readback=defer, **spec), 4, num_spec=3)
     assert actual == expected
     assert sum(o.num_draft_slots for r in results for o in r.outputs) > 0  # sub-steps verified drafts
+    assert actual["e"][3] == THINKING_END
     assert all(o.num_draft_slots <= 3 for r in results for o in r.outputs)
 
 
@@ -116,7 +126,7 @@ def test_stopped_requests_are_skipped_by_later_steps(model_dir):
     assert runner.requests["a"].stopped
     later = runner.execute(decode(runner, 99, 1, 0))
     assert "a" not in {o.request_id for o in later.outputs}
-    assert len(later.outputs) == 3  # b, c and d
+    assert len(later.outputs) == 4  # b, c, d and e
 
 
 def test_a_multi_step_request_must_be_pure_decode(model_dir):

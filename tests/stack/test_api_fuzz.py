@@ -86,6 +86,8 @@ def sampling_params(draw) -> sampling_pb2.SamplingParams:
         params.bad_words.extend(draw(BAD_WORDS))
     if draw(st.integers(0, 3)) == 0:
         _set_format(draw, params.structured_output)
+    if draw(st.integers(0, 5)) == 0:
+        params.thinking_token_budget = draw(st.one_of(st.integers(-2, 3), INT32))
     return params
 
 

@@ -1,6 +1,8 @@
 """A structured output format waits for the thinking, through real processes: with --reasoning-parser deepseek_r1
 the model thinks freely, and only its answer after ``</think>`` is held to the format (SDK and OpenAI's
-response_format alike); ``split_reasoning: false`` holds the whole output to it, as before.
+response_format alike); ``split_reasoning: false`` holds the whole output to it, as before. A thinking budget shorter
+than the thinking forces ``</think>`` after it, the answer then HF's greedy continuation (SDK, OpenAI's chat with
+vLLM's thinking_token_budget, Anthropic's Messages with budget_tokens).
 
 The tiny random model writes ``</think>`` as its third greedy token because the test relabels it: the token it
 writes there and ``</think>`` swap their embedding and LM head rows, a renaming that changes nothing else."""
@@ -97,3 +99,47 @@ def test_openai_response_format_holds_the_answer_after_the_thinking(model, stack
     message = reply.choices[0].message
     assert message.model_extra["reasoning_content"] == thinking
     jsonschema.validate(json.loads(message.content), SCHEMA)
+
+
+
+def budget_cut(model_dir: Path, budget: int, count: int) -> tuple[list[int], str]:
+    """The greedy output with the thinking cut after ``budget`` tokens: its first ``count`` tokens (``</think>``
+    forced, then HF's greedy continuation of the prompt and what was written), and the thinking's text."""
+    tokenizer = Tokenizer.from_dir(model_dir)
+    prompt = tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True)
+    (end,) = tokenizer.encode("</think>", add_special_tokens=False)
+    thought = hf_greedy(model_dir, prompt, budget) if budget else []
+    written = [*thought, end]
+    return written + hf_greedy(model_dir, prompt + written, count - len(written)), tokenizer.decode(thought)
+
+
+@pytest.mark.parametrize("budget", [0, 1])
+def test_a_thinking_budget_forces_the_end_of_the_thinking(model, stack, budget):
+    model_dir, thought = model
+    expected, thinking = budget_cut(model_dir, budget, 12)
+    with Client(stack.address) as client:
+        result = client.generate(messages=MESSAGES, temperature=0.0, max_tokens=12, thinking_token_budget=budget,
+                                 ignore_eos=True)
+    assert list(result.token_ids) == expected and expected[:THOUGHT_TOKENS + 1] != thought
+    assert (result.reasoning or "") == thinking
+
+
+def test_openai_and_anthropic_clients_send_budgets(model, stack):
+    model_dir, _ = model
+    expected, thinking = budget_cut(model_dir, 1, 12)
+    answer = Tokenizer.from_dir(model_dir).decode(expected[2:])
+    with Client(stack.address) as grpc_client:
+        served = grpc_client.model_info().model
+    chat = openai.OpenAI(base_url=f"{stack.http_url}/v1", api_key="unused").chat.completions.create(
+        model=served, messages=MESSAGES, max_tokens=12, temperature=0,
+        extra_body={"thinking_token_budget": 1, "ignore_eos": True})
+    message = chat.choices[0].message
+    assert (message.model_extra["reasoning_content"], message.content) == (thinking, answer)
+    import anthropic
+
+    reply = anthropic.Anthropic(base_url=stack.http_url, api_key="unused").messages.create(
+        model=served, messages=MESSAGES, max_tokens=12, thinking={"type": "enabled", "budget_tokens": 1},
+        extra_body={"temperature": 0})
+    blocks = [(block.type, getattr(block, "thinking", None) or getattr(block, "text", None)) for block in reply.content]
+    assert blocks[0] == ("thinking", thinking) and blocks[1][0] == "text"
+    assert answer.startswith(blocks[1][1])  # it may stop at EOS before max_tokens

@@ -153,7 +153,7 @@ def test_a_constrained_output_is_not_split_where_the_format_cannot_wait_for_the_
      '{"city": "Paris"}'),
 ], ids=["response_format", "required", "named"])
 def test_a_format_that_waits_for_the_thinking_is_read_from_the_answer(marked_tokenizer, fields, answer):
-    """The engine's executor applies the format after ``</think>`` (tests/executor_svc/test_format_after_thinking.py);
+    """The engine's executor applies the format after ``</think>`` (tests/executor_svc/test_thinking_phases.py);
     here the front's part: the thinking split off, the answer read as the format's content or calls."""
     async def test(client, served):
         messages, deltas = await whole_and_streamed(client, {"messages": MESSAGES, "max_tokens": 120, **fields})

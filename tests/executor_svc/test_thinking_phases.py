@@ -1,6 +1,7 @@
 """A structured output format that waits for the thinking to end (NewRequestData.format_after_thinking): masks and
-drafts walk the phases as the output will, and whole generations through the model runner equal HF's forward,
-free while thinking and masked by an independent matcher after it, with and without speculation and resumed."""
+drafts walk the phases as the output will (with and without a format and a thinking budget), and whole generations
+through the model runner equal HF's forward, free while thinking and masked by an independent matcher after it, with
+and without speculation and resumed. The budget's own generations: test_thinking_budget.py."""
 
 from __future__ import annotations
 
@@ -27,9 +28,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from step_plans import PlannedRequest, plan_steps
 
-from executor_svc.format_after_thinking import FormatAfterThinking
 from executor_svc.grammar import GrammarCompiler
 from executor_svc.model_runner import StepError
+from executor_svc.thinking_phases import ThinkingPhases
 from executor_svc.token_mask import token_allowed
 from stepahead_proto import executor_pb2, sampling_pb2
 
@@ -59,8 +60,8 @@ def llg_tokenizer(model_dir) -> llguidance.LLTokenizer:
     return llg_tokenizer_of(model_dir)
 
 
-def after_thinking(compiler: GrammarCompiler, regex: str = REGEX, openers: tuple[int, ...] = ()) -> FormatAfterThinking:
-    return FormatAfterThinking(compiler.request_grammar(SO(regex=regex)), VOCAB, END, list(openers))
+def after_thinking(compiler: GrammarCompiler, regex: str = REGEX, openers: tuple[int, ...] = ()) -> ThinkingPhases:
+    return ThinkingPhases(compiler.request_grammar(SO(regex=regex)), VOCAB, END, list(openers))
 
 
 def format_rows(compiler: GrammarCompiler, answer: list[int], regex: str = REGEX) -> np.ndarray:
@@ -124,7 +125,7 @@ HEADER_END = 303
 
 def test_with_a_header_the_answer_starts_after_the_headers_end(compiler, llg_tokenizer):
     """gpt-oss: ``<|channel|>final`` then a header (``<|constrain|>json``, say) up to ``<|message|>``."""
-    grammar = FormatAfterThinking(compiler.request_grammar(SO(regex=REGEX)), VOCAB, END, [], HEADER_END)
+    grammar = ThinkingPhases(compiler.request_grammar(SO(regex=REGEX)), VOCAB, END, [], HEADER_END)
     answer = llg_tokenizer.tokenize_str("12-ab")
     masks = grammar.masks([*END, 7, 8, HEADER_END, *answer])
     assert (masks[:5] == EVERYTHING).all()  # the header's tokens are free too
@@ -263,18 +264,22 @@ def test_without_a_format_the_bounds_change_nothing(model_dir, free_greedy):
 @settings(max_examples=NUM_WALKS, derandomize=True, deadline=None, database=None)
 @given(data=st.data())
 def test_masks_and_consumes_walk_drafts_as_one_token_at_a_time(compiler, llg_tokenizer, data):
-    """Any output, cut anywhere, consumed in any pieces: the rows masks() gives for drafts equal the rows of a
-    grammar that consumed them one by one, up to the first draft that row forbids (the rows after it are never
-    reached)."""
+    """Any output, cut anywhere, consumed in any pieces, with or without a format and a budget: the rows masks()
+    gives for drafts equal the rows of a grammar that consumed them one by one, up to the first draft that row
+    forbids (the rows after it are never reached); and the drafts constrain_drafts shapes from them are each allowed
+    where they stand."""
     alphabet = [*{t for text in ("12-abc!", "7z") for t in llg_tokenizer.tokenize_str(text)}, *END, OPENER, HEADER_END]
     end = data.draw(st.lists(st.sampled_from(END + [OPENER]), min_size=1, max_size=3), label="end")
     openers = data.draw(st.sampled_from([[], [OPENER]]), label="openers")
     header_end = data.draw(st.sampled_from([None, HEADER_END]), label="header_end")
+    budget = data.draw(st.sampled_from([None, 0, 1, 2, 4]), label="budget")
+    with_format = data.draw(st.booleans(), label="with_format")
     tokens = data.draw(st.lists(st.sampled_from(alphabet), max_size=14), label="tokens")
     cut = data.draw(st.integers(0, len(tokens)), label="cut")
 
-    def fresh() -> FormatAfterThinking:
-        return FormatAfterThinking(compiler.request_grammar(SO(regex=REGEX)), VOCAB, end, openers, header_end)
+    def fresh() -> ThinkingPhases:
+        inner = compiler.request_grammar(SO(regex=REGEX)) if with_format else None
+        return ThinkingPhases(inner, VOCAB, end, openers, header_end, budget)
 
     walked = fresh()
     pieces = data.draw(st.lists(st.integers(1, 3), max_size=8), label="pieces")
@@ -293,3 +298,9 @@ def test_masks_and_consumes_walk_drafts_as_one_token_at_a_time(compiler, llg_tok
         if j == len(drafts) or not token_allowed(expected, drafts[j]):
             break
         stepped.consume([drafts[j]])
+    shaped = walked.constrain_drafts(drafts, len(drafts) + 2)
+    stepped = fresh()
+    stepped.consume(tokens[:cut])
+    for draft in shaped:
+        assert token_allowed(stepped.masks([])[0], draft), (shaped, tokens, cut)
+        stepped.consume([draft])
