@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from scheduler_svc.config import (
+    DEFAULT_RESPONSES_STORE_SIZE,
     REASONING_PARSERS,
     SCHEDULING_POLICIES,
     TOOL_CALL_PARSERS,
@@ -115,6 +116,10 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
                             "split_reasoning chooses; default: chat prompts): deepseek_r1 (the template opens the "
                             "<think> block: DeepSeek-R1, QwQ), qwen3 (the model opens it: Qwen3, SmolLM3) or "
                             "openai_gptoss (gpt-oss's analysis channel) (default: none)")
+    group.add_argument("--responses-store-size", type=int, default=DEFAULT_RESPONSES_STORE_SIZE, metavar="N",
+                       help="Responses API responses kept in memory for previous_response_id and GET "
+                            "/v1/responses/{id}, least recently used evicted first; 0: none "
+                            f"(default: {DEFAULT_RESPONSES_STORE_SIZE})")
     group.add_argument("--allowed-origins", nargs="+", default=None, metavar="ORIGIN",
                        help="web origins whose pages may call the HTTP API from a browser (CORS), such as "
                             "https://ui.example:8080, or * for any, as vLLM's flag (default: none)")
@@ -184,6 +189,7 @@ def scheduler_config_from_args(
         reasoning_parser=getattr(args, "reasoning_parser", None),
         chat_template=getattr(args, "chat_template", None),
         allowed_origins=tuple(getattr(args, "allowed_origins", None) or ()),
+        responses_store_size=getattr(args, "responses_store_size", DEFAULT_RESPONSES_STORE_SIZE),
         trust_request_chat_template=bool(getattr(args, "trust_request_chat_template", False)),
         allow_runtime_lora_updating=bool(getattr(args, "allow_runtime_lora_updating", False)),
         log_requests=bool(getattr(args, "enable_log_requests", False)),
@@ -220,6 +226,9 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         flags.append("--enable-log-requests")
     if getattr(args, "allowed_origins", None):
         flags += ["--allowed-origins", *args.allowed_origins]
+    store_size = getattr(args, "responses_store_size", DEFAULT_RESPONSES_STORE_SIZE)
+    if store_size != DEFAULT_RESPONSES_STORE_SIZE:
+        flags += ["--responses-store-size", str(store_size)]
     caching = getattr(args, "enable_prefix_caching", True)
     flags.append("--enable-prefix-caching" if caching else "--no-enable-prefix-caching")
     if getattr(args, "spec_method", "none") != "none" and getattr(args, "num_spec_tokens", None) is not None:

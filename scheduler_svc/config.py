@@ -34,6 +34,9 @@ def _require(condition: bool, field_name: str, message: str) -> None:
         raise ValueError(f"{field_name}: {message}")
 
 
+DEFAULT_RESPONSES_STORE_SIZE = 256
+"""Stored Responses API responses unless --responses-store-size says otherwise."""
+
 @dataclass(frozen=True)
 class SchedulingConfig:
     """Limits of continuous batching: how much work one step may hold."""
@@ -150,6 +153,9 @@ class SchedulerServiceConfig:
     generation_config: str = "auto"
     """Default sampling parameters for what requests leave unset: "auto" (the model's generation_config.json),
     "none", or a directory holding a generation_config.json (vLLM's --generation-config)."""
+    responses_store_size: int = DEFAULT_RESPONSES_STORE_SIZE
+    """Responses the HTTP front's Responses API keeps in memory for previous_response_id and GET
+    /v1/responses/{id} (the least recently used evicted first); 0: none (``store: true`` is refused)."""
     allowed_origins: tuple[str, ...] = ()
     """Web origins (``https://ui.example:8080``, or ``*`` for any) whose browser pages may call the HTTP front
     (CORS, vLLM's --allowed-origins); empty: none are answered with CORS headers."""
@@ -198,6 +204,8 @@ class SchedulerServiceConfig:
                  f"must be >= 0, got {self.executor_recovery_timeout_s}")
         _require(self.shutdown_grace_s >= 0, "shutdown_grace_s", f"must be >= 0, got {self.shutdown_grace_s}")
         _require(self.max_request_bytes >= 1024, "max_request_bytes", f"must be >= 1024, got {self.max_request_bytes}")
+        _require(self.responses_store_size >= 0, "responses_store_size",
+                 f"must be >= 0, got {self.responses_store_size}")
         _require(bool(self.model_dir), "model_dir", "must be set")
         self._check_executor_addresses()
         _require(0 <= self.port < 65536, "port", f"must be in [0, 65535], got {self.port}")

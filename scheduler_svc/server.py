@@ -23,6 +23,7 @@ from scheduler_svc.executor_connections import ExecutorConnection, connect_execu
 from scheduler_svc.generation_defaults import GenerationDefaults
 from scheduler_svc.group_readiness import GroupReadiness
 from scheduler_svc.http.context import ServingContext
+from scheduler_svc.http.response_store import ResponseStore
 from scheduler_svc.lora_adapters import ServedAdapters
 from scheduler_svc.lora_updates import LoraUpdates
 from scheduler_svc.metrics import SchedulerMetrics
@@ -214,6 +215,7 @@ async def serve(config: SchedulerServiceConfig) -> None:
                 metrics.registry if config.metrics_port is not None else None,
                 tool_call_parser=config.tool_call_parser, allowed_origins=config.allowed_origins,
                 max_body_bytes=max_bytes, lora_updates=lora_updates,
+                response_store=ResponseStore(config.responses_store_size),
             )
             http_front = await start_http_front(config, context, config.http_port)
             print(f"stepahead scheduler HTTP on {http_front.url}", flush=True)

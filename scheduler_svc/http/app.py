@@ -16,6 +16,7 @@ from scheduler_svc.http.errors import error_body
 from scheduler_svc.http.info_routes import InfoRoutes
 from scheduler_svc.http.lora_routes import LOAD_LORA_ROUTE, UNLOAD_LORA_ROUTE, LoraRoutes
 from scheduler_svc.http.prompt_count_route import MESSAGES_COUNT, RESPONSES_COUNT, PromptCountRoute
+from scheduler_svc.http.stored_response_routes import STORED_RESPONSE_ROUTE, StoredResponseRoutes
 from scheduler_svc.http.tokenize_routes import DETOKENIZE_ROUTE, TOKENIZE_ROUTE, TokenizeRoutes
 from scheduler_svc.http.translated_route import MESSAGES_API, RESPONSES_API, TranslatedRoute
 
@@ -33,6 +34,9 @@ def create_app(context: ServingContext) -> FastAPI:
     app.add_api_route(COMPLETIONS_ROUTE, completions.completions, methods=["POST"])
     for translated in (RESPONSES_API, MESSAGES_API):
         app.add_api_route(translated.route, TranslatedRoute(context, completions, translated).create, methods=["POST"])
+    stored = StoredResponseRoutes(context)
+    app.add_api_route(STORED_RESPONSE_ROUTE, stored.get, methods=["GET"])
+    app.add_api_route(STORED_RESPONSE_ROUTE, stored.delete, methods=["DELETE"])
     for counted in (MESSAGES_COUNT, RESPONSES_COUNT):
         app.add_api_route(counted.route, PromptCountRoute(context, counted).count, methods=["POST"])
     app.add_api_route(TOKENIZE_ROUTE, tokens.tokenize, methods=["POST"])

@@ -10,8 +10,10 @@ from typing import Any
 import grpc
 
 from scheduler_svc.api_keys import ApiKeyChecker
+from scheduler_svc.config import DEFAULT_RESPONSES_STORE_SIZE
 from scheduler_svc.engine_groups import ServingEngine
 from scheduler_svc.http.errors import ApiError
+from scheduler_svc.http.response_store import ResponseStore
 from scheduler_svc.http.tracing import HttpTracing
 from scheduler_svc.lora_updates import LoraUpdates
 from scheduler_svc.tokenizer import Tokenizer
@@ -43,6 +45,8 @@ class ServingContext:
     lora_updates: LoraUpdates | None = None
     """Loads and unloads LoRA adapters (--allow-runtime-lora-updating); None: /v1/load_lora_adapter and
     /v1/unload_lora_adapter answer 404."""
+    response_store: ResponseStore = field(default_factory=lambda: ResponseStore(DEFAULT_RESPONSES_STORE_SIZE))
+    """The Responses API's stored responses (--responses-store-size)."""
 
     def authorize(self, headers: Mapping[str, str]) -> None:
         """Raise ApiError (401) unless the headers carry an accepted API key (or none is configured): ``Authorization:

@@ -47,20 +47,21 @@ class CountedApi:
 
     route: str
     body: type[BaseModel]
-    prompt_fields: Callable[[Any], PromptFields]
+    prompt_fields: Callable[[Any, ServingContext], PromptFields]
     """The body's chat fields of its prompt, and its parameters' names."""
     answer: Callable[[int], dict[str, Any]]
     error_payload: Callable[[ApiError], dict[str, Any]]
 
 
-def _messages_fields(body: MessagesPrompt) -> PromptFields:
+def _messages_fields(body: MessagesPrompt, context: ServingContext) -> PromptFields:
     fields, params = messages_prompt_fields(body)
     return fields, ParamNames(tuple(params), MESSAGES_RENAMES)
 
 
 MESSAGES_COUNT = CountedApi(MESSAGES_COUNT_ROUTE, MessagesPrompt, _messages_fields,
                             lambda count: {"input_tokens": count}, anthropic_error_body)
-RESPONSES_COUNT = CountedApi(RESPONSES_COUNT_ROUTE, ResponsesPrompt, responses_prompt_fields,
+RESPONSES_COUNT = CountedApi(RESPONSES_COUNT_ROUTE, ResponsesPrompt,
+                             lambda body, context: responses_prompt_fields(body, context.response_store),
                              lambda count: {"object": "response.input_tokens", "input_tokens": count},
                              ApiError.body)
 
@@ -81,7 +82,7 @@ class PromptCountRoute:
             context.authorize(request.headers)
             body = parse_body(api.body, await read_body(request, context.max_body_bytes))
             refuse_unrecognized(body)
-            fields, names = api.prompt_fields(body)
+            fields, names = api.prompt_fields(body, context)
             answer = api.answer(await self._count(validated_chat(fields, names)))
         except ApiError as error:
             error = names.renamed(error)

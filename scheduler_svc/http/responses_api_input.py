@@ -6,16 +6,20 @@ developer, which the template receives as system, and assistant; content a strin
 ``output_text`` parts, joined); a ``function_call`` joins the assistant message before it (or starts one) as a tool
 call (its ``call_id`` the call's id); a ``function_call_output`` is a tool message answering ``call_id``; a
 ``reasoning`` item's text is the ``reasoning_content`` of the assistant message that follows it. Other items and
-content parts (images, files, item references) are refused by name.
+content parts (images, files, item references) are refused by name. ``previous_response_id`` puts a stored response's
+conversation (response_store.py) before the input; its instructions are not carried over.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from scheduler_svc.http.errors import invalid
+import grpc
+
+from scheduler_svc.http.errors import ApiError, invalid
 from scheduler_svc.http.param_names import ParamNames, validated_chat
 from scheduler_svc.http.protocol import ChatCompletionRequest
+from scheduler_svc.http.response_store import ResponseStore
 from scheduler_svc.http.responses_api_protocol import ResponsesPrompt, ResponsesRequest
 
 TEXT_PARTS = ("input_text", "output_text", "text")
@@ -26,13 +30,13 @@ RENAMES = ((r"^max_completion_tokens", "max_output_tokens"), (r"^response_format
 """The chat parameters the Responses API names otherwise (its messages: by where each came from)."""
 
 
-def chat_of_response(body: ResponsesRequest) -> tuple[ChatCompletionRequest, ParamNames]:
-    """The chat request of ``body`` and its parameters' Responses names; ApiError (400) naming the Responses
-    parameter that cannot be served."""
-    if body.store:
-        raise invalid("store", "this server keeps no responses: send store false (or leave it out) and give the "
-                               "conversation in input")
-    fields, names = prompt_fields(body)
+def chat_of_response(body: ResponsesRequest, store: ResponseStore) -> tuple[ChatCompletionRequest, ParamNames]:
+    """The chat request of ``body`` (after the stored conversation it continues) and its parameters' Responses
+    names; ApiError naming the Responses parameter that cannot be served."""
+    if body.store and not store.enabled:
+        raise invalid("store", "this server keeps no responses (started with --responses-store-size 0): send store "
+                               "false (or leave it out) and give the conversation in input")
+    fields, names = prompt_fields(body, store)
     fields.update({"max_completion_tokens": body.max_output_tokens, "temperature": body.temperature,
                    "top_p": body.top_p, "stream": body.stream, "metadata": body.metadata, "user": body.user})
     if body.stream:
@@ -40,16 +44,13 @@ def chat_of_response(body: ResponsesRequest) -> tuple[ChatCompletionRequest, Par
     return validated_chat(fields, names), names
 
 
-def prompt_fields(body: ResponsesPrompt) -> tuple[dict[str, Any], ParamNames]:
+def prompt_fields(body: ResponsesPrompt, store: ResponseStore) -> tuple[dict[str, Any], ParamNames]:
     """The chat request's fields that make the prompt (model, messages, tools, format, effort), and the Responses
     names of its parameters."""
-    if body.previous_response_id:
-        raise invalid("previous_response_id", "this server keeps no responses to continue: give the conversation "
-                                              "in input")
     if body.truncation == "auto":
         raise invalid("truncation", '"auto" is not served: a conversation too long for the context is refused '
                                     '("disabled")')
-    messages, params = _messages(body)
+    messages, params = _messages(body, earlier_items(body, store))
     fields: dict[str, Any] = {
         "model": body.model, "messages": messages, "parallel_tool_calls": body.parallel_tool_calls,
         "tools": _tools(body), "tool_choice": _tool_choice(body.tool_choice), "response_format": _response_format(body),
@@ -58,24 +59,48 @@ def prompt_fields(body: ResponsesPrompt) -> tuple[dict[str, Any], ParamNames]:
     return fields, ParamNames(tuple(params), RENAMES)
 
 
-def _messages(body: ResponsesPrompt) -> tuple[list[dict[str, Any]], list[str]]:
+def earlier_items(body: ResponsesPrompt, store: ResponseStore) -> tuple[dict[str, Any], ...]:
+    """The conversation ``previous_response_id`` continues, as input items (none without one); ApiError naming it
+    when this server stores nothing (400) or not that response (404)."""
+    previous = body.previous_response_id
+    if not previous:
+        return ()
+    if not store.enabled:
+        raise invalid("previous_response_id", "this server keeps no responses to continue (started with "
+                                              "--responses-store-size 0): give the conversation in input")
+    stored = store.get(previous)
+    if stored is None:
+        raise ApiError(grpc.StatusCode.NOT_FOUND, f"previous_response_id: no stored response {previous!r} (never "
+                       f"stored, deleted, or evicted: this server keeps the last {store.capacity})",
+                       param="previous_response_id")
+    return stored.items
+
+
+def own_items(body: ResponsesPrompt) -> list[dict[str, Any]]:
+    """The request's own input as items (a string input is one user message)."""
+    if body.input is None:
+        return []
+    if isinstance(body.input, str):
+        return [{"type": "message", "role": "user", "content": body.input}]
+    return list(body.input)
+
+
+def _messages(body: ResponsesPrompt, earlier: tuple[dict[str, Any], ...]) -> tuple[list[dict[str, Any]], list[str]]:
     messages: list[dict[str, Any]] = []
     params: list[str] = []
     if body.instructions:
         messages.append({"role": "system", "content": body.instructions})
         params.append("instructions")
-    if body.input is None:  # (input_tokens counts instructions and tools alone)
-        return messages, params
-    if isinstance(body.input, str):
-        messages.append({"role": "user", "content": body.input})
-        params.append("input")
-        return messages, params
-    if not body.input:
+    if isinstance(body.input, list) and not body.input:
         raise invalid("input", "at least one item is required")
+    items = [(item, "previous_response_id") for item in earlier]
+    if isinstance(body.input, str):
+        items.append((own_items(body)[0], "input"))
+    else:  # (None: input_tokens counts instructions, tools and the earlier turns alone)
+        items += [(item, f"input[{index}]") for index, item in enumerate(body.input or [])]
     reasoning: tuple[str, str] | None = None
     """A reasoning item's text waiting for the assistant message it belongs to, and the item's parameter."""
-    for index, item in enumerate(body.input):
-        param = f"input[{index}]"
+    for item, param in items:
         kind = item.get("type", "message" if "role" in item else None)
         if kind == "reasoning":
             reasoning = (_reasoning_text(item, param), param)

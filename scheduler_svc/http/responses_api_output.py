@@ -13,7 +13,7 @@ Streamed, the events are OpenAI's: ``response.created`` and ``response.in_progre
 ``response.output_text.delta``, ``response.function_call_arguments.delta``), their ``.done`` events and
 ``response.output_item.done``; then ``response.completed`` (or ``response.incomplete``) with the whole response.
 Every event carries ``sequence_number``; an error after the stream began is an ``error`` event, then the stream
-ends.
+ends. The finished response (whole, or the stream's last) is handed to ``on_done`` (the store keeps it).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from scheduler_svc.http.responses import ResponseBuilder
 from scheduler_svc.http.responses_api_protocol import ResponsesRequest
 
 CountTokens = Callable[[str], int]
+OnDone = Callable[[dict[str, Any]], None]
 
 
 def _item_id(prefix: str) -> str:
@@ -43,6 +44,8 @@ class ResponseHead:
     created_at: int
     model: str
     request: ResponsesRequest
+    stored: bool = False
+    """Whether the response is stored (for previous_response_id and retrieval)."""
 
     def response(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None,
                  incomplete_reason: str | None = None) -> dict[str, Any]:
@@ -55,9 +58,9 @@ class ResponseHead:
             "error": None, "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
             "instructions": body.instructions, "max_output_tokens": body.max_output_tokens, "model": self.model,
             "output": output, "parallel_tool_calls": body.parallel_tool_calls is not False,
-            "previous_response_id": None, "reasoning": {"effort": body.reasoning.effort if body.reasoning else None,
-                                                        "summary": None},
-            "store": False, "temperature": body.temperature, "top_p": body.top_p, "text": {"format": text_format},
+            "previous_response_id": body.previous_response_id,
+            "reasoning": {"effort": body.reasoning.effort if body.reasoning else None, "summary": None},
+            "store": self.stored, "temperature": body.temperature, "top_p": body.top_p, "text": {"format": text_format},
             "tool_choice": body.tool_choice if body.tool_choice is not None else ("auto" if body.tools else "none"),
             "tools": [tool.model_dump(exclude_none=True) for tool in body.tools or []], "truncation": "disabled",
             "usage": usage, "user": body.user, "metadata": body.metadata or {},
@@ -130,9 +133,10 @@ class _OpenItem:
 class ResponseEvents:
     """Turns the chat stream's chunks (one choice) into the Responses API's events."""
 
-    def __init__(self, head: ResponseHead, count_tokens: CountTokens) -> None:
+    def __init__(self, head: ResponseHead, count_tokens: CountTokens, on_done: OnDone | None = None) -> None:
         self.head = head
         self._count_tokens = count_tokens
+        self._on_done = on_done
         self._sequence = 0
         self._output: list[dict[str, Any]] = []
         self._open: _OpenItem | None = None
@@ -141,7 +145,7 @@ class ResponseEvents:
 
     def whole(self, chat_body: dict[str, Any]) -> dict[str, Any]:
         """The whole response of a chat completion body (not streamed)."""
-        return response_of_chat(self.head, chat_body, self._count_tokens)
+        return self._done(response_of_chat(self.head, chat_body, self._count_tokens))
 
     def start(self, builder: ResponseBuilder) -> list[dict[str, Any]]:
         """The stream's first events (and those of the chat stream's role chunk)."""
@@ -172,9 +176,14 @@ class ResponseEvents:
         events = self.feed(builder.usage_chunk()) + self._close()
         status, reason = status_of(self._reader.finish_reason)
         usage = usage_of(self._reader.usage, "".join(self._reasoning), self._count_tokens)
-        response = self.head.response(status, self._output, usage, reason)
+        response = self._done(self.head.response(status, self._output, usage, reason))
         kind = "response.completed" if status == "completed" else f"response.{status}"
         return events + [self._event(kind, response=response)]
+
+    def _done(self, response: dict[str, Any]) -> dict[str, Any]:
+        if self._on_done is not None:
+            self._on_done(response)
+        return response
 
     def error_events(self, error: ApiError) -> list[dict[str, Any]]:
         """An error after the stream began."""

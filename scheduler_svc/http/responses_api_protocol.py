@@ -4,9 +4,9 @@ Served: ``model``, ``input`` (a string: one user message; or a list of items: me
 calls, function call outputs and reasoning items; responses_api_input.py reads them), ``instructions`` (a system
 message first), ``max_output_tokens``, ``temperature``, ``top_p``, function ``tools``, ``tool_choice``,
 ``parallel_tool_calls``, ``text.format`` (text, json_object, json_schema), ``reasoning.effort``, ``stream``,
-``metadata`` and ``user``. Nothing is stored: ``store`` must be false or absent and ``previous_response_id`` is
-refused (the conversation goes in ``input``); ``truncation`` may be "disabled". Other fields are refused by name
-unless neutral (null, false, empty), as on the other endpoints (unrecognized.py).
+``metadata`` and ``user``. ``store`` (unset: true) keeps the response for ``previous_response_id``, which continues
+its conversation, and for retrieval (response_store.py); ``truncation`` may be "disabled". Other fields are refused
+by name unless neutral (null, false, empty), as on the other endpoints (unrecognized.py).
 """
 
 from __future__ import annotations

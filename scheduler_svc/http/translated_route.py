@@ -27,8 +27,9 @@ from scheduler_svc.http.messages_api_output import MessageEvents, MessageHead, e
 from scheduler_svc.http.messages_api_protocol import MessagesRequest
 from scheduler_svc.http.param_names import ParamNames
 from scheduler_svc.http.protocol import ChatCompletionRequest
+from scheduler_svc.http.response_store import StoredResponse
 from scheduler_svc.http.responses import ResponseBuilder
-from scheduler_svc.http.responses_api_input import chat_of_response
+from scheduler_svc.http.responses_api_input import chat_of_response, earlier_items, own_items
 from scheduler_svc.http.responses_api_output import ResponseEvents, ResponseHead
 from scheduler_svc.http.responses_api_protocol import ResponsesRequest
 from scheduler_svc.http.streaming import sse_typed_event
@@ -65,7 +66,7 @@ class TranslatedApi:
 
     route: str
     request: type[BaseModel]
-    to_chat: Callable[[Any], tuple[ChatCompletionRequest, ParamNames]]
+    to_chat: Callable[[Any, ServingContext], tuple[ChatCompletionRequest, ParamNames]]
     """The chat request of a body, and the API's names of its parameters."""
     id_prefix: str
     translator: Callable[[str, str, Any, ServingContext], Translator]
@@ -74,18 +75,29 @@ class TranslatedApi:
 
 
 def _responses_translator(response_id: str, model: str, body: Any, context: ServingContext) -> Translator:
-    head = ResponseHead(response_id, int(time.time()), model, body)
-    return ResponseEvents(head, lambda text: len(context.tokenizer.encode(text)))
+    store = context.response_store
+    stored = body.store is not False and store.enabled
+    head = ResponseHead(response_id, int(time.time()), model, body, stored)
+    conversation = (*earlier_items(body, store), *own_items(body))
+
+    def keep(response: dict[str, Any]) -> None:
+        output = response["output"]
+        if output and output[-1]["type"] == "reasoning":  # thought without an answer: nothing for it to precede
+            output = output[:-1]
+        store.put(StoredResponse(response, (*conversation, *output)))
+
+    return ResponseEvents(head, lambda text: len(context.tokenizer.encode(text)), keep if stored else None)
 
 
 def _messages_translator(message_id: str, model: str, body: Any, context: ServingContext) -> Translator:
     return MessageEvents(MessageHead(message_id, model))
 
 
-RESPONSES_API = TranslatedApi("/v1/responses", ResponsesRequest, chat_of_response, "resp_", _responses_translator,
-                              ApiError.body)
-MESSAGES_API = TranslatedApi("/v1/messages", MessagesRequest, chat_of_messages, "msg_", _messages_translator,
-                             error_body)
+RESPONSES_API = TranslatedApi("/v1/responses", ResponsesRequest,
+                              lambda body, context: chat_of_response(body, context.response_store), "resp_",
+                              _responses_translator, ApiError.body)
+MESSAGES_API = TranslatedApi("/v1/messages", MessagesRequest, lambda body, context: chat_of_messages(body), "msg_",
+                             _messages_translator, error_body)
 
 
 class TranslatedRoute:
@@ -120,7 +132,7 @@ class TranslatedOutput:
         """The chat plan of the body; ApiError naming the API's parameter otherwise."""
         body = parse_body(self.api.request, raw)
         refuse_unrecognized(body)
-        chat, self._names = self.api.to_chat(body)
+        chat, self._names = self.api.to_chat(body, self.context)
         limits = self.context.limits
         plan = chat_plan(chat, limits.model_name, self.context.tool_call_parser, limits.lora_adapters,
                          limits.reasoning_parser, limits.thinking_bounds)

@@ -131,6 +131,24 @@ def test_the_responses_api_agrees_with_grpc_whole_streamed_and_async(stack, mode
     assert counted.input_tokens == expected.usage.prompt_tokens
 
 
+def test_responses_continue_from_stored_ones_and_can_be_retrieved_and_deleted(stack, model_name):
+    """The openai package's previous_response_id, responses.retrieve and responses.delete: a continued conversation
+    gives the greedy text of the whole conversation sent at once."""
+    first_turn = dict(model=model_name, temperature=0.0, max_output_tokens=8)
+    with sync_openai(stack) as client:
+        first = client.responses.create(input="Name a colour.", **first_turn)
+        assert client.responses.retrieve(first.id).output_text == first.output_text
+        continued = client.responses.create(input="Another one?", previous_response_id=first.id, **first_turn)
+        whole = client.responses.create(input=[{"role": "user", "content": "Name a colour."},
+                                               {"role": "assistant", "content": first.output_text},
+                                               {"role": "user", "content": "Another one?"}], store=False, **first_turn)
+        assert continued.output_text == whole.output_text
+        assert continued.usage.input_tokens == whole.usage.input_tokens
+        client.responses.delete(first.id)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(first.id)
+
+
 def sync_openai_count(stack, request: dict):
     """The openai package's responses.input_tokens.count of ``request``'s prompt."""
     with sync_openai(stack) as client:

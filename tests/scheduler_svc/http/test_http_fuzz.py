@@ -81,6 +81,7 @@ CHAT = {
     "tool_choice": st.one_of(st.sampled_from(["auto", "none", "required"]),
                              st.fixed_dictionaries({"type": st.just("function"), "function": FUNCTION})),
     "parallel_tool_calls": st.booleans(), "include_reasoning": st.booleans(),
+    "thinking_token_budget": st.integers(-1, 4),
     "add_generation_prompt": st.booleans(), "continue_final_message": st.booleans(),
     "chat_template_kwargs": st.dictionaries(st.sampled_from(["enable_thinking", "x", "messages"]), st.booleans(),
                                             max_size=2),
@@ -145,7 +146,8 @@ MESSAGES_API = {
     "tool_choice": st.fixed_dictionaries({"type": st.sampled_from(["auto", "any", "tool", "none", "x"])},
                                          optional={"name": st.sampled_from(["f", "g"]),
                                                    "disable_parallel_tool_use": st.booleans()}),
-    "thinking": st.sampled_from([{"type": "disabled"}, {"type": "enabled", "budget_tokens": 1024}]),
+    "thinking": st.sampled_from([{"type": "disabled"}, {"type": "enabled", "budget_tokens": 1024},
+                                 {"type": "enabled", "budget_tokens": 2}, {"type": "adaptive"}]),
     "metadata": st.fixed_dictionaries({}, optional={"user_id": TEXT}),
 }
 

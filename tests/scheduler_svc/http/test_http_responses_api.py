@@ -15,6 +15,7 @@ from tiny_tokenizers import build_byte_level
 
 from scheduler_svc.http.errors import ApiError, invalid
 from scheduler_svc.http.param_names import ParamNames
+from scheduler_svc.http.response_store import ResponseStore
 from scheduler_svc.http.responses_api_input import RENAMES, chat_of_response
 from scheduler_svc.http.responses_api_protocol import ResponsesRequest
 from scheduler_svc.tokenizer import Tokenizer
@@ -77,7 +78,7 @@ def test_text_whole_and_streamed(tokenizer):
                                                                    "instructions": "Be brief.", "temperature": 0})
         assert whole.status == "completed" and whole.output_text == "Hello there" and whole.object == "response"
         assert items_of(whole) == items_of(streamed) == [("message", "Hello there")]
-        assert whole.instructions == "Be brief." and whole.max_output_tokens == 50 and whole.store is False
+        assert whole.instructions == "Be brief." and whole.max_output_tokens == 50 and whole.store is True
         assert whole.usage.output_tokens == len(tokenizer.encode("Hello there", add_special_tokens=False)) + 1
         assert whole.usage.input_tokens > 0 and whole.usage.output_tokens_details.reasoning_tokens == 0
         assert streamed.usage == whole.usage and streamed.status == "completed"
@@ -152,7 +153,7 @@ def test_input_items_become_the_chat_messages():
         ],
         "tools": TOOLS, "max_output_tokens": 7, "text": {"format": {"type": "json_object"}},
     })
-    chat, names = chat_of_response(body)
+    chat, names = chat_of_response(body, ResponseStore(0))
     messages = [message.model_dump(exclude_none=True) for message in chat.messages]
     assert messages == [
         {"role": "system", "content": "Be brief."}, {"role": "system", "content": "Use tools."},
@@ -180,8 +181,6 @@ def test_errors_of_the_chat_checks_name_the_responses_parameters():
 
 
 @pytest.mark.parametrize("body, param", [
-    ({"input": "Hi", "store": True}, "store"),
-    ({"input": "Hi", "previous_response_id": "resp_1"}, "previous_response_id"),
     ({"input": "Hi", "truncation": "auto"}, "truncation"),
     ({"input": "Hi", "tools": [{"type": "web_search"}]}, "tools[0].type"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input[0].content[0]"),
@@ -220,7 +219,7 @@ def test_input_tokens_counts_the_prompt_a_response_would_read(tokenizer):
         alone = await client.post(f"{ROUTE}/input_tokens", json={"instructions": "Be brief."})
         assert 0 < alone.json()["input_tokens"] < counted.json()["input_tokens"]
         refused = await client.post(f"{ROUTE}/input_tokens", json={**prompt, "previous_response_id": "resp_1"})
-        assert refused.status_code == 400 and refused.json()["error"]["param"] == "previous_response_id"
+        assert refused.status_code == 404 and refused.json()["error"]["param"] == "previous_response_id"
         unknown = await client.post(f"{ROUTE}/input_tokens", json={**prompt, "max_output_tokens": 5})
         assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "max_output_tokens"
 

@@ -1,0 +1,163 @@
+"""Stored Responses API responses: a response is kept unless ``store: false``; ``previous_response_id`` continues its
+conversation (the engine reads the same prompt as the whole conversation sent in ``input``, without the earlier
+instructions); ``GET`` and ``DELETE /v1/responses/{id}`` (checked with the ``openai`` package's types); the least
+recently used is evicted past ``--responses-store-size``, and 0 stores nothing; what is not stored is a 404 naming
+the parameter."""
+
+from __future__ import annotations
+
+import pytest
+from http_helpers import FakeExecutor, scripted, serve, typed_events
+from openai.types.responses import Response
+from tiny_tokenizers import build_byte_level, build_thinking
+
+from scheduler_svc.http.response_store import ResponseStore, StoredResponse
+from scheduler_svc.tokenizer import Tokenizer
+
+ROUTE = "/v1/responses"
+TOOLS = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory) -> Tokenizer:
+    return Tokenizer.from_dir(build_byte_level(tmp_path_factory.mktemp("tok")))
+
+
+async def create(client, **body) -> dict:
+    response = await client.post(ROUTE, json={"max_output_tokens": 60, **body})
+    assert response.status_code == 200, response.text
+    Response.model_validate(response.json())
+    return response.json()
+
+
+def last_prompt(served) -> list[int]:
+    return list(served.executor.prompts.values())[-1]
+
+
+def test_store_keeps_what_lru_order_allows():
+    store = ResponseStore(2)
+    for name in ("a", "b"):
+        store.put(StoredResponse({"id": name}, ()))
+    assert store.get("a") is not None  # "a" is now the most recently used
+    store.put(StoredResponse({"id": "c"}, ()))
+    assert (store.get("b"), len(store)) == (None, 2) and store.get("a") and store.get("c")
+    assert store.delete("a") and not store.delete("a")
+    off = ResponseStore(0)
+    off.put(StoredResponse({"id": "x"}, ()))
+    assert not off.enabled and off.get("x") is None
+    with pytest.raises(ValueError, match="capacity"):
+        ResponseStore(-1)
+
+
+def test_a_continued_conversation_reads_as_the_whole_conversation_sent_at_once(tokenizer):
+    async def test(client, served):
+        first = await create(client, input="Hi", instructions="Be brief.")
+        assert first["store"] is True and first["previous_response_id"] is None
+        second = await create(client, input="And then?", previous_response_id=first["id"])
+        assert second["previous_response_id"] == first["id"]
+        continued = last_prompt(served)
+        await create(client, store=False, input=[{"role": "user", "content": "Hi"},
+                                                 {"role": "assistant", "content": "Hello there"},
+                                                 {"role": "user", "content": "And then?"}])
+        assert continued == last_prompt(served)  # the earlier instructions are not carried over
+        third = await create(client, input="More?", previous_response_id=second["id"], instructions="Be kind.")
+        whole = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello there"},
+                 {"role": "user", "content": "And then?"}, {"role": "assistant", "content": "Hello there"},
+                 {"role": "user", "content": "More?"}]
+        continued = last_prompt(served)
+        counted = await client.post(f"{ROUTE}/input_tokens", json={"input": "More?", "instructions": "Be kind.",
+                                                                   "previous_response_id": second["id"]})
+        await create(client, store=False, input=whole, instructions="Be kind.")
+        assert continued == last_prompt(served)
+        assert counted.json()["input_tokens"] == third["usage"]["input_tokens"] == len(continued)
+
+    serve(tokenizer, test, executor=scripted(tokenizer, "Hello there"))
+
+
+def test_a_tool_call_is_continued_with_its_output(tokenizer):
+    async def test(client, served):
+        first = await create(client, input="Weather in Paris?", tools=TOOLS, max_output_tokens=110)
+        call = first["output"][-1]
+        assert call["type"] == "function_call"
+        result = [{"type": "function_call_output", "call_id": call["call_id"], "output": "Sunny"}]
+        await create(client, input=result, tools=TOOLS, previous_response_id=first["id"], max_output_tokens=110)
+        continued = last_prompt(served)
+        await create(client, store=False, tools=TOOLS, max_output_tokens=110,
+                     input=[{"role": "user", "content": "Weather in Paris?"}, *first["output"], *result])
+        assert continued == last_prompt(served)
+
+    serve(tokenizer, test, executor=scripted(tokenizer, "Let me check.\n\n" + CALL), tool_call_parser="hermes")
+
+
+def test_a_reasoning_output_is_continued_with_its_thinking(tmp_path):
+    thinking = Tokenizer.from_dir(build_thinking(tmp_path))
+
+    async def test(client, served):
+        first = await create(client, input="Is 91 prime?")
+        assert [item["type"] for item in first["output"]] == ["reasoning", "message"]
+        await create(client, input="Sure?", previous_response_id=first["id"])
+        continued = last_prompt(served)
+        await create(client, store=False, input=[{"role": "user", "content": "Is 91 prime?"}, *first["output"],
+                                                 {"role": "user", "content": "Sure?"}])
+        assert continued == last_prompt(served)
+        assert "7 x 13" in thinking.decode(continued)  # the template renders earlier reasoning_content
+
+    serve(thinking, test, executor=scripted(thinking, "<think>7 x 13.</think>No."), reasoning_parser="qwen3")
+
+
+def test_get_and_delete_a_stored_response(tokenizer):
+    async def test(client, served):
+        whole = await create(client, input="Hi")
+        streamed = await client.post(ROUTE, json={"input": "Hi", "stream": True, "max_output_tokens": 60})
+        completed = typed_events(streamed.text)[-1]["response"]
+        for body in (whole, completed):
+            got = await client.get(f"{ROUTE}/{body['id']}")
+            assert got.status_code == 200 and got.json() == body
+            Response.model_validate(got.json())
+        deleted = await client.delete(f"{ROUTE}/{whole['id']}")
+        assert deleted.json() == {"id": whole["id"], "object": "response", "deleted": True}
+        for method in (client.get, client.delete):
+            gone = await method(f"{ROUTE}/{whole['id']}")
+            assert gone.status_code == 404 and gone.json()["error"]["param"] == "response_id"
+        continued = await client.post(ROUTE, json={"input": "x", "previous_response_id": whole["id"]})
+        assert continued.status_code == 404 and continued.json()["error"]["param"] == "previous_response_id"
+        unstored = await create(client, input="Hi", store=False)
+        assert unstored["store"] is False
+        assert (await client.get(f"{ROUTE}/{unstored['id']}")).status_code == 404
+
+    serve(tokenizer, test, executor=scripted(tokenizer, "Hello there"))
+
+
+def test_the_least_recently_used_is_evicted_and_the_error_says_so(tokenizer):
+    async def test(client, served):
+        ids = [(await create(client, input=f"Hi {n}"))["id"] for n in range(3)]
+        gone = await client.post(ROUTE, json={"input": "x", "previous_response_id": ids[0]})
+        assert gone.status_code == 404 and "keeps the last 2" in gone.json()["error"]["message"]
+        assert (await client.get(f"{ROUTE}/{ids[2]}")).status_code == 200
+
+    serve(tokenizer, test, executor=scripted(tokenizer, "Hello"), response_store=ResponseStore(2))
+
+
+def test_a_server_that_stores_nothing_says_so(tokenizer):
+    async def test(client, served):
+        assert (await create(client, input="Hi"))["store"] is False  # unset store: not stored here
+        for body, param in (({"store": True}, "store"), ({"previous_response_id": "resp_1"}, "previous_response_id")):
+            refused = await client.post(ROUTE, json={"input": "Hi", **body})
+            assert refused.status_code == 400 and refused.json()["error"]["param"] == param
+            assert "--responses-store-size 0" in refused.json()["error"]["message"]
+        missing = await client.get(f"{ROUTE}/resp_1")
+        assert missing.status_code == 404 and "keeps no responses" in missing.json()["error"]["message"]
+
+    serve(tokenizer, test, executor=scripted(tokenizer, "Hello"), response_store=ResponseStore(0))
+
+
+def test_reading_and_deleting_need_the_api_key(tokenizer):
+    async def test(client, served):
+        created = await client.post(ROUTE, json={"input": "Hi"}, headers={"Authorization": "Bearer k1"})
+        response_id = created.json()["id"]
+        for method in (client.get, client.delete):
+            assert (await method(f"{ROUTE}/{response_id}")).status_code == 401
+        assert (await client.get(f"{ROUTE}/{response_id}", headers={"x-api-key": "k1"})).status_code == 200
+
+    serve(tokenizer, test, executor=FakeExecutor(eos_after=2), api_keys=("k1",))
