@@ -37,6 +37,7 @@ def _require(condition: bool, field_name: str, message: str) -> None:
 DEFAULT_RESPONSES_STORE_SIZE = 256
 """Stored Responses API responses unless --responses-store-size says otherwise."""
 
+
 @dataclass(frozen=True)
 class SchedulingConfig:
     """Limits of continuous batching: how much work one step may hold."""
