@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from scheduler_svc.http.errors import invalid
-from scheduler_svc.http.messages_api_protocol import MessagesPrompt, MessagesRequest, ThinkingConfig
+from pydantic import ValidationError
+
+from scheduler_svc.http.errors import from_validation_error, invalid
+from scheduler_svc.http.messages_api_protocol import CacheControl, MessagesPrompt, MessagesRequest, ThinkingConfig
 from scheduler_svc.http.param_names import ParamNames, validated_chat
 from scheduler_svc.http.protocol import ChatCompletionRequest
 
@@ -115,7 +117,24 @@ def _blocks(content: Any, param: str) -> list[dict[str, Any]]:
         return [{"type": "text", "text": content}]
     if not isinstance(content, list) or not all(isinstance(block, dict) for block in content):
         raise invalid(f"{param}.content", "must be a string or a list of content blocks")
+    for index, block in enumerate(content):
+        _check_cache_control(block, f"{param}.content[{index}]")
     return content
+
+
+def _check_cache_control(block: dict[str, Any], where: str) -> None:
+    """A block's ``cache_control``, if any, must be one Anthropic defines (it changes nothing here)."""
+    value = block.get("cache_control")
+    if value is None:
+        return
+    where = f"{where}.cache_control"
+    if not isinstance(value, dict):
+        raise invalid(where, 'must be an object: {"type": "ephemeral"} (with "ttl" "5m" or "1h")')
+    try:
+        CacheControl.model_validate(value)
+    except ValidationError as error:
+        problem = from_validation_error(error)
+        raise invalid(f"{where}.{problem.param}", problem.message.removeprefix(f"{problem.param}: ")) from None
 
 
 def _user(content: Any, param: str) -> list[dict[str, Any]]:
@@ -164,8 +183,10 @@ def _text(content: Any, param: str) -> str:
         return content
     if not isinstance(content, list):
         raise invalid(param, "must be a string or a list of text blocks")
-    return "".join(_text_block(block if isinstance(block, dict) else {}, f"{param}[{index}]")
-                   for index, block in enumerate(content))
+    blocks = [block if isinstance(block, dict) else {} for block in content]
+    for index, block in enumerate(blocks):
+        _check_cache_control(block, f"{param}[{index}]")
+    return "".join(_text_block(block, f"{param}[{index}]") for index, block in enumerate(blocks))
 
 
 def _string(block: dict[str, Any], key: str, where: str) -> str:

@@ -8,7 +8,10 @@ low, medium or high, told to the chat template as ``reasoning_effort``) and ``me
 (a reasoning model thinks as its chat template says, its thinking coming back as thinking blocks, or left out with
 ``display: "omitted"``) or "disabled" (the template is told ``enable_thinking: false``, which Qwen3-style templates
 read) or "enabled" (the template is told ``enable_thinking: true``, and the thinking ends after at most
-``budget_tokens``, less than ``max_tokens``: chat's ``thinking_token_budget``). Other fields are refused by name unless
+``budget_tokens``, less than ``max_tokens``: chat's ``thinking_token_budget``). ``cache_control`` (``{"type":
+"ephemeral"}``, ``ttl`` "5m" or "1h"), on the request, a tool or a content block, is accepted and changes nothing:
+the server's prefix cache keeps every prompt's blocks by itself, and ``usage.cache_read_input_tokens`` counts the
+prompt tokens it found there. Other fields are refused by name unless
 neutral (null, false, empty), as on the other endpoints (unrecognized.py).
 """
 
@@ -21,6 +24,13 @@ from pydantic import Field
 from scheduler_svc.http.protocol import Int32, _Strict
 
 
+class CacheControl(_Strict):
+    """``cache_control``: a prompt caching breakpoint, a hint this server's automatic prefix cache does not need."""
+
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] | None = None
+
+
 class AnthropicTool(_Strict):
     """A client tool: its name, description and the JSON Schema of its input."""
 
@@ -29,6 +39,7 @@ class AnthropicTool(_Strict):
     input_schema: dict[str, Any] | None = None
     type: str | None = None
     """Absent or "custom": a client tool (Anthropic's server tools, web search and such, are not served)."""
+    cache_control: CacheControl | None = None
 
 
 class JsonOutputFormat(_Strict):
@@ -62,6 +73,7 @@ class MessagesPrompt(_Strict):
     tools: list[AnthropicTool] | None = None
     tool_choice: dict[str, Any] | None = None
     thinking: ThinkingConfig | None = None
+    cache_control: CacheControl | None = None
 
 
 class MessagesRequest(MessagesPrompt):

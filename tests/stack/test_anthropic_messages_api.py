@@ -70,3 +70,21 @@ def test_tool_use_blocks_and_anthropic_errors(stack):
     with pytest.raises(anthropic.AuthenticationError):
         anthropic.Anthropic(base_url=stack.http_url, api_key="nope").messages.create(
             model=model, messages=MESSAGES, max_tokens=5)
+
+
+def test_cache_control_hints_are_served_by_the_prefix_cache(stack):
+    """Claude Code's shape: cache_control on the system block, the last user block and the tools; the second request
+    reads its prompt's shared blocks from the prefix cache (usage.cache_read_input_tokens)."""
+    client = anthropic.Anthropic(base_url=stack.http_url, api_key="k1")
+    system = [{"type": "text", "text": "You are a patient guide to the sea. " * 8,
+               "cache_control": {"type": "ephemeral"}}]
+    turn = [{"role": "user", "content": [{"type": "text", "text": "Tell me about tides.",
+                                          "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}]
+    tools = [{"name": "get_tide", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}]
+    request = dict(model="", system=system, messages=turn, tools=tools, tool_choice={"type": "none"}, max_tokens=4,
+                   extra_body={"temperature": 0.0})
+    first = client.messages.create(**request)
+    second = client.messages.create(**request)
+    assert second.usage.cache_read_input_tokens > 0 and second.usage.cache_creation_input_tokens == 0
+    assert second.usage.cache_read_input_tokens <= second.usage.input_tokens == first.usage.input_tokens
+    assert [block.text for block in second.content] == [block.text for block in first.content]

@@ -265,3 +265,50 @@ def test_thinking_then_text_then_a_call_keep_their_order(tokenizer):
 
     serve(tokenizer, test, executor=scripted(tokenizer, "<think>Need the tool.</think>Let me check.\n\n" + CALL),
           tool_call_parser="hermes", reasoning_parser="qwen3")
+
+
+CACHED = {"type": "ephemeral"}
+
+
+def test_cache_control_breakpoints_are_accepted_and_change_nothing(tokenizer):
+    """Anthropic's prompt caching hints (as Claude Code sends them): the prompt is the one without them; the prefix
+    cache keeps prompts by itself."""
+    plain = {"system": [{"type": "text", "text": "Be brief."}], "max_tokens": 3,
+             "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+                          {"role": "assistant", "content": [{"type": "text", "text": "Hello"}]},
+                          {"role": "user", "content": [{"type": "text", "text": "Weather?"}]}],
+             "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}]}
+    hinted = {**plain, "cache_control": {"type": "ephemeral", "ttl": "1h"},
+              "system": [{"type": "text", "text": "Be brief.", "cache_control": CACHED}],
+              "messages": [*plain["messages"][:2], {"role": "user", "content": [
+                  {"type": "text", "text": "Weather?", "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}],
+              "tools": [{**plain["tools"][0], "cache_control": CACHED}]}
+
+    async def test(client, served):
+        for body in (plain, hinted):
+            response = await client.post(ROUTE, json=body)
+            assert response.status_code == 200, response.text
+        first, second = served.executor.prompts.values()
+        assert first == second
+        prompt = {key: value for key, value in hinted.items() if key != "max_tokens"}
+        counted = await client.post(f"{ROUTE}/count_tokens", json=prompt)
+        assert counted.json()["input_tokens"] == len(first)
+
+    serve(tokenizer, test, executor=FakeExecutor(eos_after=2), tool_call_parser="hermes")
+
+
+@pytest.mark.parametrize(("change", "param"), [
+    ({"cache_control": {"type": "persistent"}}, "cache_control.type"),
+    ({"tools": [{"name": "f", "cache_control": {"type": "ephemeral", "ttl": "2h"}}]}, "tools[0].cache_control.ttl"),
+    ({"system": [{"type": "text", "text": "x", "cache_control": {}}]}, "system[0].cache_control.type"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": "yes"}]}]},
+     "messages[0].content[0].cache_control"),
+])
+def test_a_cache_control_anthropic_does_not_define_is_refused_by_name(tokenizer, change, param):
+    async def test(client, served):
+        body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, **change}
+        response = await client.post(ROUTE, json=body)
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["message"].startswith(param + ":"), response.json()
+
+    serve(tokenizer, test)
