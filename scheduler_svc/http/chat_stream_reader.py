@@ -3,7 +3,7 @@ made from them (the Responses and Messages APIs' event translators)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 
@@ -18,6 +18,8 @@ class ChatPiece:
     """Kind "call": the call's id."""
     name: str = ""
     """Kind "call": the function called."""
+    logprobs: tuple[dict[str, Any], ...] = field(default=())
+    """Kind "content": the chat logprobs entries of the tokens since the last content piece (with logprobs asked)."""
 
 
 class ChatStreamReader:
@@ -26,6 +28,8 @@ class ChatStreamReader:
     def __init__(self) -> None:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
+        self.pending_logprobs: list[dict[str, Any]] = []
+        """Logprobs entries not given to a content piece yet (their chunks carried no content)."""
 
     def pieces(self, chunk: dict[str, Any]) -> list[ChatPiece]:
         """The pieces of one chunk, in order (a tool call's header comes with its id; a named call's arguments
@@ -35,10 +39,12 @@ class ChatStreamReader:
         pieces: list[ChatPiece] = []
         for choice in chunk.get("choices", []):
             delta = choice.get("delta") or {}
+            self.pending_logprobs += (choice.get("logprobs") or {}).get("content") or []
             if delta.get("reasoning"):
                 pieces.append(ChatPiece("reasoning", delta["reasoning"]))
             if delta.get("content"):
-                pieces.append(ChatPiece("content", delta["content"]))
+                pieces.append(ChatPiece("content", delta["content"], logprobs=tuple(self.pending_logprobs)))
+                self.pending_logprobs = []
             for call in delta.get("tool_calls") or []:
                 function = call.get("function") or {}
                 if call.get("id"):

@@ -24,8 +24,11 @@ from scheduler_svc.http.responses_api_protocol import ResponsesPrompt, Responses
 
 TEXT_PARTS = ("input_text", "output_text", "text")
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
+OUTPUT_LOGPROBS = "message.output_text.logprobs"
+"""The one ``include`` value served."""
 RENAMES = ((r"^max_completion_tokens", "max_output_tokens"), (r"^response_format(\.json_schema)?", "text.format"),
            (r"^reasoning_effort", "reasoning.effort"), (r"^messages$", "input"),
+           (r"^logprobs", "include"),
            (r"^tools\[(\d+)\]\.function\.", r"tools[\1]."))
 """The chat parameters the Responses API names otherwise (its messages: by where each came from)."""
 
@@ -39,9 +42,34 @@ def chat_of_response(body: ResponsesRequest, store: ResponseStore) -> tuple[Chat
     fields, names = prompt_fields(body, store)
     fields.update({"max_completion_tokens": body.max_output_tokens, "temperature": body.temperature,
                    "top_p": body.top_p, "stream": body.stream, "metadata": body.metadata, "user": body.user})
+    if wants_logprobs(body):
+        fields.update({"logprobs": True, "top_logprobs": body.top_logprobs or 0})
     if body.stream:
         fields["stream_options"] = {"include_usage": True}  # response.completed carries the usage
     return validated_chat(fields, names), names
+
+
+def wants_logprobs(body: ResponsesRequest) -> bool:
+    """Whether the output text's logprobs are asked for (``include`` or ``top_logprobs``); ApiError naming an
+    ``include`` value that is not served."""
+    for index, value in enumerate(body.include or []):
+        if value != OUTPUT_LOGPROBS:
+            raise invalid(f"include[{index}]", f"{value!r} is not served (only {OUTPUT_LOGPROBS!r} is)")
+    return bool(body.include) or body.top_logprobs is not None
+
+
+def check_logprobs_servable(body: ResponsesRequest, chat: ChatCompletionRequest, reasoning_parser: str | None) -> None:
+    """ApiError naming the parameter that asked for logprobs when the output may be more than text: the chat
+    endpoint's logprobs cover every token, the thinking's and the calls' too, not the answer's text alone."""
+    if not chat.logprobs:
+        return
+    param = "include" if body.include else "top_logprobs"
+    if reasoning_parser is not None:
+        raise invalid(param, f"the output text's logprobs are not served while this server splits the thinking off "
+                             f"(--reasoning-parser {reasoning_parser}): they would mix the thinking's tokens in")
+    if chat.tools and chat.tool_choice != "none":
+        raise invalid(param, 'the output text\'s logprobs are not served with tools (tool_choice "none" leaves '
+                             "them out)")
 
 
 def prompt_fields(body: ResponsesPrompt, store: ResponseStore) -> tuple[dict[str, Any], ParamNames]:

@@ -3,10 +3,11 @@ stream's events from its chunks.
 
 A response's ``output`` items, in the order they are generated: a ``reasoning`` item (the thinking the server's
 --reasoning-parser split off, as one ``reasoning_text`` content part), a ``message`` item (the answer, one
-``output_text`` part), and a ``function_call`` item per tool call (``call_id`` the call's id). ``status`` is
-"completed", "incomplete" (``incomplete_details.reason`` "max_output_tokens": the output reached its limit) or
-"cancelled" (aborted on the server). ``usage.output_tokens_details.reasoning_tokens`` is the thinking's text
-tokenized again (its markers not counted), 0 without thinking.
+``output_text`` part, with ``include: ["message.output_text.logprobs"]`` or ``top_logprobs`` its tokens' logprobs in
+chat's entries: ``token``, ``logprob``, ``bytes``, ``top_logprobs``), and a ``function_call`` item per tool call
+(``call_id`` the call's id). ``status`` is "completed", "incomplete" (``incomplete_details.reason`` "max_output_tokens":
+the output reached its limit) or "cancelled" (aborted on the server). ``usage.output_tokens_details.reasoning_tokens``
+is the thinking's text tokenized again (its markers not counted), 0 without thinking.
 
 Streamed, the events are OpenAI's: ``response.created`` and ``response.in_progress``; per item
 ``response.output_item.added``, its deltas (``response.reasoning_text.delta``, ``response.content_part.added`` then
@@ -94,13 +95,14 @@ def reasoning_item(text: str, item_id: str = "", status: str = "completed") -> d
             "content": [{"type": "reasoning_text", "text": text}], "encrypted_content": None, "status": status}
 
 
-def message_item(text: str, item_id: str = "", status: str = "completed") -> dict[str, Any]:
+def message_item(text: str, item_id: str = "", status: str = "completed",
+                 logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {"id": item_id or _item_id("msg"), "type": "message", "role": "assistant", "status": status,
-            "content": [output_text(text)] if status == "completed" else []}
+            "content": [output_text(text, logprobs)] if status == "completed" else []}
 
 
-def output_text(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def output_text(text: str, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
 
 
 def call_item(call_id: str, name: str, arguments: str, item_id: str = "", status: str = "completed") -> dict[str, Any]:
@@ -115,7 +117,8 @@ def response_of_chat(head: ResponseHead, chat_body: dict[str, Any], count_tokens
     reasoning = message.get("reasoning") or ""
     output = [reasoning_item(reasoning)] if message.get("reasoning") is not None else []
     if message.get("content"):
-        output.append(message_item(message["content"]))
+        logprobs = (choice.get("logprobs") or {}).get("content")
+        output.append(message_item(message["content"], logprobs=logprobs))
     for call in message.get("tool_calls") or []:
         output.append(call_item(call["id"], call["function"]["name"], call["function"]["arguments"]))
     status, reason = status_of(choice["finish_reason"])
@@ -128,6 +131,7 @@ class _OpenItem:
     item: dict[str, Any]
     kind: str
     text: list[str] = field(default_factory=list)
+    logprobs: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ResponseEvents:
@@ -160,7 +164,7 @@ class ResponseEvents:
             if piece.kind == "reasoning":
                 events += self._text("reasoning", piece.text)
             elif piece.kind == "content":
-                events += self._text("message", piece.text)
+                events += self._text("message", piece.text, list(piece.logprobs))
             elif piece.kind == "call":
                 events += self._close()
                 item = call_item(piece.call_id, piece.name, "", _item_id("fc"), "in_progress")
@@ -190,14 +194,16 @@ class ResponseEvents:
         return [self._event("error", code=error.error_code or error.code.name.lower(), message=error.message,
                             param=error.param)]
 
-    def _text(self, kind: str, text: str) -> list[dict[str, Any]]:
+    def _text(self, kind: str, text: str, logprobs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         events = [] if self._open is not None and self._open.kind == kind else self._open_item(kind)
         assert self._open is not None
         self._open.text.append(text)
         if kind == "reasoning":
             self._reasoning.append(text)
             return events + [self._event("response.reasoning_text.delta", **self._where(), delta=text)]
-        return events + [self._event("response.output_text.delta", **self._where(), delta=text, logprobs=[])]
+        self._open.logprobs += logprobs or []
+        return events + [self._event("response.output_text.delta", **self._where(), delta=text,
+                                     logprobs=logprobs or [])]
 
     def _open_item(self, kind: str) -> list[dict[str, Any]]:
         events = self._close()
@@ -223,9 +229,13 @@ class ResponseEvents:
             item = reasoning_item(text, opened.item["id"])
             events = [self._event("response.reasoning_text.done", **where, content_index=0, text=text)]
         elif opened.kind == "message":
-            item = message_item(text, opened.item["id"])
-            events = [self._event("response.output_text.done", **where, content_index=0, text=text, logprobs=[]),
-                      self._event("response.content_part.done", **where, content_index=0, part=output_text(text))]
+            logprobs = opened.logprobs + self._reader.pending_logprobs  # (tokens after the last text: EOS's)
+            self._reader.pending_logprobs = []
+            item = message_item(text, opened.item["id"], logprobs=logprobs)
+            events = [self._event("response.output_text.done", **where, content_index=0, text=text,
+                                  logprobs=logprobs),
+                      self._event("response.content_part.done", **where, content_index=0,
+                                  part=output_text(text, logprobs))]
         else:
             item = {**opened.item, "arguments": text, "status": "completed"}
             events = [self._event("response.function_call_arguments.done", **where, name=item["name"],

@@ -1,12 +1,14 @@
 """The request body of OpenAI's Responses API (``POST /v1/responses``), as far as stepahead serves it.
 
 Served: ``model``, ``input`` (a string: one user message; or a list of items: messages with text content, function
-calls, function call outputs and reasoning items; responses_api_input.py reads them), ``instructions`` (a system
-message first), ``max_output_tokens``, ``temperature``, ``top_p``, function ``tools``, ``tool_choice``,
-``parallel_tool_calls``, ``text.format`` (text, json_object, json_schema), ``reasoning.effort``, ``stream``,
-``metadata`` and ``user``. ``store`` (unset: true) keeps the response for ``previous_response_id``, which continues
-its conversation, and for retrieval (response_store.py); ``truncation`` may be "disabled". Other fields are refused
-by name unless neutral (null, false, empty), as on the other endpoints (unrecognized.py).
+calls, function call outputs and reasoning items; responses_api_input.py reads them), ``instructions`` (a system message
+first), ``max_output_tokens``, ``temperature``, ``top_p``, function ``tools``, ``tool_choice``, ``parallel_tool_calls``,
+``text.format`` (text, json_object, json_schema), ``reasoning.effort``, ``stream``, ``metadata``, ``user``, ``include:
+["message.output_text.logprobs"]`` and ``top_logprobs`` (the answer's token logprobs, for outputs that are text alone:
+not split by a --reasoning-parser, no tools offered). ``store`` (unset: true) keeps the response for
+``previous_response_id``, which continues its conversation, and for retrieval (response_store.py); ``truncation`` may be
+"disabled". Other fields are refused by name unless neutral (null, false, empty), as on the other endpoints
+(unrecognized.py).
 """
 
 from __future__ import annotations
@@ -74,5 +76,9 @@ class ResponsesRequest(ResponsesPrompt):
     top_p: float | None = None
     stream: bool = False
     store: bool | None = None
+    include: list[str] | None = None
+    """Extra output to return: only ``message.output_text.logprobs`` is served."""
+    top_logprobs: Int32 | None = None
+    """Alternatives per output token (0..20) in the output text's logprobs (which it asks for too)."""
     metadata: dict[str, Any] | None = None
     user: str | None = None

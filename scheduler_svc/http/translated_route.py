@@ -29,7 +29,12 @@ from scheduler_svc.http.param_names import ParamNames
 from scheduler_svc.http.protocol import ChatCompletionRequest
 from scheduler_svc.http.response_store import StoredResponse
 from scheduler_svc.http.responses import ResponseBuilder
-from scheduler_svc.http.responses_api_input import chat_of_response, earlier_items, own_items
+from scheduler_svc.http.responses_api_input import (
+    chat_of_response,
+    check_logprobs_servable,
+    earlier_items,
+    own_items,
+)
 from scheduler_svc.http.responses_api_output import ResponseEvents, ResponseHead
 from scheduler_svc.http.responses_api_protocol import ResponsesRequest
 from scheduler_svc.http.streaming import sse_typed_event
@@ -93,9 +98,14 @@ def _messages_translator(message_id: str, model: str, body: Any, context: Servin
     return MessageEvents(MessageHead(message_id, model))
 
 
-RESPONSES_API = TranslatedApi("/v1/responses", ResponsesRequest,
-                              lambda body, context: chat_of_response(body, context.response_store), "resp_",
-                              _responses_translator, ApiError.body)
+def _responses_chat(body: Any, context: ServingContext) -> tuple[ChatCompletionRequest, ParamNames]:
+    chat, names = chat_of_response(body, context.response_store)
+    check_logprobs_servable(body, chat, context.limits.reasoning_parser)
+    return chat, names
+
+
+RESPONSES_API = TranslatedApi("/v1/responses", ResponsesRequest, _responses_chat, "resp_", _responses_translator,
+                              ApiError.body)
 MESSAGES_API = TranslatedApi("/v1/messages", MessagesRequest, lambda body, context: chat_of_messages(body), "msg_",
                              _messages_translator, error_body)
 

@@ -149,6 +149,19 @@ def test_responses_continue_from_stored_ones_and_can_be_retrieved_and_deleted(st
             client.responses.retrieve(first.id)
 
 
+def test_responses_output_text_logprobs_are_the_chat_endpoints(stack, model_name):
+    with sync_openai(stack) as client:
+        chat = client.chat.completions.create(model=model_name, messages=MESSAGES, max_tokens=6, temperature=0.0,
+                                              logprobs=True, top_logprobs=3)
+        response = client.responses.create(model=model_name, input=MESSAGES, max_output_tokens=6, temperature=0.0,
+                                           include=["message.output_text.logprobs"], top_logprobs=3)
+    (part,) = response.output[0].content
+    expected = chat.choices[0].logprobs.content
+    assert [(entry.token, len(entry.top_logprobs)) for entry in part.logprobs] == [
+        (entry.token, 3) for entry in expected]
+    assert [entry.logprob for entry in part.logprobs] == pytest.approx([entry.logprob for entry in expected], abs=1e-4)
+
+
 def sync_openai_count(stack, request: dict):
     """The openai package's responses.input_tokens.count of ``request``'s prompt."""
     with sync_openai(stack) as client:

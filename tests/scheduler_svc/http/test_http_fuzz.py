@@ -121,6 +121,8 @@ RESPONSES = {
     "reasoning": st.fixed_dictionaries({}, optional={"effort": st.sampled_from(["low", "high", "max"])}),
     "metadata": st.dictionaries(TEXT, TEXT, max_size=2), "truncation": st.sampled_from(["disabled", "auto"]),
     "previous_response_id": st.sampled_from(["", "resp_1"]),
+    "include": st.lists(st.sampled_from(["message.output_text.logprobs", "reasoning.encrypted_content"]), max_size=2),
+    "top_logprobs": st.integers(-1, 21),
 }
 
 BLOCK = st.one_of(

@@ -192,7 +192,9 @@ def test_errors_of_the_chat_checks_name_the_responses_parameters():
     ({"input": "Hi", "reasoning": {"summary": "auto"}}, "reasoning.summary"),
     ({"input": "Hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "objec"}}}},
      "text.format"),
-    ({"input": "Hi", "top_logprobs": 3}, "top_logprobs"),
+    ({"input": "Hi", "top_logprobs": 21}, "top_logprobs"),
+    ({"input": "Hi", "include": ["reasoning.encrypted_content"]}, "include[0]"),
+    ({"input": "Hi", "include": ["message.output_text.logprobs"], "tools": TOOLS}, "include"),
     ({"input": "Hi", "tool_choice": {"type": "file_search"}}, "tool_choice"),
     ({"input": "Hi", "temperature": "hot"}, "temperature"),
     ({"input": "x" * 900}, "input"),  # longer than the context
@@ -248,3 +250,36 @@ def test_thinking_then_text_then_a_call_keep_their_order(tokenizer):
 
     serve(tokenizer, test, executor=scripted(tokenizer, "<think>Need the tool.</think>Let me check.\n\n" + CALL),
           tool_call_parser="hermes", reasoning_parser="qwen3")
+
+
+def test_output_text_logprobs_are_the_chat_endpoints_whole_and_streamed(tokenizer):
+    """``include: ["message.output_text.logprobs"]`` (or ``top_logprobs`` alone): the answer's tokens' logprobs, as
+    the chat endpoint gives them for the same request, on the output text, its deltas and its done event."""
+    async def test(client, served):
+        chat = await client.post("/v1/chat/completions", json={
+            "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 20, "logprobs": True, "top_logprobs": 2})
+        expected = chat.json()["choices"][0]["logprobs"]["content"]
+        assert len(expected) >= 2 and len(expected[0]["top_logprobs"]) == 2
+        for asked in ({"include": ["message.output_text.logprobs"], "top_logprobs": 2}, {"top_logprobs": 2}):
+            whole, streamed, events = await whole_and_streamed(client, {"input": "Hi", "max_output_tokens": 20,
+                                                                       **asked})
+            for response in (whole, streamed):
+                (part,) = response.output[0].content
+                assert [entry.model_dump() for entry in part.logprobs] == expected
+            deltas = [entry for event in events if event["type"] == "response.output_text.delta"
+                      for entry in event["logprobs"]]
+            done = next(event for event in events if event["type"] == "response.output_text.done")
+            assert deltas == expected[:len(deltas)] and done["logprobs"] == expected
+        plain = await client.post(ROUTE, json={"input": "Hi", "max_output_tokens": 20})
+        assert plain.json()["output"][0]["content"][0]["logprobs"] == []
+
+    serve(tokenizer, test, executor=scripted(tokenizer, "Hello there"))
+
+
+def test_output_text_logprobs_are_refused_where_the_output_is_split(tokenizer):
+    async def test(client, served):
+        response = await client.post(ROUTE, json={"input": "Hi", "top_logprobs": 1})
+        assert response.status_code == 400 and response.json()["error"]["param"] == "top_logprobs"
+        assert "--reasoning-parser qwen3" in response.json()["error"]["message"]
+
+    serve(tokenizer, test, executor=scripted(tokenizer, "Hello"), reasoning_parser="qwen3")
