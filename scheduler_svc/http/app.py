@@ -16,7 +16,11 @@ from scheduler_svc.http.errors import error_body
 from scheduler_svc.http.info_routes import InfoRoutes
 from scheduler_svc.http.lora_routes import LOAD_LORA_ROUTE, UNLOAD_LORA_ROUTE, LoraRoutes
 from scheduler_svc.http.prompt_count_route import MESSAGES_COUNT, RESPONSES_COUNT, PromptCountRoute
-from scheduler_svc.http.stored_response_routes import STORED_RESPONSE_ROUTE, StoredResponseRoutes
+from scheduler_svc.http.stored_response_routes import (
+    INPUT_ITEMS_ROUTE,
+    STORED_RESPONSE_ROUTE,
+    StoredResponseRoutes,
+)
 from scheduler_svc.http.tokenize_routes import DETOKENIZE_ROUTE, TOKENIZE_ROUTE, TokenizeRoutes
 from scheduler_svc.http.translated_route import MESSAGES_API, RESPONSES_API, TranslatedRoute
 
@@ -37,6 +41,7 @@ def create_app(context: ServingContext) -> FastAPI:
     stored = StoredResponseRoutes(context)
     app.add_api_route(STORED_RESPONSE_ROUTE, stored.get, methods=["GET"])
     app.add_api_route(STORED_RESPONSE_ROUTE, stored.delete, methods=["DELETE"])
+    app.add_api_route(INPUT_ITEMS_ROUTE, stored.input_items, methods=["GET"])
     for counted in (MESSAGES_COUNT, RESPONSES_COUNT):
         app.add_api_route(counted.route, PromptCountRoute(context, counted).count, methods=["POST"])
     app.add_api_route(TOKENIZE_ROUTE, tokens.tokenize, methods=["POST"])

@@ -22,6 +22,8 @@ class StoredResponse:
     response: dict[str, Any]
     items: tuple[dict[str, Any], ...]
     """The conversation as Responses input items."""
+    input_items: tuple[dict[str, Any], ...] = ()
+    """The response's own input as listed by ``GET /v1/responses/{id}/input_items`` (each with an id)."""
 
 
 class ResponseStore:

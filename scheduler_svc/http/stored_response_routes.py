@@ -1,14 +1,18 @@
-"""``GET /v1/responses/{response_id}`` and ``DELETE /v1/responses/{response_id}``: a stored Responses API response
-(response_store.py), as the ``openai`` package's ``responses.retrieve`` and ``responses.delete`` call them.
+"""``GET /v1/responses/{response_id}``, ``DELETE /v1/responses/{response_id}`` and ``GET
+/v1/responses/{response_id}/input_items``: a stored Responses API response (response_store.py), as the ``openai``
+package's ``responses.retrieve``, ``responses.delete`` and ``responses.input_items.list`` call them.
 
 GET answers the response object as it was returned; DELETE forgets it, answering ``{"id", "object": "response",
-"deleted": true}``. A response never stored (``store: false``, ``--responses-store-size 0``), deleted or evicted is a
-404 naming ``response_id``. Both need the API key when one is configured.
+"deleted": true}``; input_items lists the response's own input items (responses_api_items.py; not the earlier turns of a
+``previous_response_id``) as OpenAI's list object, ``limit`` (1..100, 20) at a time in ``order`` (``desc``, the default,
+or ``asc``), after or before an item ``id`` (``after``, ``before``). A response never stored (``store: false``,
+``--responses-store-size 0``), deleted or evicted is a 404 naming ``response_id``. Both need the API key when one is
+configured.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grpc
@@ -16,10 +20,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from scheduler_svc.http.context import ServingContext
-from scheduler_svc.http.errors import ApiError
+from scheduler_svc.http.errors import ApiError, invalid
 from scheduler_svc.http.response_store import ResponseStore
 
 STORED_RESPONSE_ROUTE = "/v1/responses/{response_id}"
+INPUT_ITEMS_ROUTE = "/v1/responses/{response_id}/input_items"
+MAX_LISTED = 100
 
 
 class StoredResponseRoutes:
@@ -47,21 +53,58 @@ class StoredResponseRoutes:
 
         return self._serve(request, "DELETE", answer)
 
-    def _serve(self, request: Request, method: str,
-               answer: Callable[[ResponseStore, str], dict[str, Any]]) -> Response:
+    async def input_items(self, request: Request) -> Response:
+        """``GET /v1/responses/{response_id}/input_items``."""
+        def answer(store: ResponseStore, response_id: str) -> dict[str, Any]:
+            stored = store.get(response_id)
+            if stored is None:
+                raise _unknown(store, response_id)
+            return items_page(list(stored.input_items), request.query_params)
+
+        return self._serve(request, "GET", answer, INPUT_ITEMS_ROUTE)
+
+    def _serve(self, request: Request, method: str, answer: Callable[[ResponseStore, str], dict[str, Any]],
+               route: str = STORED_RESPONSE_ROUTE) -> Response:
         context = self.context
-        trace = context.tracing.start(method, STORED_RESPONSE_ROUTE, request.headers)
+        trace = context.tracing.start(method, route, request.headers)
         try:
             context.authorize(request.headers)
             body = answer(context.response_store, request.path_params["response_id"])
         except ApiError as error:
             trace.close(error.status, error.message)
-            context.engine.metrics.observe_http(STORED_RESPONSE_ROUTE, error.status)
+            context.engine.metrics.observe_http(route, error.status)
             headers = {"WWW-Authenticate": "Bearer"} if error.code == grpc.StatusCode.UNAUTHENTICATED else None
             return error.response(headers)
         trace.close(200)
-        context.engine.metrics.observe_http(STORED_RESPONSE_ROUTE, 200)
+        context.engine.metrics.observe_http(route, 200)
         return JSONResponse(body)
+
+
+def items_page(items: list[dict[str, Any]], query: Mapping[str, str]) -> dict[str, Any]:
+    """OpenAI's list object of one page of ``items`` (in input order) for the query's ``limit``, ``order``, ``after``
+    and ``before``; ApiError (400) naming a bad one."""
+    unknown = sorted(set(query) - {"limit", "order", "after", "before", "include"})
+    if unknown:
+        raise invalid(unknown[0], "unrecognized query parameter (limit, order, after and before are)")
+    if query.get("include"):
+        raise invalid("include", "no extra item fields are served")
+    limit_text = query.get("limit", "20")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_LISTED:
+        raise invalid("limit", f"must be an integer in [1, {MAX_LISTED}], got {limit_text!r}")
+    order = query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise invalid("order", f'must be "asc" or "desc", got {order!r}')
+    ordered = items if order == "asc" else items[::-1]
+    ids = [item["id"] for item in ordered]
+    for cursor in ("after", "before"):
+        if cursor in query and query[cursor] not in ids:
+            raise invalid(cursor, f"{query[cursor]!r} is not an item of this response")
+    start = ids.index(query["after"]) + 1 if "after" in query else 0
+    end = ids.index(query["before"]) if "before" in query else len(ordered)
+    window = ordered[start:end]
+    page = window[: int(limit_text)] if "before" not in query or "after" in query else window[-int(limit_text):]
+    return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None, "has_more": len(page) < len(window)}
 
 
 def _unknown(store: ResponseStore, response_id: str) -> ApiError:

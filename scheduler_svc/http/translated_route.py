@@ -35,6 +35,7 @@ from scheduler_svc.http.responses_api_input import (
     earlier_items,
     own_items,
 )
+from scheduler_svc.http.responses_api_items import listed_input_items
 from scheduler_svc.http.responses_api_output import ResponseEvents, ResponseHead
 from scheduler_svc.http.responses_api_protocol import ResponsesRequest
 from scheduler_svc.http.streaming import sse_typed_event
@@ -84,12 +85,13 @@ def _responses_translator(response_id: str, model: str, body: Any, context: Serv
     stored = body.store is not False and store.enabled
     head = ResponseHead(response_id, int(time.time()), model, body, stored)
     conversation = (*earlier_items(body, store), *own_items(body))
+    listed = listed_input_items(body)
 
     def keep(response: dict[str, Any]) -> None:
         output = response["output"]
         if output and output[-1]["type"] == "reasoning":  # thought without an answer: nothing for it to precede
             output = output[:-1]
-        store.put(StoredResponse(response, (*conversation, *output)))
+        store.put(StoredResponse(response, (*conversation, *output), listed))
 
     return ResponseEvents(head, lambda text: len(context.tokenizer.encode(text)), keep if stored else None)
 

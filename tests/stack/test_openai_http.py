@@ -132,12 +132,14 @@ def test_the_responses_api_agrees_with_grpc_whole_streamed_and_async(stack, mode
 
 
 def test_responses_continue_from_stored_ones_and_can_be_retrieved_and_deleted(stack, model_name):
-    """The openai package's previous_response_id, responses.retrieve and responses.delete: a continued conversation
-    gives the greedy text of the whole conversation sent at once."""
+    """The openai package's previous_response_id, responses.retrieve, input_items.list and responses.delete: a
+    continued conversation gives the greedy text of the whole conversation sent at once."""
     first_turn = dict(model=model_name, temperature=0.0, max_output_tokens=8)
     with sync_openai(stack) as client:
         first = client.responses.create(input="Name a colour.", **first_turn)
         assert client.responses.retrieve(first.id).output_text == first.output_text
+        (item,) = client.responses.input_items.list(first.id)
+        assert (item.role, item.content[0].text) == ("user", "Name a colour.")
         continued = client.responses.create(input="Another one?", previous_response_id=first.id, **first_turn)
         whole = client.responses.create(input=[{"role": "user", "content": "Name a colour."},
                                                {"role": "assistant", "content": first.output_text},

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 from http_helpers import FakeExecutor, scripted, serve, typed_events
-from openai.types.responses import Response
+from openai.types.responses import Response, ResponseItem
+from pydantic import TypeAdapter
 from tiny_tokenizers import build_byte_level, build_thinking
 
 from scheduler_svc.http.response_store import ResponseStore, StoredResponse
@@ -161,3 +162,43 @@ def test_reading_and_deleting_need_the_api_key(tokenizer):
         assert (await client.get(f"{ROUTE}/{response_id}", headers={"x-api-key": "k1"})).status_code == 200
 
     serve(tokenizer, test, executor=FakeExecutor(eos_after=2), api_keys=("k1",))
+
+
+ITEMS = TypeAdapter(list[ResponseItem])
+"""The openai package's own item types: an item it does not know, or malformed, fails validation."""
+
+
+def test_input_items_list_the_responses_own_input_in_pages(tokenizer):
+    async def test(client, served):
+        first = await create(client, input="Hi")
+        listed = (await client.get(f"{ROUTE}/{first['id']}/input_items")).json()
+        (item,) = ITEMS.validate_python(listed["data"])
+        assert (item.type, item.role, item.content[0].text) == ("message", "user", "Hi")
+        assert listed["object"] == "list" and not listed["has_more"] and listed["first_id"] == item.id
+        conversation = [{"role": "developer", "content": "Be brief."},
+                        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "A"}]},
+                        {"role": "assistant", "content": "B"},
+                        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"},
+                        {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"},
+                        {"role": "user", "content": "C"}]
+        second = await create(client, input=conversation, previous_response_id=first["id"])
+        route = f"{ROUTE}/{second['id']}/input_items"
+        everything = (await client.get(route, params={"order": "asc", "limit": 100})).json()["data"]
+        items = ITEMS.validate_python(everything)  # its own input only, not the earlier turn's
+        assert [item.type for item in items] == ["message", "message", "message", "function_call",
+                                                 "function_call_output", "message"]
+        assert len({item.id for item in items}) == 6
+        newest = (await client.get(route, params={"limit": 2})).json()
+        assert [item["id"] for item in newest["data"]] == [everything[5]["id"], everything[4]["id"]]
+        assert newest["has_more"] and newest["last_id"] == everything[4]["id"]
+        after = (await client.get(route, params={"limit": 2, "after": newest["last_id"]})).json()
+        assert [item["id"] for item in after["data"]] == [everything[3]["id"], everything[2]["id"]]
+        before = (await client.get(route, params={"order": "asc", "before": everything[3]["id"], "limit": 2})).json()
+        assert [item["id"] for item in before["data"]] == [everything[1]["id"], everything[2]["id"]]
+        for params, param in (({"limit": 0}, "limit"), ({"order": "up"}, "order"), ({"after": "x"}, "after"),
+                              ({"page": 2}, "page")):
+            refused = await client.get(route, params=params)
+            assert refused.status_code == 400 and refused.json()["error"]["param"] == param
+        assert (await client.get(f"{ROUTE}/resp_x/input_items")).status_code == 404
+
+    serve(tokenizer, test, executor=scripted(tokenizer, "Hello there"))
