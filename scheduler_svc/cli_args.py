@@ -126,6 +126,9 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--chat-template", default=None,
                        help="a Jinja file, or the template itself, rendering chat prompts instead of the model's own "
                             "chat template, as vLLM's flag (default: the model's)")
+    group.add_argument("--default-chat-template-kwargs", default="", metavar="JSON",
+                       help="chat template variables every chat prompt gets unless the request sets them, as a JSON "
+                            "object such as '{\"enable_thinking\": false}', as vLLM's flag (default: none)")
     group.add_argument("--trust-request-chat-template", action="store_true",
                        help="accept a request's own chat template (ChatPrompt.chat_template, HTTP chat_template): "
                             "it runs sandboxed but unbounded in time, so only for trusted clients (default: refused)")
@@ -188,6 +191,7 @@ def scheduler_config_from_args(
         tool_call_parser=getattr(args, "tool_call_parser", None),
         reasoning_parser=getattr(args, "reasoning_parser", None),
         chat_template=getattr(args, "chat_template", None),
+        default_chat_template_kwargs=getattr(args, "default_chat_template_kwargs", "") or "",
         allowed_origins=tuple(getattr(args, "allowed_origins", None) or ()),
         responses_store_size=getattr(args, "responses_store_size", DEFAULT_RESPONSES_STORE_SIZE),
         trust_request_chat_template=bool(getattr(args, "trust_request_chat_template", False)),
@@ -220,6 +224,8 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         flags += ["--max-queue-wait-s", str(args.max_queue_wait_s)]
     if getattr(args, "trust_request_chat_template", False):
         flags.append("--trust-request-chat-template")
+    if getattr(args, "default_chat_template_kwargs", ""):
+        flags += ["--default-chat-template-kwargs", args.default_chat_template_kwargs]
     if getattr(args, "allow_runtime_lora_updating", False):
         flags.append("--allow-runtime-lora-updating")
     if getattr(args, "enable_log_requests", False):

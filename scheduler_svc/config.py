@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from scheduler_svc.api_keys import read_api_key_file
 from stepahead_common.tls import check_pair, check_pem_file
@@ -160,6 +162,9 @@ class SchedulerServiceConfig:
     allowed_origins: tuple[str, ...] = ()
     """Web origins (``https://ui.example:8080``, or ``*`` for any) whose browser pages may call the HTTP front
     (CORS, vLLM's --allowed-origins); empty: none are answered with CORS headers."""
+    default_chat_template_kwargs: str = ""
+    """A JSON object of chat template variables every chat prompt is rendered with unless the request sets them
+    (vLLM's --default-chat-template-kwargs, e.g. ``{"enable_thinking": false}``); empty: none."""
     chat_template: str | None = None
     """A Jinja file, or the template itself (text holding ``{{`` or ``{%``), that renders chat prompts instead of the
     model's own chat template (vLLM's --chat-template); None: the model's."""
@@ -229,6 +234,7 @@ class SchedulerServiceConfig:
         _require(self.reasoning_parser is None or self.reasoning_parser in REASONING_PARSERS, "reasoning_parser",
                  f"must be one of {', '.join(REASONING_PARSERS)}, got {self.reasoning_parser!r}")
         self._check_chat_template()
+        self.chat_template_defaults()
         for origin in self.allowed_origins:
             _require(origin == "*" or _ORIGIN.fullmatch(origin) is not None, "allowed_origins",
                      f"{origin!r} is not * or an origin such as https://ui.example:8080 (scheme, host, port; no path)")
@@ -246,6 +252,24 @@ class SchedulerServiceConfig:
             _require(":" in address, f"executor_addresses[{index}]", f"must be host:port, got {address!r}")
         _require(len(set(self.executor_addresses)) == len(self.executor_addresses), "executor_addresses",
                  f"must not repeat an address, got {list(self.executor_addresses)}")
+
+    def chat_template_defaults(self) -> dict[str, Any]:
+        """``default_chat_template_kwargs`` as the variables; ValueError naming it when it is not a JSON object or
+        names a variable the server sets itself."""
+        if not self.default_chat_template_kwargs:
+            return {}
+        from scheduler_svc.tokenizer import template_names
+
+        field_name = "default_chat_template_kwargs"
+        try:
+            value = json.loads(self.default_chat_template_kwargs)
+        except ValueError as error:
+            raise ValueError(f"{field_name}: not JSON ({error})") from None
+        _require(isinstance(value, dict), field_name,
+                 f"must be a JSON object, got {self.default_chat_template_kwargs!r}")
+        reserved = sorted(set(value) & template_names())
+        _require(not reserved, field_name, f"{reserved[0] if reserved else ''!r} is a variable the server sets itself")
+        return dict(value)
 
     def _check_chat_template(self) -> None:
         if self.chat_template is None:

@@ -76,6 +76,7 @@ def model_limits(
         reasoning_parser=config.reasoning_parser,
         thinking_bounds=thinking_bounds(config.reasoning_parser, tokenizer) if config.reasoning_parser else None,
         tool_call_parser=config.tool_call_parser,
+        chat_template_defaults=config.chat_template_defaults(),
     )
 
 

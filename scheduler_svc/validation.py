@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,9 @@ class ModelLimits:
     tool_call_parser: str | None = None
     """The server's --tool-call-parser: chat outputs with tools are parsed for calls (GenerateRequest.parse_tool_calls);
     None: no output is."""
+    chat_template_defaults: Mapping[str, Any] = field(default_factory=dict)
+    """Chat template variables a chat prompt gets unless its template_kwargs_json sets them
+    (--default-chat-template-kwargs)."""
 
     @property
     def lora_adapters(self) -> tuple[str, ...]:
@@ -218,7 +222,7 @@ def _chat_token_ids(chat: generation_pb2.ChatPrompt, tokenizer: Tokenizer, limit
     tools = _json_objects(chat.tools_json, "chat.tools_json") or None
     documents = _json_objects(chat.documents_json, "chat.documents_json") or None
     add_generation_prompt = _add_generation_prompt(chat)
-    template_kwargs = _template_kwargs(chat.template_kwargs_json)
+    template_kwargs = {**limits.chat_template_defaults, **_template_kwargs(chat.template_kwargs_json)}
     try:
         return tokenizer.apply_chat_template(messages, tools, add_generation_prompt=add_generation_prompt,
                                              continue_final_message=chat.continue_final_message,

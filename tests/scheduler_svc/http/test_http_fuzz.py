@@ -125,8 +125,9 @@ RESPONSES = {
     "top_logprobs": st.integers(-1, 21),
 }
 
+CACHE_CONTROL = st.sampled_from([{"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}, {"type": "x"}, "yes"])
 BLOCK = st.one_of(
-    st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}),
+    st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}, optional={"cache_control": CACHE_CONTROL}),
     st.fixed_dictionaries({"type": st.just("tool_use"), "id": st.just("call_1"), "name": st.sampled_from(["f", "g"]),
                            "input": st.sampled_from([{"x": 1}, {}, 3])}),
     st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": st.just("call_1"),
@@ -151,6 +152,7 @@ MESSAGES_API = {
     "thinking": st.sampled_from([{"type": "disabled"}, {"type": "enabled", "budget_tokens": 1024},
                                  {"type": "enabled", "budget_tokens": 2}, {"type": "adaptive"}]),
     "metadata": st.fixed_dictionaries({}, optional={"user_id": TEXT}),
+    "cache_control": CACHE_CONTROL,
 }
 
 
