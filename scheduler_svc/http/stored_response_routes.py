@@ -6,7 +6,7 @@ GET answers the response object as it was returned; DELETE forgets it, answering
 "deleted": true}``; input_items lists the response's own input items (responses_api_items.py; not the earlier turns of a
 ``previous_response_id``) as OpenAI's list object, ``limit`` (1..100, 20) at a time in ``order`` (``desc``, the default,
 or ``asc``), after or before an item ``id`` (``after``, ``before``). A response never stored (``store: false``,
-``--responses-store-size 0``), deleted or evicted is a 404 naming ``response_id``. Both need the API key when one is
+``--responses-store-size 0``), deleted or evicted is a 404 naming ``response_id``. Each needs the API key when one is
 configured.
 """
 
@@ -29,7 +29,7 @@ MAX_LISTED = 100
 
 
 class StoredResponseRoutes:
-    """Retrieval and deletion of stored responses."""
+    """Retrieval, listing of input items and deletion of stored responses."""
 
     def __init__(self, context: ServingContext) -> None:
         self.context = context
