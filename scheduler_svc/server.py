@@ -230,6 +230,7 @@ async def serve(config: SchedulerServiceConfig) -> None:
             monitor_task.cancel()
         if http_front is not None:
             await http_front.stop()
+            context.response_store.cancel_all()  # background responses: their requests end with the engine
         await engine.stop()
         await server.stop(grace=1.0)
         for connection in connections:

@@ -17,6 +17,7 @@ from scheduler_svc.http.info_routes import InfoRoutes
 from scheduler_svc.http.lora_routes import LOAD_LORA_ROUTE, UNLOAD_LORA_ROUTE, LoraRoutes
 from scheduler_svc.http.prompt_count_route import MESSAGES_COUNT, RESPONSES_COUNT, PromptCountRoute
 from scheduler_svc.http.stored_response_routes import (
+    CANCEL_ROUTE,
     INPUT_ITEMS_ROUTE,
     STORED_RESPONSE_ROUTE,
     StoredResponseRoutes,
@@ -42,6 +43,7 @@ def create_app(context: ServingContext) -> FastAPI:
     app.add_api_route(STORED_RESPONSE_ROUTE, stored.get, methods=["GET"])
     app.add_api_route(STORED_RESPONSE_ROUTE, stored.delete, methods=["DELETE"])
     app.add_api_route(INPUT_ITEMS_ROUTE, stored.input_items, methods=["GET"])
+    app.add_api_route(CANCEL_ROUTE, stored.cancel, methods=["POST"])
     for counted in (MESSAGES_COUNT, RESPONSES_COUNT):
         app.add_api_route(counted.route, PromptCountRoute(context, counted).count, methods=["POST"])
     app.add_api_route(TOKENIZE_ROUTE, tokens.tokenize, methods=["POST"])

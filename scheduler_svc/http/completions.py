@@ -10,6 +10,7 @@ that disconnects aborts every unfinished choice, freeing its KV blocks.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -120,6 +121,10 @@ class CompletionRoutes:
                 self._count(route, 200)
                 return EventStream(self._events(run, builder, output, first, trace),
                                    on_close=lambda: _close(run, trace), headers=headers)
+            detached = output.detach(functools.partial(self._collect_detached, run, builder, trace))
+            if detached is not None:
+                self._count(route, 200)
+                return JSONResponse(detached, headers=headers)
             body = output.body(await unless_disconnected(self._collect(run, builder), request.receive))
         except ApiError as error:
             if given and error.code == grpc.StatusCode.ALREADY_EXISTS:
@@ -136,6 +141,20 @@ class CompletionRoutes:
         trace.close(200)
         self._count(route, 200)
         return JSONResponse(body, headers=headers)
+
+    async def _collect_detached(self, run: EngineRun, builder: ResponseBuilder,
+                                trace: RequestTrace) -> dict[str, Any]:
+        """A background request's whole body; cancelled or failed, its unfinished requests are aborted."""
+        try:
+            body = await self._collect(run, builder)
+        except ApiError as error:
+            _close(run, trace, error.status, error.message)
+            raise
+        except BaseException as error:
+            _close(run, trace, CLIENT_CLOSED, f"{type(error).__name__}")
+            raise
+        trace.close(200)
+        return body
 
     async def _collect(self, run: EngineRun, builder: ResponseBuilder) -> dict[str, Any]:
         while (item := await run.next()) is not None:

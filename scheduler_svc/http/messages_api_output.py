@@ -17,6 +17,7 @@ then ``message_delta`` (stop reason, output tokens) and ``message_stop``. An err
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +108,10 @@ class MessageEvents:
     _open: _OpenBlock | None = None
     _calls: int = 0
     _reader: ChatStreamReader = field(default_factory=ChatStreamReader)
+
+    def detach(self, collect: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any] | None:
+        """Messages are never generated in the background."""
+        return None
 
     def whole(self, chat_body: dict[str, Any]) -> dict[str, Any]:
         """The whole message of a chat completion body (not streamed)."""

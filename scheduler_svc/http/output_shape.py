@@ -4,6 +4,7 @@ APIs: translated_route.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from scheduler_svc.http.errors import ApiError
@@ -36,6 +37,12 @@ class OutputShape(Protocol):
 
     def end_events(self, builder: ResponseBuilder) -> list[bytes]:
         """A stream's last events."""
+        ...
+
+    def detach(self, collect: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any] | None:
+        """For a request answered at once and generated in the background (the Responses API's ``background``):
+        the immediate answer, ``collect`` (the builder's whole body) then awaited in the background; None: the
+        request waits for its answer."""
         ...
 
     def renamed(self, error: ApiError) -> ApiError:
@@ -73,6 +80,9 @@ class OpenAIChunks:
 
     def end_events(self, builder: ResponseBuilder) -> list[bytes]:
         return [sse_event(builder.usage_chunk()), DONE] if builder.plan.include_usage else [DONE]
+
+    def detach(self, collect: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any] | None:
+        return None
 
     def renamed(self, error: ApiError) -> ApiError:
         return error

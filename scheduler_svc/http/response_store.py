@@ -1,6 +1,9 @@
 """The Responses API's stored responses (``store``, ``previous_response_id``, ``GET`` and ``DELETE
 /v1/responses/{id}``): the last ``--responses-store-size`` responses, in this process's memory.
 
+A background response (``background: true``) is stored as soon as it is queued and replaced once its generation, a
+task of the store's that ``cancel`` may stop, has ended.
+
 A stored response keeps the object it answered with and its conversation as Responses input items: the earlier turns
 it continued (``previous_response_id``), its own input (a string input as one user message) and its output items
 (reasoning, message, function calls), which a later request's ``previous_response_id`` puts before its own input.
@@ -10,7 +13,9 @@ survives a restart of the scheduler.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +39,7 @@ class ResponseStore:
             raise ValueError(f"capacity: must be >= 0, got {capacity}")
         self.capacity = capacity
         self._responses: OrderedDict[str, StoredResponse] = OrderedDict()
+        self._running: dict[str, asyncio.Task[None]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -63,3 +69,27 @@ class ResponseStore:
     def delete(self, response_id: str) -> bool:
         """Forget the response; whether it was stored."""
         return self._responses.pop(response_id, None) is not None
+
+    def start(self, response_id: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run a background response's generation (``work``, which stores its outcome) as a task ``cancel`` stops."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._running[response_id] = task
+        task.add_done_callback(lambda _: self._running.pop(response_id, None))
+
+    def running(self, response_id: str) -> bool:
+        """Whether the response's background generation has not ended."""
+        return response_id in self._running
+
+    async def cancel(self, response_id: str) -> bool:
+        """Stop the response's background generation and wait until its outcome is stored; False when none runs."""
+        task = self._running.get(response_id)
+        if task is None:
+            return False
+        task.cancel()
+        await asyncio.wait([task])
+        return True
+
+    def cancel_all(self) -> None:
+        """Stop every background generation (the server is stopping)."""
+        for task in list(self._running.values()):
+            task.cancel()

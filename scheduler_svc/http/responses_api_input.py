@@ -39,6 +39,13 @@ def chat_of_response(body: ResponsesRequest, store: ResponseStore) -> tuple[Chat
     if body.store and not store.enabled:
         raise invalid("store", "this server keeps no responses (started with --responses-store-size 0): send store "
                                "false (or leave it out) and give the conversation in input")
+    if body.background:
+        if body.store is False or not store.enabled:
+            raise invalid("background", "a background response is fetched from the store: it needs store true (or "
+                                        "unset) on a server that keeps responses (--responses-store-size above 0)")
+        if body.stream:
+            raise invalid("stream", "is not served with background: poll GET /v1/responses/{id} until its status "
+                                    "is no longer queued or in_progress")
     fields, names = prompt_fields(body, store)
     fields.update({"max_completion_tokens": body.max_output_tokens, "temperature": body.temperature,
                    "top_p": body.top_p, "stream": body.stream, "metadata": body.metadata, "user": body.user})

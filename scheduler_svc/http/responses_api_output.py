@@ -14,13 +14,16 @@ Streamed, the events are OpenAI's: ``response.created`` and ``response.in_progre
 ``response.output_text.delta``, ``response.function_call_arguments.delta``), their ``.done`` events and
 ``response.output_item.done``; then ``response.completed`` (or ``response.incomplete``) with the whole response.
 Every event carries ``sequence_number``; an error after the stream began is an ``error`` event, then the stream
-ends. The finished response (whole, or the stream's last) is handed to ``on_done`` (the store keeps it).
+ends. The finished response (whole, or the stream's last) is handed to ``on_done`` (the store keeps it). A background
+request answers with its ``queued`` response at once (``detach``) and hands on its outcome the same way: the whole
+response, ``cancelled`` when stopped, or ``failed`` with its ``error``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +34,8 @@ from scheduler_svc.http.responses_api_protocol import ResponsesRequest
 
 CountTokens = Callable[[str], int]
 OnDone = Callable[[dict[str, Any]], None]
+StartBackground = Callable[[Coroutine[Any, Any, None]], None]
+"""Runs a background response's generation (the store's ``start``)."""
 
 
 def _item_id(prefix: str) -> str:
@@ -49,14 +54,16 @@ class ResponseHead:
     """Whether the response is stored (for previous_response_id and retrieval)."""
 
     def response(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None,
-                 incomplete_reason: str | None = None) -> dict[str, Any]:
-        """The response object."""
+                 incomplete_reason: str | None = None, error: ApiError | None = None) -> dict[str, Any]:
+        """The response object (``error``: what made it fail)."""
         body = self.request
         text_format = body.text.format.model_dump(by_alias=True, exclude_none=True) if body.text and body.text.format \
             else {"type": "text"}
         return {
             "id": self.response_id, "object": "response", "created_at": self.created_at, "status": status,
-            "error": None, "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
+            "error": {"code": _error_code(error), "message": error.message} if error else None,
+            "background": bool(body.background),
+            "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
             "instructions": body.instructions, "max_output_tokens": body.max_output_tokens, "model": self.model,
             "output": output, "parallel_tool_calls": body.parallel_tool_calls is not False,
             "previous_response_id": body.previous_response_id,
@@ -66,6 +73,11 @@ class ResponseHead:
             "tools": [tool.model_dump(exclude_none=True) for tool in body.tools or []], "truncation": "disabled",
             "usage": usage, "user": body.user, "metadata": body.metadata or {},
         }
+
+
+def _error_code(error: ApiError) -> str:
+    """The response's ``error.code``: OpenAI's for the server's failures, else the error's own."""
+    return "server_error" if error.status >= 500 else (error.error_code or "invalid_prompt")
 
 
 def usage_of(chat_usage: dict[str, Any] | None, reasoning: str, count_tokens: CountTokens) -> dict[str, Any] | None:
@@ -137,10 +149,12 @@ class _OpenItem:
 class ResponseEvents:
     """Turns the chat stream's chunks (one choice) into the Responses API's events."""
 
-    def __init__(self, head: ResponseHead, count_tokens: CountTokens, on_done: OnDone | None = None) -> None:
+    def __init__(self, head: ResponseHead, count_tokens: CountTokens, on_done: OnDone | None = None,
+                 start_background: StartBackground | None = None) -> None:
         self.head = head
         self._count_tokens = count_tokens
         self._on_done = on_done
+        self._start_background = start_background
         self._sequence = 0
         self._output: list[dict[str, Any]] = []
         self._open: _OpenItem | None = None
@@ -183,6 +197,23 @@ class ResponseEvents:
         response = self._done(self.head.response(status, self._output, usage, reason))
         kind = "response.completed" if status == "completed" else f"response.{status}"
         return events + [self._event(kind, response=response)]
+
+    def detach(self, collect: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any] | None:
+        """For a background request: the queued response, now, with ``collect`` (the whole chat body) awaited in the
+        background and its outcome handed on; None for any other request."""
+        if not self.head.request.background or self._start_background is None:
+            return None
+        queued = self._done(self.head.response("queued", [], None))
+        self._start_background(self._in_background(collect))
+        return queued
+
+    async def _in_background(self, collect: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        try:
+            self.whole(await collect())
+        except asyncio.CancelledError:
+            self._done(self.head.response("cancelled", [], None))
+        except ApiError as error:
+            self._done(self.head.response("failed", [], None, error=error))
 
     def _done(self, response: dict[str, Any]) -> dict[str, Any]:
         if self._on_done is not None:

@@ -6,7 +6,8 @@ first), ``max_output_tokens``, ``temperature``, ``top_p``, function ``tools``, `
 ``text.format`` (text, json_object, json_schema), ``reasoning.effort``, ``stream``, ``metadata``, ``user``, ``include:
 ["message.output_text.logprobs"]`` and ``top_logprobs`` (the answer's token logprobs, for outputs that are text alone:
 not split by a --reasoning-parser, no tools offered). ``store`` (unset: true) keeps the response for
-``previous_response_id``, which continues its conversation, and for retrieval (response_store.py); ``truncation`` may be
+``previous_response_id``, which continues its conversation, and for retrieval (response_store.py); ``background``
+(stored, not streamed) answers with the queued response and generates in the background; ``truncation`` may be
 "disabled". Other fields are refused by name unless neutral (null, false, empty), as on the other endpoints
 (unrecognized.py).
 """
@@ -76,6 +77,9 @@ class ResponsesRequest(ResponsesPrompt):
     top_p: float | None = None
     stream: bool = False
     store: bool | None = None
+    background: bool | None = None
+    """Answer at once with the queued response and generate in the background (fetched with GET
+    /v1/responses/{id}, stopped with POST /v1/responses/{id}/cancel); needs the response stored, not streamed."""
     include: list[str] | None = None
     """Extra output to return: only ``message.output_text.logprobs`` is served."""
     top_logprobs: Int32 | None = None

@@ -1,18 +1,19 @@
-"""``GET /v1/responses/{response_id}``, ``DELETE /v1/responses/{response_id}`` and ``GET
-/v1/responses/{response_id}/input_items``: a stored Responses API response (response_store.py), as the ``openai``
-package's ``responses.retrieve``, ``responses.delete`` and ``responses.input_items.list`` call them.
+"""``GET`` and ``DELETE /v1/responses/{response_id}``, ``GET .../input_items`` and ``POST .../cancel``: a stored
+Responses API response (response_store.py), as the ``openai`` package's ``responses.retrieve``, ``responses.delete``,
+``responses.input_items.list`` and ``responses.cancel`` call them.
 
-GET answers the response object as it was returned; DELETE forgets it, answering ``{"id", "object": "response",
-"deleted": true}``; input_items lists the response's own input items (responses_api_items.py; not the earlier turns of a
-``previous_response_id``) as OpenAI's list object, ``limit`` (1..100, 20) at a time in ``order`` (``desc``, the default,
-or ``asc``), after or before an item ``id`` (``after``, ``before``). A response never stored (``store: false``,
-``--responses-store-size 0``), deleted or evicted is a 404 naming ``response_id``. Each needs the API key when one is
-configured.
+GET answers the response object as it was returned (a background one's as it stands: queued, then its outcome); POST
+.../cancel stops a background response's generation, answering it ``cancelled``; DELETE forgets it, answering ``{"id",
+"object": "response", "deleted": true}``; input_items lists the response's own input items (responses_api_items.py; not
+the earlier turns of a ``previous_response_id``) as OpenAI's list object, ``limit`` (1..100, 20) at a time in ``order``
+(``desc``, the default, or ``asc``), after or before an item ``id`` (``after``, ``before``). A response never stored
+(``store: false``, ``--responses-store-size 0``), deleted or evicted is a 404 naming ``response_id``. Each needs the API
+key when one is configured.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -25,51 +26,71 @@ from scheduler_svc.http.response_store import ResponseStore
 
 STORED_RESPONSE_ROUTE = "/v1/responses/{response_id}"
 INPUT_ITEMS_ROUTE = "/v1/responses/{response_id}/input_items"
+CANCEL_ROUTE = "/v1/responses/{response_id}/cancel"
+Answer = Callable[[ResponseStore, str], Awaitable[dict[str, Any]]]
+"""What a route answers for the store and the response id (ApiError for a refusal)."""
 MAX_LISTED = 100
 
 
 class StoredResponseRoutes:
-    """Retrieval, listing of input items and deletion of stored responses."""
+    """Retrieval, listing of input items, cancelling and deletion of stored responses."""
 
     def __init__(self, context: ServingContext) -> None:
         self.context = context
 
     async def get(self, request: Request) -> Response:
         """``GET /v1/responses/{response_id}``."""
-        def answer(store: ResponseStore, response_id: str) -> dict[str, Any]:
+        async def answer(store: ResponseStore, response_id: str) -> dict[str, Any]:
             stored = store.get(response_id)
             if stored is None:
                 raise _unknown(store, response_id)
             return stored.response
 
-        return self._serve(request, "GET", answer)
+        return await self._serve(request, "GET", answer)
 
     async def delete(self, request: Request) -> Response:
         """``DELETE /v1/responses/{response_id}``."""
-        def answer(store: ResponseStore, response_id: str) -> dict[str, Any]:
+        async def answer(store: ResponseStore, response_id: str) -> dict[str, Any]:
+            await store.cancel(response_id)  # a background generation ends before its response is forgotten
             if not store.delete(response_id):
                 raise _unknown(store, response_id)
             return {"id": response_id, "object": "response", "deleted": True}
 
-        return self._serve(request, "DELETE", answer)
+        return await self._serve(request, "DELETE", answer)
 
     async def input_items(self, request: Request) -> Response:
         """``GET /v1/responses/{response_id}/input_items``."""
-        def answer(store: ResponseStore, response_id: str) -> dict[str, Any]:
+        async def answer(store: ResponseStore, response_id: str) -> dict[str, Any]:
             stored = store.get(response_id)
             if stored is None:
                 raise _unknown(store, response_id)
             return items_page(list(stored.input_items), request.query_params)
 
-        return self._serve(request, "GET", answer, INPUT_ITEMS_ROUTE)
+        return await self._serve(request, "GET", answer, INPUT_ITEMS_ROUTE)
 
-    def _serve(self, request: Request, method: str, answer: Callable[[ResponseStore, str], dict[str, Any]],
-               route: str = STORED_RESPONSE_ROUTE) -> Response:
+    async def cancel(self, request: Request) -> Response:
+        """``POST /v1/responses/{response_id}/cancel``."""
+        async def answer(store: ResponseStore, response_id: str) -> dict[str, Any]:
+            stopped = await store.cancel(response_id)
+            stored = store.get(response_id)
+            if stored is None:
+                raise _unknown(store, response_id)
+            status = stored.response["status"]
+            if not stopped and status != "cancelled":
+                raise invalid("response_id", f"{response_id!r} is not being generated in the background (its status "
+                                             f"is {status}): only a background response that has not ended is "
+                                             "cancelled")
+            return stored.response
+
+        return await self._serve(request, "POST", answer, CANCEL_ROUTE)
+
+    async def _serve(self, request: Request, method: str, answer: Answer,
+                     route: str = STORED_RESPONSE_ROUTE) -> Response:
         context = self.context
         trace = context.tracing.start(method, route, request.headers)
         try:
             context.authorize(request.headers)
-            body = answer(context.response_store, request.path_params["response_id"])
+            body = await answer(context.response_store, request.path_params["response_id"])
         except ApiError as error:
             trace.close(error.status, error.message)
             context.engine.metrics.observe_http(route, error.status)

@@ -10,7 +10,7 @@ come as ``Authorization: Bearer`` or ``x-api-key`` (Anthropic's clients).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -65,6 +65,11 @@ class Translator(Protocol):
         """The events of an error after the stream began."""
         ...
 
+    def detach(self, collect: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any] | None:
+        """The immediate answer of a request generated in the background (OutputShape.detach); None: answer in the
+        request."""
+        ...
+
 
 @dataclass(frozen=True)
 class TranslatedApi:
@@ -93,7 +98,8 @@ def _responses_translator(response_id: str, model: str, body: Any, context: Serv
             output = output[:-1]
         store.put(StoredResponse(response, (*conversation, *output), listed))
 
-    return ResponseEvents(head, lambda text: len(context.tokenizer.encode(text)), keep if stored else None)
+    return ResponseEvents(head, lambda text: len(context.tokenizer.encode(text)), keep if stored else None,
+                          lambda work: store.start(response_id, work))
 
 
 def _messages_translator(message_id: str, model: str, body: Any, context: ServingContext) -> Translator:
@@ -166,6 +172,9 @@ class TranslatedOutput:
 
     def end_events(self, builder: ResponseBuilder) -> list[bytes]:
         return [sse_typed_event(event) for event in self._translated.finish(builder)]
+
+    def detach(self, collect: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any] | None:
+        return self._translated.detach(collect)
 
     def renamed(self, error: ApiError) -> ApiError:
         return self._names.renamed(error)

@@ -151,6 +151,22 @@ def test_responses_continue_from_stored_ones_and_can_be_retrieved_and_deleted(st
             client.responses.retrieve(first.id)
 
 
+def test_background_responses_are_polled_and_cancelled_through_the_openai_package(stack, model_name):
+    request = dict(model=model_name, input="Name a colour.", temperature=0.0, max_output_tokens=8)
+    with sync_openai(stack) as client:
+        foreground = client.responses.create(**request)
+        queued = client.responses.create(**request, background=True)
+        assert queued.status == "queued" and queued.background
+        deadline = time.monotonic() + 60
+        while (done := client.responses.retrieve(queued.id)).status in ("queued", "in_progress"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert done.status == foreground.status and done.output_text == foreground.output_text
+        long = client.responses.create(**{**request, "max_output_tokens": 400}, background=True)
+        cancelled = client.responses.cancel(long.id)
+        assert cancelled.status == "cancelled" and client.responses.retrieve(long.id).status == "cancelled"
+
+
 def test_responses_output_text_logprobs_are_the_chat_endpoints(stack, model_name):
     with sync_openai(stack) as client:
         chat = client.chat.completions.create(model=model_name, messages=MESSAGES, max_tokens=6, temperature=0.0,

@@ -122,7 +122,7 @@ RESPONSES = {
     "metadata": st.dictionaries(TEXT, TEXT, max_size=2), "truncation": st.sampled_from(["disabled", "auto"]),
     "previous_response_id": st.sampled_from(["", "resp_1"]),
     "include": st.lists(st.sampled_from(["message.output_text.logprobs", "reasoning.encrypted_content"]), max_size=2),
-    "top_logprobs": st.integers(-1, 21),
+    "top_logprobs": st.integers(-1, 21), "background": st.booleans(),
 }
 
 CACHE_CONTROL = st.sampled_from([{"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}, {"type": "x"}, "yes"])

@@ -6,6 +6,8 @@ the parameter."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from http_helpers import FakeExecutor, scripted, serve, typed_events
 from openai.types.responses import Response, ResponseItem
@@ -202,3 +204,69 @@ def test_input_items_list_the_responses_own_input_in_pages(tokenizer):
         assert (await client.get(f"{ROUTE}/resp_x/input_items")).status_code == 404
 
     serve(tokenizer, test, executor=scripted(tokenizer, "Hello there"))
+
+
+async def settled(client, response_id: str) -> dict:
+    """The stored response once its background generation has ended."""
+    for _ in range(500):
+        stored = (await client.get(f"{ROUTE}/{response_id}")).json()
+        if stored["status"] not in ("queued", "in_progress"):
+            return stored
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{response_id} did not settle: {stored}")
+
+
+def test_a_background_response_is_queued_at_once_and_fetched_when_done(tokenizer):
+    async def test(client, served):
+        foreground = await create(client, input="Hi")
+        queued = await create(client, input="Hi", background=True)
+        assert (queued["status"], queued["background"], queued["store"], queued["output"]) == (
+            "queued", True, True, [])
+        done = Response.model_validate(await settled(client, queued["id"]))
+        assert done.status == "completed" and done.output_text == foreground["output"][0]["content"][0]["text"]
+        assert done.usage.output_tokens == foreground["usage"]["output_tokens"]
+        finished = await client.post(f"{ROUTE}/{queued['id']}/cancel")
+        assert finished.status_code == 400 and finished.json()["error"]["param"] == "response_id"
+
+    serve(tokenizer, test, executor=scripted(tokenizer, "Hello there"))
+
+
+def test_cancelling_stops_the_generation_and_frees_its_blocks(tokenizer):
+    async def test(client, served):
+        queued = await create(client, input="Hi", background=True, max_output_tokens=200)
+        await asyncio.sleep(0.1)
+        cancelled = await client.post(f"{ROUTE}/{queued['id']}/cancel")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        Response.model_validate(cancelled.json())
+        assert (await client.get(f"{ROUTE}/{queued['id']}")).json()["status"] == "cancelled"
+        again = await client.post(f"{ROUTE}/{queued['id']}/cancel")
+        assert again.status_code == 200 and again.json()["status"] == "cancelled"
+        running = await create(client, input="Hi", background=True, max_output_tokens=200)
+        assert (await client.delete(f"{ROUTE}/{running['id']}")).json()["deleted"]
+        await asyncio.sleep(0.05)
+        assert (await client.get(f"{ROUTE}/{running['id']}")).status_code == 404  # stopped, not stored again
+        assert (await client.post(f"{ROUTE}/resp_x/cancel")).status_code == 404
+        # (serve then checks every request ended and every KV block is free)
+
+    serve(tokenizer, test, executor=FakeExecutor(step_delay_s=0.02))
+
+
+def test_a_background_response_that_fails_is_stored_failed(tokenizer):
+    async def test(client, served):
+        queued = await create(client, input="Hi", background=True)
+        failed = await settled(client, queued["id"])
+        assert failed["status"] == "failed" and failed["error"]["code"] == "server_error" and failed["error"]["message"]
+        Response.model_validate(failed)
+
+    serve(tokenizer, test, executor=FakeExecutor(fail=True))
+
+
+@pytest.mark.parametrize(("body", "store", "param"), [
+    ({"store": False}, 256, "background"), ({}, 0, "background"), ({"stream": True}, 256, "stream"),
+])
+def test_a_background_response_needs_the_store_and_no_stream(tokenizer, body, store, param):
+    async def test(client, served):
+        refused = await client.post(ROUTE, json={"input": "Hi", "background": True, **body})
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == param
+
+    serve(tokenizer, test, response_store=ResponseStore(store))
