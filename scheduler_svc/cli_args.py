@@ -100,6 +100,9 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("public API security and HTTP")
     group.add_argument("--http-port", type=int, default=None,
                        help="serve the OpenAI-compatible HTTP API on this port (0: any free port; default off)")
+    group.add_argument("--enable-auto-tool-choice", action="store_true",
+                       help="accepted as in vLLM command lines, where it turns tool_choice \"auto\" on: here "
+                            "--tool-call-parser alone does; without one this flag is refused")
     group.add_argument("--tool-call-parser", choices=TOOL_CALL_PARSERS, default=None,
                        help="parse tool calls from the output in this model syntax, as vLLM's parser of the name "
                             '(HTTP tool_choice "auto", OpenAI\'s default with tools; gRPC chat requests with tools, '
@@ -189,6 +192,7 @@ def scheduler_config_from_args(
         num_spec_tokens=str(getattr(args, "num_spec_tokens", "auto")),
         spec_profile_dir=getattr(args, "spec_profile_dir", None),
         tool_call_parser=getattr(args, "tool_call_parser", None),
+        enable_auto_tool_choice=bool(getattr(args, "enable_auto_tool_choice", False)),
         reasoning_parser=getattr(args, "reasoning_parser", None),
         chat_template=getattr(args, "chat_template", None),
         default_chat_template_kwargs=getattr(args, "default_chat_template_kwargs", "") or "",
@@ -224,6 +228,8 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         flags += ["--max-queue-wait-s", str(args.max_queue_wait_s)]
     if getattr(args, "trust_request_chat_template", False):
         flags.append("--trust-request-chat-template")
+    if getattr(args, "enable_auto_tool_choice", False):
+        flags.append("--enable-auto-tool-choice")
     if getattr(args, "default_chat_template_kwargs", ""):
         flags += ["--default-chat-template-kwargs", args.default_chat_template_kwargs]
     if getattr(args, "allow_runtime_lora_updating", False):

@@ -149,6 +149,9 @@ class SchedulerServiceConfig:
     default with tools) by parsing calls from the output, and gRPC chat requests with tools get their calls parsed
     (GenerateResponse.tool_calls; GenerateRequest.parse_tool_calls chooses); None: "auto" is refused, no output is
     parsed."""
+    enable_auto_tool_choice: bool = False
+    """vLLM's --enable-auto-tool-choice, accepted so vLLM command lines run: tool_choice "auto" is served whenever
+    ``tool_call_parser`` is set; set without one, it is refused (as in vLLM)."""
     reasoning_parser: str | None = None
     """One of REASONING_PARSERS: the engine splits a reasoning model's thinking from its answer (gRPC
     ``reasoning_text``, HTTP chat messages' ``reasoning`` and ``reasoning_content``); None: the output is all
@@ -231,6 +234,8 @@ class SchedulerServiceConfig:
         self._check_http_port()
         _require(self.tool_call_parser is None or self.tool_call_parser in TOOL_CALL_PARSERS, "tool_call_parser",
                  f"must be one of {', '.join(TOOL_CALL_PARSERS)}, got {self.tool_call_parser!r}")
+        _require(not self.enable_auto_tool_choice or self.tool_call_parser is not None, "enable_auto_tool_choice",
+                 "needs --tool-call-parser (the model's tool call syntax), as in vLLM")
         _require(self.reasoning_parser is None or self.reasoning_parser in REASONING_PARSERS, "reasoning_parser",
                  f"must be one of {', '.join(REASONING_PARSERS)}, got {self.reasoning_parser!r}")
         self._check_chat_template()
