@@ -80,6 +80,9 @@ def add_scheduler_arguments(
     )
     group.add_argument("--metrics-port", type=int, default=None,
                        help="serve the scheduler's Prometheus /metrics on this port (0: any free port; default off)")
+    group.add_argument("--metrics-vllm-names", action="store_true",
+                       help="repeat the main series under vLLM's names (vllm:num_requests_running, ...) on /metrics, "
+                            "so dashboards written for vLLM read them (default: stepahead's names only)")
     group.add_argument("--executor-stall-timeout-s", type=float, default=5.0,
                        help="not ready when the executor returns no step for this long with work pending (default 5)")
     group.add_argument("--spec-profile-dir", default=None,
@@ -180,6 +183,7 @@ def scheduler_config_from_args(
         shutdown_grace_s=args.shutdown_grace_s,
         executor_recovery_timeout_s=args.executor_recovery_timeout_s,
         metrics_port=args.metrics_port,
+        metrics_vllm_names=bool(getattr(args, "metrics_vllm_names", False)),
         readiness=ReadinessConfig(executor_stall_timeout_s=args.executor_stall_timeout_s),
         http_port=getattr(args, "http_port", None),
         tls_cert=getattr(args, "tls_cert", None),
@@ -224,6 +228,8 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
     ]
     if args.metrics_port is not None:
         flags += ["--metrics-port", str(args.metrics_port)]
+    if getattr(args, "metrics_vllm_names", False):
+        flags.append("--metrics-vllm-names")
     if args.max_queue_wait_s is not None:
         flags += ["--max-queue-wait-s", str(args.max_queue_wait_s)]
     if getattr(args, "trust_request_chat_template", False):

@@ -122,6 +122,9 @@ class SchedulerServiceConfig:
     """How long to wait for the executor to answer Describe at start-up (it may be loading weights)."""
     metrics_port: int | None = None
     """Port of the Prometheus /metrics endpoint (None: off, 0: any free port)."""
+    metrics_vllm_names: bool = False
+    """Whether /metrics repeats the main series under vLLM's names (``vllm:...``, scheduler_svc/vllm_metric_names.py),
+    for dashboards written for vLLM."""
     readiness: ReadinessConfig = field(default_factory=ReadinessConfig)
     http_port: int | None = None
     """Port of the OpenAI-compatible HTTP front (None: off, 0: any free port)."""

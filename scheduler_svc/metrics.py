@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from scheduler_svc.engine_load import EngineLoad
 from scheduler_svc.request import Request
 from scheduler_svc.request_timing import RequestTiming
+from scheduler_svc.vllm_metric_names import VllmNamesCollector
 from stepahead_common.ports import serve_metrics
 from stepahead_proto import generation_pb2
 
@@ -203,6 +204,14 @@ class SchedulerMetrics:
                                 buckets=SPEC_K_BUCKETS, registry=registry)
 
     # ---- wiring ------------------------------------------------------------------------------
+    def add_vllm_names(self, model_name: str) -> None:
+        """Also expose the main series under vLLM's names, labelled ``model_name`` (vllm_metric_names.py)."""
+        sources = (self.prompt_tokens, self.generation_tokens, self.finished, self.ttft, self.itl, self.e2e,
+                   self.queue_time, self.spec_drafted, self.spec_accepted, self.spec_accepted_per_position)
+        self.registry.register(VllmNamesCollector(
+            lambda: [*self._engine_state.collect(), *(family for source in sources for family in source.collect())],
+            model_name))
+
     def bind_engine(self, engine: EngineView) -> None:
         """Read queue, KV and preemption series from this engine at scrape time."""
         self._engine_state.engine = engine

@@ -180,6 +180,8 @@ async def serve(config: SchedulerServiceConfig) -> None:
     connections = await connect_executors(config)
     limits = model_limits(config, [c.description for c in connections], tokenizer)
     metrics = SchedulerMetrics()
+    if config.metrics_vllm_names:
+        metrics.add_vllm_names(limits.model_name)
     engine = await build_engines(config, connections, tokenizer, limits, metrics, tracing)
 
     interceptors = tracing.server_interceptors()
