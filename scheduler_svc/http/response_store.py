@@ -76,10 +76,6 @@ class ResponseStore:
         self._running[response_id] = task
         task.add_done_callback(lambda _: self._running.pop(response_id, None))
 
-    def running(self, response_id: str) -> bool:
-        """Whether the response's background generation has not ended."""
-        return response_id in self._running
-
     async def cancel(self, response_id: str) -> bool:
         """Stop the response's background generation and wait until its outcome is stored; False when none runs."""
         task = self._running.get(response_id)
