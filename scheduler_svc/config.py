@@ -162,6 +162,9 @@ class SchedulerServiceConfig:
     generation_config: str = "auto"
     """Default sampling parameters for what requests leave unset: "auto" (the model's generation_config.json),
     "none", or a directory holding a generation_config.json (vLLM's --generation-config)."""
+    enable_force_include_usage: bool = False
+    """vLLM's flag: every chat and completion stream ends with its usage chunk, as if it asked
+    (``stream_options.include_usage``)."""
     responses_store_size: int = DEFAULT_RESPONSES_STORE_SIZE
     """Responses the HTTP front's Responses API keeps in memory for previous_response_id and GET
     /v1/responses/{id} (the least recently used evicted first); 0: none (``store: true`` is refused)."""

@@ -219,6 +219,7 @@ async def serve(config: SchedulerServiceConfig) -> None:
                 tool_call_parser=config.tool_call_parser, allowed_origins=config.allowed_origins,
                 max_body_bytes=max_bytes, lora_updates=lora_updates,
                 response_store=ResponseStore(config.responses_store_size),
+                force_include_usage=config.enable_force_include_usage,
             )
             http_front = await start_http_front(config, context, config.http_port)
             print(f"stepahead scheduler HTTP on {http_front.url}", flush=True)

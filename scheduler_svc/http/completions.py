@@ -10,6 +10,7 @@ that disconnects aborts every unfinished choice, freeing its KV blocks.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -79,15 +80,19 @@ class CompletionRoutes:
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``."""
         limits = self.context.limits
-        return await self.serve(request, CHAT_ROUTE, lambda raw: chat_plan(
+        return await self.serve(request, CHAT_ROUTE, lambda raw: self._usage_forced(chat_plan(
             parse_body(ChatCompletionRequest, raw), limits.model_name, self.context.tool_call_parser,
-            limits.lora_adapters, limits.reasoning_parser, limits.thinking_bounds), OpenAIChunks("chatcmpl"))
+            limits.lora_adapters, limits.reasoning_parser, limits.thinking_bounds)), OpenAIChunks("chatcmpl"))
 
     async def completions(self, request: Request) -> Response:
         """``POST /v1/completions``."""
         limits = self.context.limits
-        return await self.serve(request, COMPLETIONS_ROUTE, lambda raw: completion_plan(
-            parse_body(CompletionRequest, raw), limits.model_name, limits.lora_adapters), OpenAIChunks("cmpl"))
+        return await self.serve(request, COMPLETIONS_ROUTE, lambda raw: self._usage_forced(completion_plan(
+            parse_body(CompletionRequest, raw), limits.model_name, limits.lora_adapters)), OpenAIChunks("cmpl"))
+
+    def _usage_forced(self, plan: GenerationPlan) -> GenerationPlan:
+        """With --enable-force-include-usage, every stream ends with its usage chunk, as if include_usage."""
+        return dataclasses.replace(plan, include_usage=True) if self.context.force_include_usage else plan
 
     async def serve(
         self, request: Request, route: str, make_plan: Callable[[bytes], GenerationPlan], output: OutputShape

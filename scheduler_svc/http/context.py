@@ -45,6 +45,8 @@ class ServingContext:
     lora_updates: LoraUpdates | None = None
     """Loads and unloads LoRA adapters (--allow-runtime-lora-updating); None: /v1/load_lora_adapter and
     /v1/unload_lora_adapter answer 404."""
+    force_include_usage: bool = False
+    """--enable-force-include-usage: chat and completion streams end with their usage chunk, asked or not."""
     response_store: ResponseStore = field(default_factory=lambda: ResponseStore(DEFAULT_RESPONSES_STORE_SIZE))
     """The Responses API's stored responses (--responses-store-size)."""
 

@@ -170,7 +170,8 @@ class EngineHarness:
                  metrics_on: bool = False, ready: bool = True, max_body_bytes: int = 4 * 2**20,
                  tool_call_parser: str | None = None, request_chat_templates: bool = False,
                  reasoning_parser: str | None = None, allowed_origins: tuple[str, ...] = (),
-                 thinking_bounds: ThinkingBounds | None = None, response_store: ResponseStore | None = None) -> None:
+                 thinking_bounds: ThinkingBounds | None = None, response_store: ResponseStore | None = None,
+                 force_include_usage: bool = False) -> None:
         self.executor = executor or FakeExecutor()
         self.scheduler = Scheduler(SchedulingConfig(max_num_batched_tokens=256, max_num_seqs=16),
                                    KVBlockManager(NUM_BLOCKS, 16), max_model_len=MAX_MODEL_LEN)
@@ -184,7 +185,7 @@ class EngineHarness:
         self.context = ServingContext(
             self.engine, tokenizer, self.limits, ApiKeyChecker(api_keys), is_ready=lambda: self.ready,
             metrics_registry=self.engine.metrics.registry if metrics_on else None, max_body_bytes=max_body_bytes,
-            tool_call_parser=tool_call_parser, allowed_origins=allowed_origins,
+            tool_call_parser=tool_call_parser, allowed_origins=allowed_origins, force_include_usage=force_include_usage,
             **({"response_store": response_store} if response_store is not None else {}),
         )
         self.app = create_app(self.context)
