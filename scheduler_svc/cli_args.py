@@ -122,6 +122,9 @@ def add_public_api_arguments(parser: argparse.ArgumentParser) -> None:
                             "split_reasoning chooses; default: chat prompts): deepseek_r1 (the template opens the "
                             "<think> block: DeepSeek-R1, QwQ), qwen3 (the model opens it: Qwen3, SmolLM3) or "
                             "openai_gptoss (gpt-oss's analysis channel) (default: none)")
+    group.add_argument("--root-path", default="", metavar="PATH",
+                       help="the path prefix a reverse proxy serves the HTTP API under, such as /llm, as vLLM's flag: "
+                            "requests may come with it or without it (default: none)")
     group.add_argument("--enable-force-include-usage", action="store_true",
                        help="end every chat and completion stream with its usage chunk, as if it asked "
                             "(stream_options.include_usage), as vLLM's flag (default: when asked)")
@@ -206,6 +209,7 @@ def scheduler_config_from_args(
         allowed_origins=tuple(getattr(args, "allowed_origins", None) or ()),
         responses_store_size=getattr(args, "responses_store_size", DEFAULT_RESPONSES_STORE_SIZE),
         enable_force_include_usage=bool(getattr(args, "enable_force_include_usage", False)),
+        root_path=getattr(args, "root_path", "") or "",
         trust_request_chat_template=bool(getattr(args, "trust_request_chat_template", False)),
         allow_runtime_lora_updating=bool(getattr(args, "allow_runtime_lora_updating", False)),
         log_requests=bool(getattr(args, "enable_log_requests", False)),
@@ -238,6 +242,8 @@ def scheduler_flags(args: argparse.Namespace) -> list[str]:
         flags += ["--max-queue-wait-s", str(args.max_queue_wait_s)]
     if getattr(args, "trust_request_chat_template", False):
         flags.append("--trust-request-chat-template")
+    if getattr(args, "root_path", ""):
+        flags += ["--root-path", args.root_path]
     if getattr(args, "enable_force_include_usage", False):
         flags.append("--enable-force-include-usage")
     if getattr(args, "enable_auto_tool_choice", False):

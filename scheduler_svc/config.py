@@ -162,6 +162,9 @@ class SchedulerServiceConfig:
     generation_config: str = "auto"
     """Default sampling parameters for what requests leave unset: "auto" (the model's generation_config.json),
     "none", or a directory holding a generation_config.json (vLLM's --generation-config)."""
+    root_path: str = ""
+    """The path prefix a reverse proxy serves the HTTP front under (vLLM's --root-path, e.g. ``/llm``): requests
+    may come with it or without it (a proxy that strips it); empty: none."""
     enable_force_include_usage: bool = False
     """vLLM's flag: every chat and completion stream ends with its usage chunk, as if it asked
     (``stream_options.include_usage``)."""
@@ -219,6 +222,8 @@ class SchedulerServiceConfig:
                  f"must be >= 0, got {self.executor_recovery_timeout_s}")
         _require(self.shutdown_grace_s >= 0, "shutdown_grace_s", f"must be >= 0, got {self.shutdown_grace_s}")
         _require(self.max_request_bytes >= 1024, "max_request_bytes", f"must be >= 1024, got {self.max_request_bytes}")
+        _require(self.root_path == "" or (self.root_path.startswith("/") and not self.root_path.endswith("/")),
+                 "root_path", f"must start with / and not end with one, such as /llm; got {self.root_path!r}")
         _require(self.responses_store_size >= 0, "responses_store_size",
                  f"must be >= 0, got {self.responses_store_size}")
         _require(bool(self.model_dir), "model_dir", "must be set")

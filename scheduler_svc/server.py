@@ -164,7 +164,7 @@ async def start_http_front(
     from scheduler_svc.http.app import create_app
     from scheduler_svc.http.front import HttpFront
 
-    front = HttpFront(create_app(context), config.host, http_port, config.tls_cert, config.tls_key)
+    front = HttpFront(create_app(context), config.host, http_port, config.tls_cert, config.tls_key, config.root_path)
     await front.start()
     return front
 

@@ -14,7 +14,7 @@ import socket
 from collections.abc import Generator
 
 import uvicorn
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stepahead_common.ports import PortBindError
 
@@ -29,14 +29,30 @@ class _EmbeddedServer(uvicorn.Server):
         yield
 
 
+class _PathPrefix:
+    """--root-path: a request whose path starts with ``prefix`` (a proxy that forwards it unchanged) gets ``prefix`` as
+    its ASGI ``root_path``, so it is routed as the rest of its path; others (a proxy that strips it) as they are."""
+
+    def __init__(self, app: ASGIApp, prefix: str) -> None:
+        self.app = app
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and path.startswith(self.prefix + "/"):
+            scope = {**scope, "root_path": self.prefix}
+        await self.app(scope, receive, send)
+
+
 class HttpFront:
     """Serves ``app`` on host:port, plain or TLS, from the running event loop."""
 
     def __init__(
-        self, app: ASGIApp, host: str, port: int, tls_cert: str | None = None, tls_key: str | None = None
+        self, app: ASGIApp, host: str, port: int, tls_cert: str | None = None, tls_key: str | None = None,
+        root_path: str = "",
     ) -> None:
         self.config = uvicorn.Config(
-            app,
+            _PathPrefix(app, root_path) if root_path else app,
             host=host,
             port=port,
             ssl_certfile=tls_cert,

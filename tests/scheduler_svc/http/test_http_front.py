@@ -148,3 +148,25 @@ def test_a_port_in_use_fails_start_naming_the_flag(tokenizer):
                 await first.stop()
 
     asyncio.run(main())
+
+
+def test_a_root_path_serves_requests_with_and_without_the_prefix(tokenizer):
+    """--root-path: behind a proxy that forwards /llm/v1/... as it is, or strips /llm."""
+    async def main():
+        async with EngineHarness(tokenizer, FakeExecutor(eos_after=2)) as served:
+            front = HttpFront(served.app, "127.0.0.1", 0, root_path="/llm")
+            await front.start()
+            try:
+                async with httpx.AsyncClient(base_url=front.url) as client:
+                    for path in ("/llm/v1/models", "/v1/models"):
+                        listed = await client.get(path)
+                        assert listed.status_code == 200 and listed.json()["data"][0]["id"] == MODEL, path
+                    chat = await client.post("/llm/v1/chat/completions", json={**LONG, "max_tokens": 3,
+                                                                              "ignore_eos": False})
+                    assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["content"] is not None
+                    assert (await client.get("/other/v1/models")).status_code == 404
+            finally:
+                await front.stop()
+            await served.wait_until_idle(timeout_s=2.0)
+
+    asyncio.run(main())
