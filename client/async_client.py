@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import grpc.aio
 
-from client.channels import open_aio_channel, resolve_api_key
+from client.channels import open_aio_channel, resolve_api_key, retry_options
 from client.errors import UnavailableError, error_from_rpc
 from client.requests import (
     Message,
@@ -98,6 +98,9 @@ class AsyncClient:
     `wait_for_server=True`: a call made while the server cannot be reached (not started yet, or restarting, as
     `stepahead serve` restarts a crashed scheduler) waits for it, within the call's timeout, instead of failing
     at once with UnavailableError (gRPC's wait_for_ready). A stream the server drops still ends with that error.
+
+    `retries=N` (at most 4): a call the server ends UNAVAILABLE before answering anything (a scheduler restarting, no
+    executor ready yet) is tried again up to N times with backoff; one that has streamed output is never retried.
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class AsyncClient:
         tls: bool | None = None,
         api_key: str | None = None,
         wait_for_server: bool = False,
+        retries: int = 0,
     ) -> None:
         if not target:
             raise ValueError("target must be a non-empty 'host:port' address")
@@ -117,7 +121,7 @@ class AsyncClient:
         self.timeout = check_timeout(timeout)
         self._api_key = resolve_api_key(api_key)
         self._wait_for_server = wait_for_server
-        self._channel = open_aio_channel(target, tls, tls_ca, channel_options)
+        self._channel = open_aio_channel(target, tls, tls_ca, [*retry_options(retries), *channel_options])
         self._stub = generation_pb2_grpc.GenerationStub(self._channel)
 
     def generate_stream(

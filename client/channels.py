@@ -1,7 +1,9 @@
-"""gRPC channels of the SDK: plaintext or TLS, and the API key sent with every call."""
+"""gRPC channels of the SDK: plaintext or TLS, retries of calls the server refused unanswered, and the API key sent
+with every call."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +14,23 @@ import grpc.aio
 from stepahead_common.tls import channel_credentials, check_pem_file
 
 API_KEY_VARIABLE = "STEPAHEAD_API_KEY"
+MAX_RETRIES = 4
+"""gRPC allows at most 5 attempts of a call."""
+GENERATION_SERVICE = "stepahead.v1.Generation"
+
+
+def retry_options(retries: int) -> list[tuple[str, Any]]:
+    """Channel options that retry a Generation call up to ``retries`` times, with backoff (0.5 s doubling up to 5
+    s), when it ends UNAVAILABLE before the server answered anything: gRPC's own retry policy, which never retries a
+    stream that has sent a message, so no output is ever repeated. 0: none."""
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
+        raise ValueError(f"retries: must be an integer in [0, {MAX_RETRIES}], got {retries!r}")
+    if retries == 0:
+        return []
+    policy = {"maxAttempts": retries + 1, "initialBackoff": "0.5s", "maxBackoff": "5s", "backoffMultiplier": 2,
+              "retryableStatusCodes": ["UNAVAILABLE"]}
+    config = {"methodConfig": [{"name": [{"service": GENERATION_SERVICE}], "retryPolicy": policy}]}
+    return [("grpc.enable_retries", 1), ("grpc.service_config", json.dumps(config))]
 
 
 def resolve_api_key(api_key: str | None) -> str | None:
