@@ -13,7 +13,7 @@ import pytest
 from fake_servers import serving
 
 import client as sdk
-from client import AsyncClient, Client
+from client import AsyncClient, Client, cli
 from stepahead_proto import generation_pb2, generation_pb2_grpc
 
 
@@ -86,3 +86,12 @@ def test_the_async_client_retries_too(flaky):
 def test_a_bad_retry_count_is_refused_by_name(retries):
     with pytest.raises(ValueError, match="^retries: must be an integer in"):
         Client("127.0.0.1:1", retries=retries)
+
+
+def test_the_generate_command_retries_with_its_flag(flaky, capsys):
+    address, servicer = flaky
+    cli.main(["generate", "flaky:1", "--server", address, "--raw", "--retries", "1"])
+    assert capsys.readouterr().out == "ok\n" and servicer.calls["flaky:1"] == 2
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["generate", "x", "--server", address, "--raw", "--retries", "9"])
+    assert refused.value.code == 2 and "--retries" in capsys.readouterr().err
