@@ -88,8 +88,8 @@ class Engine:
         """``adapters``: the LoRA adapters requests may name (those loaded while serving are sent again to an
         executor this engine reconnects to); ``request_log``: logs each request as it ends (off by default)."""
         self.name = name
-        self.request_log = request_log or RequestLog()
         """The executor group's name in logs and metrics (its address)."""
+        self.request_log = request_log or RequestLog()
         self.adapters = adapters
         self.scheduler = scheduler
         self.tracing = tracing or EngineTracing()

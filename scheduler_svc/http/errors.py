@@ -71,6 +71,14 @@ def invalid(param: str, message: str) -> ApiError:
     return ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"{param}: {message}", param=param)
 
 
+def string_field(item: dict[str, Any], key: str, where: str) -> str:
+    """``item[key]`` when it is a string; else a 400 naming ``where.key``."""
+    value = item.get(key)
+    if not isinstance(value, str):
+        raise invalid(f"{where}.{key}", f"must be a string, got {type(value).__name__}")
+    return value
+
+
 def from_validation_error(error: ValidationError) -> ApiError:
     """The first problem pydantic found, as a 400 naming the parameter (e.g. ``messages[0].role``)."""
     first = error.errors(include_url=False)[0]

@@ -17,6 +17,7 @@ import grpc
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from scheduler_svc.http.answered_route import openai_error_response
 from scheduler_svc.http.context import ServingContext
 from scheduler_svc.http.conversion import check_model
 from scheduler_svc.http.errors import ApiError
@@ -60,8 +61,7 @@ class InfoRoutes:
             self.context.authorize(request.headers)
             name = check_model(request.path_params["model"], limits.model_name, limits.lora_adapters)
         except ApiError as error:
-            headers = {"WWW-Authenticate": "Bearer"} if error.code == grpc.StatusCode.UNAUTHENTICATED else None
-            return error.response(headers)
+            return openai_error_response(error)
         return JSONResponse(self._model_card(name))
 
     async def health(self, request: Request) -> Response:

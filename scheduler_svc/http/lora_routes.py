@@ -17,6 +17,7 @@ import grpc
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from scheduler_svc.http.answered_route import answered
 from scheduler_svc.http.completions import parse_body, read_body
 from scheduler_svc.http.context import ServingContext
 from scheduler_svc.http.errors import ApiError
@@ -60,25 +61,18 @@ class LoraRoutes:
     async def _serve(self, request: Request, route: str,
                      answer: Callable[[LoraUpdates, bytes], Awaitable[str]]) -> Response:
         context = self.context
-        trace = context.tracing.start("POST", route, request.headers)
-        try:
-            context.authorize(request.headers)
+
+        async def respond() -> Response:
             updates = context.lora_updates
             if updates is None or not updates.allowed:
                 raise ApiError(grpc.StatusCode.NOT_FOUND, UPDATES_OFF)
             raw = await read_body(request, context.max_body_bytes)
             try:
-                text = await answer(updates, raw)
+                return PlainTextResponse(await answer(updates, raw))
             except LoraUpdateError as error:
                 raise api_error(error) from None
-        except ApiError as error:  # counted by route and status only, as /tokenize's
-            trace.close(error.status, error.message)
-            context.engine.metrics.observe_http(route, error.status)
-            headers = {"WWW-Authenticate": "Bearer"} if error.code == grpc.StatusCode.UNAUTHENTICATED else None
-            return error.response(headers)
-        trace.close(200)
-        context.engine.metrics.observe_http(route, 200)
-        return PlainTextResponse(text)
+
+        return await answered(context, request, "POST", route, respond)
 
 
 def api_error(error: LoraUpdateError) -> ApiError:

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from scheduler_svc.http.errors import from_validation_error, invalid
+from scheduler_svc.http.errors import from_validation_error, invalid, string_field
 from scheduler_svc.http.messages_api_protocol import CacheControl, MessagesPrompt, MessagesRequest, ThinkingConfig
 from scheduler_svc.http.param_names import ParamNames, validated_chat
 from scheduler_svc.http.protocol import ChatCompletionRequest
@@ -143,7 +143,7 @@ def _user(content: Any, param: str) -> list[dict[str, Any]]:
     for index, block in enumerate(_blocks(content, param)):
         where = f"{param}.content[{index}]"
         if block.get("type") == "tool_result":
-            results.append({"role": "tool", "tool_call_id": _string(block, "tool_use_id", where),
+            results.append({"role": "tool", "tool_call_id": string_field(block, "tool_use_id", where),
                             "content": _text(block.get("content", ""), f"{where}.content")})
         else:
             texts.append(_text_block(block, where))
@@ -161,10 +161,11 @@ def _assistant(content: Any, param: str) -> list[dict[str, Any]]:
             if not isinstance(arguments, dict):
                 raise invalid(f"{where}.input", "must be an object")
             message.setdefault("tool_calls", []).append({
-                "id": _string(block, "id", where), "type": "function",
-                "function": {"name": _string(block, "name", where), "arguments": json.dumps(arguments)}})
+                "id": string_field(block, "id", where), "type": "function",
+                "function": {"name": string_field(block, "name", where), "arguments": json.dumps(arguments)}})
         elif kind == "thinking":
-            message["reasoning_content"] = message.get("reasoning_content", "") + _string(block, "thinking", where)
+            thinking = string_field(block, "thinking", where)
+            message["reasoning_content"] = message.get("reasoning_content", "") + thinking
         else:
             message["content"] += _text_block(block, where)
     return [message]
@@ -187,13 +188,6 @@ def _text(content: Any, param: str) -> str:
     for index, block in enumerate(blocks):
         _check_cache_control(block, f"{param}[{index}]")
     return "".join(_text_block(block, f"{param}[{index}]") for index, block in enumerate(blocks))
-
-
-def _string(block: dict[str, Any], key: str, where: str) -> str:
-    value = block.get(key)
-    if not isinstance(value, str):
-        raise invalid(f"{where}.{key}", f"must be a string, got {type(value).__name__}")
-    return value
 
 
 def _tools(body: MessagesPrompt) -> list[dict[str, Any]] | None:

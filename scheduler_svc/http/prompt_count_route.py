@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from scheduler_svc.http.answered_route import answered
 from scheduler_svc.http.completions import parse_body, read_body
 from scheduler_svc.http.context import ServingContext
 from scheduler_svc.http.conversion import chat_prompt, check_model, give_reasoning_effort, renamed_error
@@ -76,22 +77,19 @@ class PromptCountRoute:
     async def count(self, request: Request) -> Response:
         """``POST`` of the API's counting route."""
         context, api = self.context, self.api
-        trace = context.tracing.start("POST", api.route, request.headers)
-        names = ParamNames()
-        try:
-            context.authorize(request.headers)
-            body = parse_body(api.body, await read_body(request, context.max_body_bytes))
-            refuse_unrecognized(body)
-            fields, names = api.prompt_fields(body, context)
-            answer = api.answer(await self._count(validated_chat(fields, names)))
-        except ApiError as error:
-            error = names.renamed(error)
-            trace.close(error.status, error.message)
-            context.engine.metrics.observe_http(api.route, error.status)
-            return JSONResponse(api.error_payload(error), status_code=error.status)
-        trace.close(200)
-        context.engine.metrics.observe_http(api.route, 200)
-        return JSONResponse(answer)
+
+        async def respond() -> Response:
+            names = ParamNames()
+            try:
+                body = parse_body(api.body, await read_body(request, context.max_body_bytes))
+                refuse_unrecognized(body)
+                fields, names = api.prompt_fields(body, context)
+                return JSONResponse(api.answer(await self._count(validated_chat(fields, names))))
+            except ApiError as error:
+                raise names.renamed(error) from None
+
+        return await answered(context, request, "POST", api.route, respond,
+                              lambda error: JSONResponse(api.error_payload(error), status_code=error.status))
 
     async def _count(self, chat: ChatCompletionRequest) -> int:
         limits = self.context.limits

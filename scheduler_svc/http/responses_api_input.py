@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from scheduler_svc.http.errors import ApiError, invalid
+from scheduler_svc.http.errors import ApiError, invalid, string_field
 from scheduler_svc.http.param_names import ParamNames, validated_chat
 from scheduler_svc.http.protocol import ChatCompletionRequest
 from scheduler_svc.http.response_store import ResponseStore
@@ -111,15 +111,6 @@ def earlier_items(body: ResponsesPrompt, store: ResponseStore) -> tuple[dict[str
     return stored.items
 
 
-def own_items(body: ResponsesPrompt) -> list[dict[str, Any]]:
-    """The request's own input as items (a string input is one user message)."""
-    if body.input is None:
-        return []
-    if isinstance(body.input, str):
-        return [{"type": "message", "role": "user", "content": body.input}]
-    return list(body.input)
-
-
 def _messages(body: ResponsesPrompt, earlier: tuple[dict[str, Any], ...]) -> tuple[list[dict[str, Any]], list[str]]:
     messages: list[dict[str, Any]] = []
     params: list[str] = []
@@ -130,7 +121,7 @@ def _messages(body: ResponsesPrompt, earlier: tuple[dict[str, Any], ...]) -> tup
         raise invalid("input", "at least one item is required")
     items = [(item, "previous_response_id") for item in earlier]
     if isinstance(body.input, str):
-        items.append((own_items(body)[0], "input"))
+        items.append(({"role": "user", "content": body.input}, "input"))
     else:  # (None: input_tokens counts instructions, tools and the earlier turns alone)
         items += [(item, f"input[{index}]") for index, item in enumerate(body.input or [])]
     reasoning: tuple[str, str] | None = None
@@ -146,7 +137,7 @@ def _messages(body: ResponsesPrompt, earlier: tuple[dict[str, Any], ...]) -> tup
             _add_call(messages, params, item, param)
             message = None
         elif kind == "function_call_output":
-            message = {"role": "tool", "tool_call_id": _string(item, "call_id", param),
+            message = {"role": "tool", "tool_call_id": string_field(item, "call_id", param),
                        "content": _content(item.get("output"), f"{param}.output")}
         else:
             raise invalid(f"{param}.type", f"{kind!r} items are not served (message, function_call, "
@@ -194,8 +185,9 @@ def _content(content: Any, param: str) -> str:
 
 def _add_call(messages: list[dict[str, Any]], params: list[str], item: dict[str, Any], param: str) -> None:
     """A function_call item as a tool call of the assistant message before it, or of a new one."""
-    call = {"id": _string(item, "call_id", param), "type": "function",
-            "function": {"name": _string(item, "name", param), "arguments": _string(item, "arguments", param)}}
+    call = {"id": string_field(item, "call_id", param), "type": "function",
+            "function": {"name": string_field(item, "name", param),
+                         "arguments": string_field(item, "arguments", param)}}
     if messages and messages[-1]["role"] == "assistant":
         messages[-1].setdefault("tool_calls", []).append(call)
         return
@@ -213,13 +205,6 @@ def _reasoning_text(item: dict[str, Any], param: str) -> str:
         if parts:
             return "".join(part["text"] for part in parts)
     return ""
-
-
-def _string(item: dict[str, Any], key: str, param: str) -> str:
-    value = item.get(key)
-    if not isinstance(value, str):
-        raise invalid(f"{param}.{key}", f"must be a string, got {type(value).__name__}")
-    return value
 
 
 def _tools(body: ResponsesPrompt) -> list[dict[str, Any]] | None:

@@ -20,6 +20,7 @@ import grpc
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from scheduler_svc.http.answered_route import answered
 from scheduler_svc.http.context import ServingContext
 from scheduler_svc.http.errors import ApiError, invalid
 from scheduler_svc.http.response_store import ResponseStore
@@ -86,19 +87,10 @@ class StoredResponseRoutes:
 
     async def _serve(self, request: Request, method: str, answer: Answer,
                      route: str = STORED_RESPONSE_ROUTE) -> Response:
-        context = self.context
-        trace = context.tracing.start(method, route, request.headers)
-        try:
-            context.authorize(request.headers)
-            body = await answer(context.response_store, request.path_params["response_id"])
-        except ApiError as error:
-            trace.close(error.status, error.message)
-            context.engine.metrics.observe_http(route, error.status)
-            headers = {"WWW-Authenticate": "Bearer"} if error.code == grpc.StatusCode.UNAUTHENTICATED else None
-            return error.response(headers)
-        trace.close(200)
-        context.engine.metrics.observe_http(route, 200)
-        return JSONResponse(body)
+        async def respond() -> Response:
+            return JSONResponse(await answer(self.context.response_store, request.path_params["response_id"]))
+
+        return await answered(self.context, request, method, route, respond)
 
 
 def items_page(items: list[dict[str, Any]], query: Mapping[str, str]) -> dict[str, Any]:

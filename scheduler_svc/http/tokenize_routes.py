@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import grpc
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from scheduler_svc.http.answered_route import answered
 from scheduler_svc.http.completions import parse_body, read_body
 from scheduler_svc.http.context import ServingContext
 from scheduler_svc.http.conversion import chat_prompt, check_model, renamed_error
-from scheduler_svc.http.errors import ApiError, invalid
+from scheduler_svc.http.errors import invalid
 from scheduler_svc.http.protocol import DetokenizeRequest, Endpoint, TokenizeRequest
 from scheduler_svc.http.tools import template_tools
 from scheduler_svc.http.unrecognized import is_neutral, refuse_unrecognized
@@ -50,19 +50,10 @@ class TokenizeRoutes:
 
     async def _serve(self, request: Request, route: str,
                      answer: Callable[[bytes], Awaitable[dict[str, Any]]]) -> Response:
-        trace = self.context.tracing.start("POST", route, request.headers)
-        metrics = self.context.engine.metrics
-        try:
-            self.context.authorize(request.headers)
-            body = await answer(await read_body(request, self.context.max_body_bytes))
-        except ApiError as error:  # counted by route and status only: no generation was asked for
-            trace.close(error.status, error.message)
-            metrics.observe_http(route, error.status)
-            headers = {"WWW-Authenticate": "Bearer"} if error.code == grpc.StatusCode.UNAUTHENTICATED else None
-            return error.response(headers)
-        trace.close(200)
-        metrics.observe_http(route, 200)
-        return JSONResponse(body)
+        async def respond() -> Response:
+            return JSONResponse(await answer(await read_body(request, self.context.max_body_bytes)))
+
+        return await answered(self.context, request, "POST", route, respond)
 
     async def _tokenize(self, raw: bytes) -> dict[str, Any]:
         body = parse_body(TokenizeRequest, raw)

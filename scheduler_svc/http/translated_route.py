@@ -33,7 +33,6 @@ from scheduler_svc.http.responses_api_input import (
     chat_of_response,
     check_logprobs_servable,
     earlier_items,
-    own_items,
 )
 from scheduler_svc.http.responses_api_items import listed_input_items
 from scheduler_svc.http.responses_api_output import ResponseEvents, ResponseHead
@@ -89,8 +88,8 @@ def _responses_translator(response_id: str, model: str, body: Any, context: Serv
     store = context.response_store
     stored = body.store is not False and store.enabled
     head = ResponseHead(response_id, int(time.time()), model, body, stored)
-    conversation = (*earlier_items(body, store), *own_items(body))
     listed = listed_input_items(body)
+    conversation = (*earlier_items(body, store), *listed)
 
     def keep(response: dict[str, Any]) -> None:
         output = response["output"]

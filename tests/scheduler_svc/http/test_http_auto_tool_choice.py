@@ -51,7 +51,6 @@ def tools_tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_tool_calling(tmp_path_factory.mktemp("tools")))
 
 
-
 def gathered(chunks: list) -> ChatCompletion:
     """A stream's chunks (before [DONE]) gathered by the openai package."""
     state = ChatCompletionStreamState()

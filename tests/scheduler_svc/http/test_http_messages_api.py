@@ -31,8 +31,6 @@ def tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_byte_level(tmp_path_factory.mktemp("tok")))
 
 
-
-
 def gathered(events: list[dict]) -> Message:
     """The message the anthropic package's accumulator builds from the events."""
     snapshot, buffers = None, {}

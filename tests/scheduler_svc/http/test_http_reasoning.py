@@ -42,7 +42,6 @@ def tools_tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_tool_calling(tmp_path_factory.mktemp("tools")))
 
 
-
 async def whole_and_streamed(client, body: dict) -> tuple[list[dict], list[list[dict]]]:
     """Each choice's message, and each choice's stream deltas (every chunk checked by the openai package)."""
     response = await client.post(CHAT, json=body)

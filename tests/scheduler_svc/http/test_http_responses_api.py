@@ -33,8 +33,6 @@ def tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_byte_level(tmp_path_factory.mktemp("tok")))
 
 
-
-
 def gathered(events: list[dict]) -> Response:
     """The final response as the openai package's stream state builds it from the events (and the same as the
     response.completed event's)."""

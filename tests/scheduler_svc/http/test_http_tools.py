@@ -46,7 +46,6 @@ def tokenizer(tmp_path_factory) -> Tokenizer:
     return Tokenizer.from_dir(build_byte_level(tmp_path_factory.mktemp("tok")))
 
 
-
 # ---- requests ---------------------------------------------------------------------------------------------------
 def test_a_named_function_constrains_the_output_to_its_parameters_and_shows_the_tools():
     built = plan(tools=TOOLS, tool_choice=NAMED, n=2)
