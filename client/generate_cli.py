@@ -69,6 +69,14 @@ def add_generate_arguments(generate: argparse.ArgumentParser) -> None:
                                "server has a --tool-call-parser)")
     generate.add_argument("--no-speculation", action="store_true",
                           help="opt this request out of speculative decoding")
+    predicted = generate.add_mutually_exclusive_group()
+    predicted.add_argument("--prediction", default=None, metavar="TEXT",
+                           help="predicted output (OpenAI's predicted outputs): text the answer is expected to largely "
+                                "repeat, such as a file being edited; its tokens serve as speculative drafts, so the "
+                                "output is unchanged, only faster where it follows them (--json: usage's "
+                                "accepted_prediction_tokens and rejected_prediction_tokens)")
+    predicted.add_argument("--prediction-file", type=_prediction_file, default=None, metavar="PATH",
+                           help="--prediction read from this file (UTF-8, as it is)")
     generate.add_argument("--lora-adapter", default=None, metavar="NAME",
                           help="run with this LoRA adapter of the server's (one of its --lora-modules names; "
                                "unset: the base model)")
@@ -175,6 +183,9 @@ def generate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             kwargs[name] = getattr(args, name)
     if args.choice:
         kwargs["choice"] = list(args.choice)
+    prediction = args.prediction if args.prediction is not None else args.prediction_file
+    if prediction is not None:
+        kwargs["prediction"] = prediction
     for flag, (name, value) in _SWITCHES.items():
         if getattr(args, flag):
             kwargs[name] = value
@@ -232,9 +243,19 @@ def _text_or_file(value: str) -> str:
     """The value itself, or with a leading @ the text of the file it names."""
     if not value.startswith("@"):
         return value
-    path = Path(value[1:])
+    return _file_text(value[1:])
+
+
+def _prediction_file(value: str) -> str:
+    """The text of the file ``value`` names, exactly (UTF-8, line ends as they are: the output is to repeat them)."""
+    return _file_text(value, exact=True)
+
+
+def _file_text(value: str, exact: bool = False) -> str:
+    """The text of the file ``value`` names (UTF-8; ``exact``: line ends kept as written, not made ``\n``)."""
+    path = Path(value)
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_bytes().decode("utf-8") if exact else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
         raise argparse.ArgumentTypeError(f"cannot read {str(path)!r}: {reason}") from None

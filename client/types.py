@@ -67,6 +67,10 @@ class Usage(_AsDict):
     num_preemptions: int
     cached_prompt_tokens: int = 0
     """Prompt tokens found in the server's prefix cache (not computed for this request)."""
+    accepted_prediction_tokens: int = 0
+    """With the prediction option: draft tokens taken from the prediction that the output confirmed."""
+    rejected_prediction_tokens: int = 0
+    """With the prediction option: draft tokens taken from the prediction that the output did not confirm."""
 
     @property
     def total_tokens(self) -> int:
@@ -76,7 +80,8 @@ class Usage(_AsDict):
     @classmethod
     def from_proto(cls, msg: generation_pb2.Usage) -> Usage:
         """Build from a Usage message."""
-        return cls(msg.prompt_tokens, msg.completion_tokens, msg.num_preemptions, msg.cached_prompt_tokens)
+        return cls(msg.prompt_tokens, msg.completion_tokens, msg.num_preemptions, msg.cached_prompt_tokens,
+                   msg.accepted_prediction_tokens, msg.rejected_prediction_tokens)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import torch
 from executor_svc.bad_words import banned_tokens, deferrable_with
 from executor_svc.cuda_graphs.step_graphs import StepGraphs
 from executor_svc.drafters.base import Drafter, DraftRequest
+from executor_svc.drafters.prediction import PredictedOutput
 from executor_svc.grammar import GrammarCompiler, GrammarError, RequestGrammar
 from executor_svc.host_batch import HostBatch
 from executor_svc.host_transfer import host_list_to_device
@@ -135,6 +136,9 @@ class ModelRunner:
         if new.sampling.allowed_token_ids:
             state.allowed_tokens = token_bits(new.sampling.allowed_token_ids, self.vocab_size)
         state.grammar = self._request_grammar(new)
+        if new.prediction_token_ids:
+            _check_ids_below(new.prediction_token_ids, self.vocab_size, new.request_id, "prediction_token_ids")
+            state.prediction = PredictedOutput(list(new.prediction_token_ids))
         self.requests[new.request_id] = state
         self.last_tokens.assign(new.request_id)
         if new.num_computed_tokens and self.drafter is not None:
@@ -263,7 +267,7 @@ class ModelRunner:
                 host.unread_rows.append(first_flat)
                 host.unread_slots.append(self.last_tokens.slot(item.state.request_id))
             if start + item.num_tokens == item.state.num_tokens:
-                groups.append(SamplingGroup(item, drafts))
+                groups.append(SamplingGroup(item, drafts, bool(drafts) and item.state.drafts_from_prediction))
                 last_real = first_flat + item.num_tokens - 1
                 sample_rows.extend(range(last_real, last_real + len(drafts) + 1))
         return FlatBatch(host=host, sample_rows=sample_rows, groups=groups, prompt_rows=prompt_scoring)
@@ -431,7 +435,8 @@ class ModelRunner:
             for token in tokens:
                 state.append_output(token)
             drafted = sum(1 for d in group.drafts if d != PAD_DRAFT)
-            launched.emitted[state.request_id] = Emitted(tokens, lps, drafted, num_accepted, len(group.drafts))
+            launched.emitted[state.request_id] = Emitted(tokens, lps, drafted, num_accepted, len(group.drafts),
+                                                         group.from_prediction)
 
     def complete(self, launched: LaunchedStep) -> executor_pb2.StepResult:
         """Settle the step (and every step launched before it) and return its result."""
@@ -473,19 +478,34 @@ class ModelRunner:
 
     def _propose(self, groups: list[SamplingGroup]) -> None:
         wanting = [group.work for group in groups if group.work.num_spec > 0]
-        if self.drafter is None or not wanting:
+        if not wanting or (self.drafter is None and all(item.state.prediction is None for item in wanting)):
             return
         for item in wanting:
             needed = len(item.state.token_ids) + item.num_spec - 1
             if len(item.state.block_ids) * self.block_size < needed:
                 raise StepError(f"block_ids: {item.state.request_id!r} has too few blocks for drafts up to {needed}")
             item.state.speculative = True
-        proposals = self.drafter.propose([DraftRequest(item.state, item.num_spec) for item in wanting])
-        for item, drafts in zip(wanting, proposals):
+        for item, (drafts, from_prediction) in zip(wanting, self._proposals(wanting)):
             drafts = list(drafts[: item.num_spec])
             if item.state.grammar is not None:  # settled: steps of constrained requests are never deferred
                 drafts = item.state.grammar.constrain_drafts(drafts, item.num_spec)
             item.state.draft_token_ids = drafts_before_forbidden(item.state, drafts)
+            item.state.drafts_from_prediction = from_prediction and bool(item.state.draft_token_ids)
+
+    def _proposals(self, wanting: list[ScheduledWork]) -> list[tuple[list[int], bool]]:
+        """Each request's drafts and whether they came from its predicted output: the prediction's where it
+        follows the output, else the drafter's (none without one)."""
+        proposals: list[tuple[list[int], bool]] = []
+        for item in wanting:
+            prediction = item.state.prediction
+            drafts = prediction.propose(item.state.output_token_ids, item.num_spec) if prediction is not None else []
+            proposals.append((drafts, bool(drafts)))
+        undrafted = [index for index, (drafts, _) in enumerate(proposals) if not drafts]
+        if self.drafter is not None and undrafted:
+            batch = [DraftRequest(wanting[index].state, wanting[index].num_spec) for index in undrafted]
+            for index, drafts in zip(undrafted, self.drafter.propose(batch)):
+                proposals[index] = (drafts, False)
+        return proposals
 
     def reset(self) -> None:
         """Forget every request (a new Execute stream starts from nothing)."""

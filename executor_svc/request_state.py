@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from executor_svc.drafters.prediction import PredictedOutput
 from executor_svc.sampling_metadata import RowSamplingParams
 from executor_svc.thinking_phases import OutputFormat, ThinkingPhases
 from stepahead_proto import executor_pb2
@@ -66,6 +67,10 @@ class ExecutorRequestState:
     """allowed_token_ids as an int32 bit mask [words] (executor_svc.token_mask.token_bits); None: every token."""
     adapter_slot: int = -1
     """The slot of the LoRA adapter the request runs with (-1: the base model)."""
+    prediction: PredictedOutput | None = None
+    """The request's predicted output, which drafts before the drafter does (None: it gave none)."""
+    drafts_from_prediction: bool = False
+    """Whether draft_token_ids came from the prediction."""
     token_ids: list[int] = field(init=False)
 
     def __post_init__(self) -> None:

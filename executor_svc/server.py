@@ -179,6 +179,7 @@ def _describe(config: ExecutorConfig, hf_config: Any, max_model_len: int, num_bl
         num_threads=torch.get_num_threads(),
         spec_method=drafter.name if drafter is not None else "none",
         max_num_spec_tokens=config.num_spec_tokens if drafter is not None else 0,
+        max_num_prediction_tokens=config.num_spec_tokens,
         model_fingerprint=model_fingerprint(config, drafter.source_dir if drafter is not None else None),
     )
 

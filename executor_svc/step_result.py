@@ -27,6 +27,7 @@ def fill_outputs(
         output.num_drafted = produced.num_drafted
         output.num_accepted = produced.num_accepted
         output.num_draft_slots = produced.num_draft_slots
+        output.drafts_from_prediction = produced.from_prediction
         output.logprobs.extend(
             _logprobs_proto(t, lp) for t, lp in zip(produced.token_ids, produced.logprobs) if lp is not None
         )

@@ -33,6 +33,8 @@ class SamplingGroup:
 
     work: ScheduledWork
     drafts: list[int]
+    from_prediction: bool = False
+    """The drafts came from the request's predicted output."""
 
 
 @dataclass
@@ -57,6 +59,8 @@ class Emitted:
     num_accepted: int
     num_draft_slots: int = 0
     """Draft slots verified, padding included."""
+    from_prediction: bool = False
+    """The drafts verified came from the request's predicted output."""
 
 
 class PendingSamples:

@@ -421,10 +421,22 @@ class Engine:
             if num_slots:
                 for tracker in (request_spec, step_spec):
                     tracker.record(num_slots, step_output.num_drafted, step_output.num_accepted)
-                self.scheduler.k_policy.observe(num_slots, step_output.num_accepted)
+                self._observe_drafts(request, step_output, num_slots)
             self._deliver(request.request_id, list(step_output.token_ids), list(step_output.logprobs), now)
         if step_spec.verify_steps:
             self._account_speculation(step_spec)
+
+    def _observe_drafts(self, request: Request, step_output: executor_pb2.RequestStepOutput, num_slots: int) -> None:
+        """A verify step's verdict: a predicted output's drafts are counted for its usage and steer how many it
+        drafts next (they say nothing of the drafter's acceptance, which steers the step's K)."""
+        if request.prediction_token_ids:
+            request.observe_prediction(step_output.drafts_from_prediction, step_output.num_drafted,
+                                       step_output.num_accepted)
+            if step_output.drafts_from_prediction:
+                self._states[request.request_id].spec.record_prediction(
+                    step_output.num_drafted, step_output.num_accepted)
+                return
+        self.scheduler.k_policy.observe(num_slots, step_output.num_accepted)
 
     def _account_speculation(self, step_spec: SpecStatsTracker) -> None:
         """One step's drafts verified and accepted, into the engine counters and the metrics."""

@@ -171,6 +171,8 @@ class RequestOutputState:
         message.usage.completion_tokens = self.request.num_output_tokens
         message.usage.num_preemptions = self.request.num_preemptions
         message.usage.cached_prompt_tokens = self.request.num_cached_prompt_tokens
+        message.usage.accepted_prediction_tokens = self.spec.prediction_accepted
+        message.usage.rejected_prediction_tokens = self.spec.prediction_rejected
         message.timings.CopyFrom(self.timing.to_proto(now, self.request.num_output_tokens))
         if self.spec.verify_steps or self.spec.steps_per_k:  # dynamic K may have chosen 0 for every step
             message.spec.CopyFrom(self.spec.to_proto())

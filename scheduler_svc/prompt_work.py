@@ -26,11 +26,13 @@ Result = TypeVar("Result")
 
 
 def prompt_chars(pb: PromptRequest) -> int:
-    """Characters of text the request's prompt needs tokenized (a token-id prompt needs none), plus
+    """Characters of text the request's prompt and prediction need tokenized (a token-id prompt needs none), plus
     STRUCTURED_OUTPUT_CHARS for a structured output format to compile."""
     format_chars = 0
-    if isinstance(pb, generation_pb2.GenerateRequest) and pb.sampling.HasField("structured_output"):
-        format_chars = STRUCTURED_OUTPUT_CHARS
+    if isinstance(pb, generation_pb2.GenerateRequest):
+        format_chars = len(pb.prediction)
+        if pb.sampling.HasField("structured_output"):
+            format_chars += STRUCTURED_OUTPUT_CHARS
     kind = pb.WhichOneof("prompt")
     if kind == "text":
         return len(pb.text) + format_chars

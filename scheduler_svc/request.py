@@ -77,6 +77,16 @@ class Request:
     request's format constrains the answer alone); None: a format applies from the first output token."""
     tool_call_parsing: ToolCallParsing | None = None
     """How tool calls are parsed out of the answer (GenerateRequest.parse_tool_calls); None: they are not."""
+    prediction_token_ids: list[int] = field(default_factory=list)
+    """GenerateRequest.prediction tokenized (empty: none): the executor drafts from it."""
+    prediction_on_track: bool = True
+    """False once a verify step found the output off the prediction (its drafts rejected, or none found): the
+    request then proposes one prediction draft per step, not K_max, until one is accepted again."""
+
+    def observe_prediction(self, from_prediction: bool, num_drafted: int, num_accepted: int) -> None:
+        """A verify step's verdict on drafts that came from the prediction (``from_prediction``) or did not (the
+        output was off it, or the step had no draft): on track only while the prediction's drafts are all accepted."""
+        self.prediction_on_track = from_prediction and num_accepted == num_drafted
 
     @property
     def num_tokens(self) -> int:

@@ -50,9 +50,12 @@ class Scheduler:
         num_spec_tokens: int = 0,
         k_policy: KPolicy | None = None,
         first_step_id: int = 0,
+        max_prediction_tokens: int = 0,
     ) -> None:
         """``first_step_id``: where this scheduler's step ids start (executor groups use disjoint ranges, so a
-        step id names one step of one group in traces and logs)."""
+        step id names one step of one group in traces and logs). ``max_prediction_tokens``: the most drafts the
+        executor proposes per step from a request's predicted output (ExecutorDescription.max_num_prediction_tokens;
+        0: predictions draft nothing)."""
         self.config = config
         self.block_manager = block_manager
         self.max_model_len = max_model_len
@@ -60,6 +63,7 @@ class Scheduler:
         """K_max: the most drafts proposed after a sampling step of a request that speculates (0: none)."""
         self.k_policy: KPolicy = k_policy if k_policy is not None else FixedK(num_spec_tokens)
         """Chooses each step's K (one for every request in the step, all sub-steps of a multi-step batch)."""
+        self.max_prediction_tokens = max_prediction_tokens
         self._step_k = 0
         self._by_priority = config.scheduling_policy == "priority"
         self.waiting: deque[Request] = deque()
@@ -228,6 +232,8 @@ class Scheduler:
         room = self.max_model_len - (request.num_computed_tokens + num_new + request.num_unresolved_drafts)
         num_drafts = max(0, min(request.num_pending_drafts, budget - num_new, room))
         wanted = self._step_k if samples and request.spec_enabled else 0
+        if samples and request.prediction_token_ids and self.max_prediction_tokens:
+            wanted = max(wanted, self.max_prediction_tokens if request.prediction_on_track else 1)
         return num_drafts, max(0, min(wanted, room - num_drafts))
 
     @staticmethod

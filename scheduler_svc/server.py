@@ -92,7 +92,8 @@ async def build_engines(
                                        config.scheduling.enable_prefix_caching)
         num_spec_tokens, k_policy = await speculation_policy(config, connection.stub, description, tokenizer)
         scheduler = Scheduler(config.scheduling, block_manager, limits.max_model_len, num_spec_tokens, k_policy,
-                              first_step_id=index << STEP_ID_GROUP_SHIFT)
+                              first_step_id=index << STEP_ID_GROUP_SHIFT,
+                              max_prediction_tokens=description.max_num_prediction_tokens)
         engines.append(Engine(
             scheduler, tokenizer, connection.stub, limits.max_model_len, config.scheduling.max_inflight_steps,
             metrics, tracing=tracing.engine, recovery_timeout_s=config.executor_recovery_timeout_s,

@@ -19,6 +19,10 @@ class SpecStatsTracker:
     """tried_per_position[i]: verify steps with a slot at position i and positions 0..i-1 accepted."""
     steps_per_k: list[int] = field(default_factory=list)
     """steps_per_k[k]: decode steps that verified k draft slots."""
+    prediction_accepted: int = 0
+    """Drafts taken from the request's predicted output that were accepted."""
+    prediction_rejected: int = 0
+    """Drafts taken from the request's predicted output that were rejected."""
 
     def record(self, num_slots: int, num_drafted: int, num_accepted: int) -> None:
         """One verify step with ``num_slots`` draft slots, of which ``num_drafted`` held real drafts."""
@@ -32,6 +36,11 @@ class SpecStatsTracker:
             self.accepted_per_position[position] += 1
         for position in range(min(num_slots, num_accepted + 1)):
             self.tried_per_position[position] += 1
+
+    def record_prediction(self, num_drafted: int, num_accepted: int) -> None:
+        """One verify step's drafts came from the predicted output (recorded by ``record`` as well)."""
+        self.prediction_accepted += num_accepted
+        self.prediction_rejected += num_drafted - num_accepted
 
     def record_k(self, num_slots: int) -> None:
         """One decode step of the request verified ``num_slots`` draft slots (the K chosen for it)."""

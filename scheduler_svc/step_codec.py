@@ -41,6 +41,7 @@ def to_step_request(output: SchedulerOutput, max_model_len: int = 0) -> executor
                 bad_words=[executor_pb2.TokenSequence(ids=words) for words in request.bad_words],
                 lora_adapter=request.lora_adapter,
                 format_after_thinking=_format_after_thinking(request.format_after_thinking),
+                prediction_token_ids=request.prediction_token_ids,
             )
         )
     for cached in output.cached_requests:

@@ -10,6 +10,7 @@ from typing import Any
 
 from scheduler_svc.generation_defaults import GenerationDefaults
 from scheduler_svc.lora_adapters import ServedAdapters
+from scheduler_svc.prediction import prediction_token_ids
 from scheduler_svc.reasoning.request_split import splitting_parser
 from scheduler_svc.reasoning.thinking_bounds import ThinkingBounds
 from scheduler_svc.reasoning.thinking_budget import check_thinking_budget
@@ -140,6 +141,8 @@ def build_request(pb: generation_pb2.GenerateRequest, tokenizer: Tokenizer, limi
         reasoning_parser=reasoning_parser,
         format_after_thinking=limits.thinking_bounds if reasoning_parser and phased else None,
         tool_call_parsing=calls,
+        prediction_token_ids=prediction_token_ids(pb, tokenizer, limits.max_model_len,
+                                                  MAX_PROMPT_CHARS_PER_TOKEN * limits.max_model_len),
     )
 
 

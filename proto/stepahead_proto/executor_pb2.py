@@ -26,7 +26,7 @@ from stepahead_proto import sampling_pb2 as stepahead__proto_dot_sampling__pb2
 from stepahead_proto import generation_pb2 as stepahead__proto_dot_generation__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1estepahead_proto/executor.proto\x12\x0cstepahead.v1\x1a\x1estepahead_proto/sampling.proto\x1a stepahead_proto/generation.proto\"\x11\n\x0f\x44\x65scribeRequest\"\x89\x03\n\x13\x45xecutorDescription\x12\r\n\x05model\x18\x01 \x01(\t\x12\x15\n\rmax_model_len\x18\x02 \x01(\x05\x12\x12\n\nvocab_size\x18\x03 \x01(\x05\x12\x15\n\reos_token_ids\x18\x04 \x03(\x05\x12\x12\n\nblock_size\x18\x05 \x01(\x05\x12\x15\n\rnum_kv_blocks\x18\x06 \x01(\x05\x12\x0e\n\x06\x64\x65vice\x18\x07 \x01(\t\x12\r\n\x05\x64type\x18\x08 \x01(\t\x12\x19\n\x11\x61ttention_backend\x18\t \x01(\t\x12\x13\n\x0bnum_threads\x18\n \x01(\x05\x12\x13\n\x0bspec_method\x18\x0b \x01(\t\x12\x1b\n\x13max_num_spec_tokens\x18\x0c \x01(\x05\x12\x19\n\x11model_fingerprint\x18\r \x01(\t\x12\x19\n\x11structured_output\x18\x0e \x01(\x08\x12\x15\n\rlora_adapters\x18\x0f \x03(\t\x12\x11\n\tmax_loras\x18\x10 \x01(\x05\x12\x15\n\rmax_lora_rank\x18\x11 \x01(\x05\"0\n\x12LoraAdapterRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\")\n\x10LoraAdapterReply\x12\x15\n\rlora_adapters\x18\x01 \x03(\t\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xa0\x01\n\x0eProfileRequest\x12\x13\n\x0b\x62\x61tch_sizes\x18\x01 \x03(\x05\x12\x13\n\x0b\x63ontext_len\x18\x02 \x01(\x05\x12\x0f\n\x07repeats\x18\x03 \x01(\x05\x12\x33\n\x13\x63\x61libration_prompts\x18\x04 \x03(\x0b\x32\x16.stepahead.v1.TokenIds\x12\x1e\n\x16\x63\x61libration_max_tokens\x18\x05 \x01(\x05\"\x1e\n\x0bStepTimeRow\x12\x0f\n\x07step_ms\x18\x01 \x03(\x01\"x\n\x0bStepProfile\x12\x13\n\x0b\x62\x61tch_sizes\x18\x01 \x03(\x05\x12\'\n\x04rows\x18\x02 \x03(\x0b\x32\x19.stepahead.v1.StepTimeRow\x12\x18\n\x10\x61\x63\x63\x65ptance_prior\x18\x03 \x03(\x01\x12\x11\n\tprofile_s\x18\x04 \x01(\x01\"\xa3\x03\n\x0eNewRequestData\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x18\n\x10prompt_token_ids\x18\x02 \x03(\x05\x12\x18\n\x10output_token_ids\x18\x03 \x03(\x05\x12.\n\x08sampling\x18\x04 \x01(\x0b\x32\x1c.stepahead.v1.SamplingParams\x12\x11\n\tblock_ids\x18\x05 \x03(\x05\x12\x1b\n\x13num_computed_tokens\x18\x06 \x01(\x05\x12\x1c\n\x14num_scheduled_tokens\x18\x07 \x01(\x05\x12\x17\n\x0fnum_spec_tokens\x18\x08 \x01(\x05\x12*\n\x04stop\x18\t \x01(\x0b\x32\x1c.stepahead.v1.StopConditions\x12.\n\tbad_words\x18\n \x03(\x0b\x32\x1b.stepahead.v1.TokenSequence\x12\x14\n\x0clora_adapter\x18\x0b \x01(\t\x12@\n\x15\x66ormat_after_thinking\x18\x0c \x01(\x0b\x32!.stepahead.v1.FormatAfterThinking\"\x80\x01\n\x13\x46ormatAfterThinking\x12\x15\n\rend_token_ids\x18\x01 \x03(\x05\x12\x18\n\x10opener_token_ids\x18\x02 \x03(\x05\x12 \n\x13header_end_token_id\x18\x03 \x01(\x05H\x00\x88\x01\x01\x42\x16\n\x14_header_end_token_id\"\x1c\n\rTokenSequence\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"g\n\x0eStopConditions\x12\x12\n\nmax_tokens\x18\x01 \x01(\x05\x12\x12\n\nmin_tokens\x18\x02 \x01(\x05\x12\x16\n\x0estop_token_ids\x18\x03 \x03(\x05\x12\x15\n\rmax_model_len\x18\x04 \x01(\x05\"\xac\x01\n\x11\x43\x61\x63hedRequestData\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x15\n\rnew_block_ids\x18\x02 \x03(\x05\x12\x1b\n\x13num_computed_tokens\x18\x03 \x01(\x05\x12\x1c\n\x14num_scheduled_tokens\x18\x04 \x01(\x05\x12\x18\n\x10num_draft_tokens\x18\x05 \x01(\x05\x12\x17\n\x0fnum_spec_tokens\x18\x06 \x01(\x05\"\xb6\x02\n\x0bStepRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x04\x12\x32\n\x0cnew_requests\x18\x02 \x03(\x0b\x32\x1c.stepahead.v1.NewRequestData\x12\x38\n\x0f\x63\x61\x63hed_requests\x18\x03 \x03(\x0b\x32\x1f.stepahead.v1.CachedRequestData\x12\x1c\n\x14\x66inished_request_ids\x18\x04 \x03(\t\x12\x11\n\tnum_steps\x18\x05 \x01(\x05\x12\x42\n\rtrace_context\x18\x06 \x03(\x0b\x32+.stepahead.v1.StepRequest.TraceContextEntry\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9a\x02\n\x11RequestStepOutput\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x30\n\x08logprobs\x18\x03 \x03(\x0b\x32\x1e.stepahead.v1.PositionLogprobs\x12\x13\n\x0bnum_drafted\x18\x04 \x01(\x05\x12\x14\n\x0cnum_accepted\x18\x05 \x01(\x05\x12\x17\n\x0fnum_draft_slots\x18\x06 \x01(\x05\x12\x10\n\x08\x66inished\x18\x07 \x01(\x08\x12\x37\n\x0fprompt_logprobs\x18\x08 \x03(\x0b\x32\x1e.stepahead.v1.PositionLogprobs\x12\x1d\n\x15prompt_logprobs_start\x18\t \x01(\x05\"\xf9\x01\n\nStepResult\x12\x0f\n\x07step_id\x18\x01 \x01(\x04\x12\x30\n\x07outputs\x18\x02 \x03(\x0b\x32\x1f.stepahead.v1.RequestStepOutput\x12\x17\n\x0f\x63ompute_start_s\x18\x03 \x01(\x01\x12\x15\n\rcompute_end_s\x18\x04 \x01(\x01\x12\x11\n\tforward_s\x18\x05 \x01(\x01\x12\x10\n\x08sample_s\x18\x06 \x01(\x01\x12\x0f\n\x07\x64raft_s\x18\x07 \x01(\x01\x12\x1c\n\x14num_device_input_ids\x18\x08 \x01(\r\x12\x10\n\x08sub_step\x18\t \x01(\r\x12\x12\n\nreceived_s\x18\n \x01(\x01\x32\x8c\x03\n\x08\x45xecutor\x12L\n\x08\x44\x65scribe\x12\x1d.stepahead.v1.DescribeRequest\x1a!.stepahead.v1.ExecutorDescription\x12\x42\n\x07\x45xecute\x12\x19.stepahead.v1.StepRequest\x1a\x18.stepahead.v1.StepResult(\x01\x30\x01\x12\x42\n\x07Profile\x12\x1c.stepahead.v1.ProfileRequest\x1a\x19.stepahead.v1.StepProfile\x12S\n\x0fLoadLoraAdapter\x12 .stepahead.v1.LoraAdapterRequest\x1a\x1e.stepahead.v1.LoraAdapterReply\x12U\n\x11UnloadLoraAdapter\x12 .stepahead.v1.LoraAdapterRequest\x1a\x1e.stepahead.v1.LoraAdapterReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1estepahead_proto/executor.proto\x12\x0cstepahead.v1\x1a\x1estepahead_proto/sampling.proto\x1a stepahead_proto/generation.proto\"\x11\n\x0f\x44\x65scribeRequest\"\xac\x03\n\x13\x45xecutorDescription\x12\r\n\x05model\x18\x01 \x01(\t\x12\x15\n\rmax_model_len\x18\x02 \x01(\x05\x12\x12\n\nvocab_size\x18\x03 \x01(\x05\x12\x15\n\reos_token_ids\x18\x04 \x03(\x05\x12\x12\n\nblock_size\x18\x05 \x01(\x05\x12\x15\n\rnum_kv_blocks\x18\x06 \x01(\x05\x12\x0e\n\x06\x64\x65vice\x18\x07 \x01(\t\x12\r\n\x05\x64type\x18\x08 \x01(\t\x12\x19\n\x11\x61ttention_backend\x18\t \x01(\t\x12\x13\n\x0bnum_threads\x18\n \x01(\x05\x12\x13\n\x0bspec_method\x18\x0b \x01(\t\x12\x1b\n\x13max_num_spec_tokens\x18\x0c \x01(\x05\x12\x19\n\x11model_fingerprint\x18\r \x01(\t\x12\x19\n\x11structured_output\x18\x0e \x01(\x08\x12\x15\n\rlora_adapters\x18\x0f \x03(\t\x12\x11\n\tmax_loras\x18\x10 \x01(\x05\x12\x15\n\rmax_lora_rank\x18\x11 \x01(\x05\x12!\n\x19max_num_prediction_tokens\x18\x12 \x01(\x05\"0\n\x12LoraAdapterRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\")\n\x10LoraAdapterReply\x12\x15\n\rlora_adapters\x18\x01 \x03(\t\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xa0\x01\n\x0eProfileRequest\x12\x13\n\x0b\x62\x61tch_sizes\x18\x01 \x03(\x05\x12\x13\n\x0b\x63ontext_len\x18\x02 \x01(\x05\x12\x0f\n\x07repeats\x18\x03 \x01(\x05\x12\x33\n\x13\x63\x61libration_prompts\x18\x04 \x03(\x0b\x32\x16.stepahead.v1.TokenIds\x12\x1e\n\x16\x63\x61libration_max_tokens\x18\x05 \x01(\x05\"\x1e\n\x0bStepTimeRow\x12\x0f\n\x07step_ms\x18\x01 \x03(\x01\"x\n\x0bStepProfile\x12\x13\n\x0b\x62\x61tch_sizes\x18\x01 \x03(\x05\x12\'\n\x04rows\x18\x02 \x03(\x0b\x32\x19.stepahead.v1.StepTimeRow\x12\x18\n\x10\x61\x63\x63\x65ptance_prior\x18\x03 \x03(\x01\x12\x11\n\tprofile_s\x18\x04 \x01(\x01\"\xc1\x03\n\x0eNewRequestData\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x18\n\x10prompt_token_ids\x18\x02 \x03(\x05\x12\x18\n\x10output_token_ids\x18\x03 \x03(\x05\x12.\n\x08sampling\x18\x04 \x01(\x0b\x32\x1c.stepahead.v1.SamplingParams\x12\x11\n\tblock_ids\x18\x05 \x03(\x05\x12\x1b\n\x13num_computed_tokens\x18\x06 \x01(\x05\x12\x1c\n\x14num_scheduled_tokens\x18\x07 \x01(\x05\x12\x17\n\x0fnum_spec_tokens\x18\x08 \x01(\x05\x12*\n\x04stop\x18\t \x01(\x0b\x32\x1c.stepahead.v1.StopConditions\x12.\n\tbad_words\x18\n \x03(\x0b\x32\x1b.stepahead.v1.TokenSequence\x12\x14\n\x0clora_adapter\x18\x0b \x01(\t\x12@\n\x15\x66ormat_after_thinking\x18\x0c \x01(\x0b\x32!.stepahead.v1.FormatAfterThinking\x12\x1c\n\x14prediction_token_ids\x18\r \x03(\x05\"\x80\x01\n\x13\x46ormatAfterThinking\x12\x15\n\rend_token_ids\x18\x01 \x03(\x05\x12\x18\n\x10opener_token_ids\x18\x02 \x03(\x05\x12 \n\x13header_end_token_id\x18\x03 \x01(\x05H\x00\x88\x01\x01\x42\x16\n\x14_header_end_token_id\"\x1c\n\rTokenSequence\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"g\n\x0eStopConditions\x12\x12\n\nmax_tokens\x18\x01 \x01(\x05\x12\x12\n\nmin_tokens\x18\x02 \x01(\x05\x12\x16\n\x0estop_token_ids\x18\x03 \x03(\x05\x12\x15\n\rmax_model_len\x18\x04 \x01(\x05\"\xac\x01\n\x11\x43\x61\x63hedRequestData\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x15\n\rnew_block_ids\x18\x02 \x03(\x05\x12\x1b\n\x13num_computed_tokens\x18\x03 \x01(\x05\x12\x1c\n\x14num_scheduled_tokens\x18\x04 \x01(\x05\x12\x18\n\x10num_draft_tokens\x18\x05 \x01(\x05\x12\x17\n\x0fnum_spec_tokens\x18\x06 \x01(\x05\"\xb6\x02\n\x0bStepRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x04\x12\x32\n\x0cnew_requests\x18\x02 \x03(\x0b\x32\x1c.stepahead.v1.NewRequestData\x12\x38\n\x0f\x63\x61\x63hed_requests\x18\x03 \x03(\x0b\x32\x1f.stepahead.v1.CachedRequestData\x12\x1c\n\x14\x66inished_request_ids\x18\x04 \x03(\t\x12\x11\n\tnum_steps\x18\x05 \x01(\x05\x12\x42\n\rtrace_context\x18\x06 \x03(\x0b\x32+.stepahead.v1.StepRequest.TraceContextEntry\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xba\x02\n\x11RequestStepOutput\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x30\n\x08logprobs\x18\x03 \x03(\x0b\x32\x1e.stepahead.v1.PositionLogprobs\x12\x13\n\x0bnum_drafted\x18\x04 \x01(\x05\x12\x14\n\x0cnum_accepted\x18\x05 \x01(\x05\x12\x17\n\x0fnum_draft_slots\x18\x06 \x01(\x05\x12\x10\n\x08\x66inished\x18\x07 \x01(\x08\x12\x37\n\x0fprompt_logprobs\x18\x08 \x03(\x0b\x32\x1e.stepahead.v1.PositionLogprobs\x12\x1d\n\x15prompt_logprobs_start\x18\t \x01(\x05\x12\x1e\n\x16\x64rafts_from_prediction\x18\n \x01(\x08\"\xf9\x01\n\nStepResult\x12\x0f\n\x07step_id\x18\x01 \x01(\x04\x12\x30\n\x07outputs\x18\x02 \x03(\x0b\x32\x1f.stepahead.v1.RequestStepOutput\x12\x17\n\x0f\x63ompute_start_s\x18\x03 \x01(\x01\x12\x15\n\rcompute_end_s\x18\x04 \x01(\x01\x12\x11\n\tforward_s\x18\x05 \x01(\x01\x12\x10\n\x08sample_s\x18\x06 \x01(\x01\x12\x0f\n\x07\x64raft_s\x18\x07 \x01(\x01\x12\x1c\n\x14num_device_input_ids\x18\x08 \x01(\r\x12\x10\n\x08sub_step\x18\t \x01(\r\x12\x12\n\nreceived_s\x18\n \x01(\x01\x32\x8c\x03\n\x08\x45xecutor\x12L\n\x08\x44\x65scribe\x12\x1d.stepahead.v1.DescribeRequest\x1a!.stepahead.v1.ExecutorDescription\x12\x42\n\x07\x45xecute\x12\x19.stepahead.v1.StepRequest\x1a\x18.stepahead.v1.StepResult(\x01\x30\x01\x12\x42\n\x07Profile\x12\x1c.stepahead.v1.ProfileRequest\x1a\x19.stepahead.v1.StepProfile\x12S\n\x0fLoadLoraAdapter\x12 .stepahead.v1.LoraAdapterRequest\x1a\x1e.stepahead.v1.LoraAdapterReply\x12U\n\x11UnloadLoraAdapter\x12 .stepahead.v1.LoraAdapterRequest\x1a\x1e.stepahead.v1.LoraAdapterReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,37 +38,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DESCRIBEREQUEST']._serialized_start=114
   _globals['_DESCRIBEREQUEST']._serialized_end=131
   _globals['_EXECUTORDESCRIPTION']._serialized_start=134
-  _globals['_EXECUTORDESCRIPTION']._serialized_end=527
-  _globals['_LORAADAPTERREQUEST']._serialized_start=529
-  _globals['_LORAADAPTERREQUEST']._serialized_end=577
-  _globals['_LORAADAPTERREPLY']._serialized_start=579
-  _globals['_LORAADAPTERREPLY']._serialized_end=620
-  _globals['_TOKENIDS']._serialized_start=622
-  _globals['_TOKENIDS']._serialized_end=645
-  _globals['_PROFILEREQUEST']._serialized_start=648
-  _globals['_PROFILEREQUEST']._serialized_end=808
-  _globals['_STEPTIMEROW']._serialized_start=810
-  _globals['_STEPTIMEROW']._serialized_end=840
-  _globals['_STEPPROFILE']._serialized_start=842
-  _globals['_STEPPROFILE']._serialized_end=962
-  _globals['_NEWREQUESTDATA']._serialized_start=965
-  _globals['_NEWREQUESTDATA']._serialized_end=1384
-  _globals['_FORMATAFTERTHINKING']._serialized_start=1387
-  _globals['_FORMATAFTERTHINKING']._serialized_end=1515
-  _globals['_TOKENSEQUENCE']._serialized_start=1517
-  _globals['_TOKENSEQUENCE']._serialized_end=1545
-  _globals['_STOPCONDITIONS']._serialized_start=1547
-  _globals['_STOPCONDITIONS']._serialized_end=1650
-  _globals['_CACHEDREQUESTDATA']._serialized_start=1653
-  _globals['_CACHEDREQUESTDATA']._serialized_end=1825
-  _globals['_STEPREQUEST']._serialized_start=1828
-  _globals['_STEPREQUEST']._serialized_end=2138
-  _globals['_STEPREQUEST_TRACECONTEXTENTRY']._serialized_start=2087
-  _globals['_STEPREQUEST_TRACECONTEXTENTRY']._serialized_end=2138
-  _globals['_REQUESTSTEPOUTPUT']._serialized_start=2141
-  _globals['_REQUESTSTEPOUTPUT']._serialized_end=2423
-  _globals['_STEPRESULT']._serialized_start=2426
-  _globals['_STEPRESULT']._serialized_end=2675
-  _globals['_EXECUTOR']._serialized_start=2678
-  _globals['_EXECUTOR']._serialized_end=3074
+  _globals['_EXECUTORDESCRIPTION']._serialized_end=562
+  _globals['_LORAADAPTERREQUEST']._serialized_start=564
+  _globals['_LORAADAPTERREQUEST']._serialized_end=612
+  _globals['_LORAADAPTERREPLY']._serialized_start=614
+  _globals['_LORAADAPTERREPLY']._serialized_end=655
+  _globals['_TOKENIDS']._serialized_start=657
+  _globals['_TOKENIDS']._serialized_end=680
+  _globals['_PROFILEREQUEST']._serialized_start=683
+  _globals['_PROFILEREQUEST']._serialized_end=843
+  _globals['_STEPTIMEROW']._serialized_start=845
+  _globals['_STEPTIMEROW']._serialized_end=875
+  _globals['_STEPPROFILE']._serialized_start=877
+  _globals['_STEPPROFILE']._serialized_end=997
+  _globals['_NEWREQUESTDATA']._serialized_start=1000
+  _globals['_NEWREQUESTDATA']._serialized_end=1449
+  _globals['_FORMATAFTERTHINKING']._serialized_start=1452
+  _globals['_FORMATAFTERTHINKING']._serialized_end=1580
+  _globals['_TOKENSEQUENCE']._serialized_start=1582
+  _globals['_TOKENSEQUENCE']._serialized_end=1610
+  _globals['_STOPCONDITIONS']._serialized_start=1612
+  _globals['_STOPCONDITIONS']._serialized_end=1715
+  _globals['_CACHEDREQUESTDATA']._serialized_start=1718
+  _globals['_CACHEDREQUESTDATA']._serialized_end=1890
+  _globals['_STEPREQUEST']._serialized_start=1893
+  _globals['_STEPREQUEST']._serialized_end=2203
+  _globals['_STEPREQUEST_TRACECONTEXTENTRY']._serialized_start=2152
+  _globals['_STEPREQUEST_TRACECONTEXTENTRY']._serialized_end=2203
+  _globals['_REQUESTSTEPOUTPUT']._serialized_start=2206
+  _globals['_REQUESTSTEPOUTPUT']._serialized_end=2520
+  _globals['_STEPRESULT']._serialized_start=2523
+  _globals['_STEPRESULT']._serialized_end=2772
+  _globals['_EXECUTOR']._serialized_start=2775
+  _globals['_EXECUTOR']._serialized_end=3171
 # @@protoc_insertion_point(module_scope)

@@ -13,7 +13,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ExecutorDescription(_message.Message):
-    __slots__ = ("model", "max_model_len", "vocab_size", "eos_token_ids", "block_size", "num_kv_blocks", "device", "dtype", "attention_backend", "num_threads", "spec_method", "max_num_spec_tokens", "model_fingerprint", "structured_output", "lora_adapters", "max_loras", "max_lora_rank")
+    __slots__ = ("model", "max_model_len", "vocab_size", "eos_token_ids", "block_size", "num_kv_blocks", "device", "dtype", "attention_backend", "num_threads", "spec_method", "max_num_spec_tokens", "model_fingerprint", "structured_output", "lora_adapters", "max_loras", "max_lora_rank", "max_num_prediction_tokens")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,7 @@ class ExecutorDescription(_message.Message):
     LORA_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
     MAX_LORAS_FIELD_NUMBER: _ClassVar[int]
     MAX_LORA_RANK_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_PREDICTION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     model: str
     max_model_len: int
     vocab_size: int
@@ -48,7 +49,8 @@ class ExecutorDescription(_message.Message):
     lora_adapters: _containers.RepeatedScalarFieldContainer[str]
     max_loras: int
     max_lora_rank: int
-    def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., attention_backend: _Optional[str] = ..., num_threads: _Optional[int] = ..., spec_method: _Optional[str] = ..., max_num_spec_tokens: _Optional[int] = ..., model_fingerprint: _Optional[str] = ..., structured_output: _Optional[bool] = ..., lora_adapters: _Optional[_Iterable[str]] = ..., max_loras: _Optional[int] = ..., max_lora_rank: _Optional[int] = ...) -> None: ...
+    max_num_prediction_tokens: int
+    def __init__(self, model: _Optional[str] = ..., max_model_len: _Optional[int] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., attention_backend: _Optional[str] = ..., num_threads: _Optional[int] = ..., spec_method: _Optional[str] = ..., max_num_spec_tokens: _Optional[int] = ..., model_fingerprint: _Optional[str] = ..., structured_output: _Optional[bool] = ..., lora_adapters: _Optional[_Iterable[str]] = ..., max_loras: _Optional[int] = ..., max_lora_rank: _Optional[int] = ..., max_num_prediction_tokens: _Optional[int] = ...) -> None: ...
 
 class LoraAdapterRequest(_message.Message):
     __slots__ = ("name", "path")
@@ -103,7 +105,7 @@ class StepProfile(_message.Message):
     def __init__(self, batch_sizes: _Optional[_Iterable[int]] = ..., rows: _Optional[_Iterable[_Union[StepTimeRow, _Mapping]]] = ..., acceptance_prior: _Optional[_Iterable[float]] = ..., profile_s: _Optional[float] = ...) -> None: ...
 
 class NewRequestData(_message.Message):
-    __slots__ = ("request_id", "prompt_token_ids", "output_token_ids", "sampling", "block_ids", "num_computed_tokens", "num_scheduled_tokens", "num_spec_tokens", "stop", "bad_words", "lora_adapter", "format_after_thinking")
+    __slots__ = ("request_id", "prompt_token_ids", "output_token_ids", "sampling", "block_ids", "num_computed_tokens", "num_scheduled_tokens", "num_spec_tokens", "stop", "bad_words", "lora_adapter", "format_after_thinking", "prediction_token_ids")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -116,6 +118,7 @@ class NewRequestData(_message.Message):
     BAD_WORDS_FIELD_NUMBER: _ClassVar[int]
     LORA_ADAPTER_FIELD_NUMBER: _ClassVar[int]
     FORMAT_AFTER_THINKING_FIELD_NUMBER: _ClassVar[int]
+    PREDICTION_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     output_token_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -128,7 +131,8 @@ class NewRequestData(_message.Message):
     bad_words: _containers.RepeatedCompositeFieldContainer[TokenSequence]
     lora_adapter: str
     format_after_thinking: FormatAfterThinking
-    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., block_ids: _Optional[_Iterable[int]] = ..., num_computed_tokens: _Optional[int] = ..., num_scheduled_tokens: _Optional[int] = ..., num_spec_tokens: _Optional[int] = ..., stop: _Optional[_Union[StopConditions, _Mapping]] = ..., bad_words: _Optional[_Iterable[_Union[TokenSequence, _Mapping]]] = ..., lora_adapter: _Optional[str] = ..., format_after_thinking: _Optional[_Union[FormatAfterThinking, _Mapping]] = ...) -> None: ...
+    prediction_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., block_ids: _Optional[_Iterable[int]] = ..., num_computed_tokens: _Optional[int] = ..., num_scheduled_tokens: _Optional[int] = ..., num_spec_tokens: _Optional[int] = ..., stop: _Optional[_Union[StopConditions, _Mapping]] = ..., bad_words: _Optional[_Iterable[_Union[TokenSequence, _Mapping]]] = ..., lora_adapter: _Optional[str] = ..., format_after_thinking: _Optional[_Union[FormatAfterThinking, _Mapping]] = ..., prediction_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class FormatAfterThinking(_message.Message):
     __slots__ = ("end_token_ids", "opener_token_ids", "header_end_token_id")
@@ -198,7 +202,7 @@ class StepRequest(_message.Message):
     def __init__(self, step_id: _Optional[int] = ..., new_requests: _Optional[_Iterable[_Union[NewRequestData, _Mapping]]] = ..., cached_requests: _Optional[_Iterable[_Union[CachedRequestData, _Mapping]]] = ..., finished_request_ids: _Optional[_Iterable[str]] = ..., num_steps: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RequestStepOutput(_message.Message):
-    __slots__ = ("request_id", "token_ids", "logprobs", "num_drafted", "num_accepted", "num_draft_slots", "finished", "prompt_logprobs", "prompt_logprobs_start")
+    __slots__ = ("request_id", "token_ids", "logprobs", "num_drafted", "num_accepted", "num_draft_slots", "finished", "prompt_logprobs", "prompt_logprobs_start", "drafts_from_prediction")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
@@ -208,6 +212,7 @@ class RequestStepOutput(_message.Message):
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_LOGPROBS_START_FIELD_NUMBER: _ClassVar[int]
+    DRAFTS_FROM_PREDICTION_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     logprobs: _containers.RepeatedCompositeFieldContainer[_generation_pb2.PositionLogprobs]
@@ -217,7 +222,8 @@ class RequestStepOutput(_message.Message):
     finished: bool
     prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_generation_pb2.PositionLogprobs]
     prompt_logprobs_start: int
-    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., num_drafted: _Optional[int] = ..., num_accepted: _Optional[int] = ..., num_draft_slots: _Optional[int] = ..., finished: _Optional[bool] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., prompt_logprobs_start: _Optional[int] = ...) -> None: ...
+    drafts_from_prediction: bool
+    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., num_drafted: _Optional[int] = ..., num_accepted: _Optional[int] = ..., num_draft_slots: _Optional[int] = ..., finished: _Optional[bool] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_generation_pb2.PositionLogprobs, _Mapping]]] = ..., prompt_logprobs_start: _Optional[int] = ..., drafts_from_prediction: _Optional[bool] = ...) -> None: ...
 
 class StepResult(_message.Message):
     __slots__ = ("step_id", "outputs", "compute_start_s", "compute_end_s", "forward_s", "sample_s", "draft_s", "num_device_input_ids", "sub_step", "received_s")

@@ -60,7 +60,7 @@ class TokenIdsPrompt(_message.Message):
     def __init__(self, ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("request_id", "model", "text", "chat", "token_ids", "sampling", "stopping", "skip_special_tokens", "disable_speculation", "priority", "truncate_prompt_tokens", "split_reasoning", "parse_tool_calls", "parallel_tool_calls")
+    __slots__ = ("request_id", "model", "text", "chat", "token_ids", "sampling", "stopping", "skip_special_tokens", "disable_speculation", "priority", "truncate_prompt_tokens", "split_reasoning", "parse_tool_calls", "parallel_tool_calls", "prediction")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,7 @@ class GenerateRequest(_message.Message):
     SPLIT_REASONING_FIELD_NUMBER: _ClassVar[int]
     PARSE_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     PARALLEL_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    PREDICTION_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model: str
     text: str
@@ -89,7 +90,8 @@ class GenerateRequest(_message.Message):
     split_reasoning: bool
     parse_tool_calls: bool
     parallel_tool_calls: bool
-    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[ChatPrompt, _Mapping]] = ..., token_ids: _Optional[_Union[TokenIdsPrompt, _Mapping]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., stopping: _Optional[_Union[_sampling_pb2.StoppingParams, _Mapping]] = ..., skip_special_tokens: _Optional[bool] = ..., disable_speculation: _Optional[bool] = ..., priority: _Optional[int] = ..., truncate_prompt_tokens: _Optional[int] = ..., split_reasoning: _Optional[bool] = ..., parse_tool_calls: _Optional[bool] = ..., parallel_tool_calls: _Optional[bool] = ...) -> None: ...
+    prediction: str
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[ChatPrompt, _Mapping]] = ..., token_ids: _Optional[_Union[TokenIdsPrompt, _Mapping]] = ..., sampling: _Optional[_Union[_sampling_pb2.SamplingParams, _Mapping]] = ..., stopping: _Optional[_Union[_sampling_pb2.StoppingParams, _Mapping]] = ..., skip_special_tokens: _Optional[bool] = ..., disable_speculation: _Optional[bool] = ..., priority: _Optional[int] = ..., truncate_prompt_tokens: _Optional[int] = ..., split_reasoning: _Optional[bool] = ..., parse_tool_calls: _Optional[bool] = ..., parallel_tool_calls: _Optional[bool] = ..., prediction: _Optional[str] = ...) -> None: ...
 
 class TokenLogprob(_message.Message):
     __slots__ = ("token_id", "logprob")
@@ -108,16 +110,20 @@ class PositionLogprobs(_message.Message):
     def __init__(self, sampled: _Optional[_Union[TokenLogprob, _Mapping]] = ..., top: _Optional[_Iterable[_Union[TokenLogprob, _Mapping]]] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("prompt_tokens", "completion_tokens", "num_preemptions", "cached_prompt_tokens")
+    __slots__ = ("prompt_tokens", "completion_tokens", "num_preemptions", "cached_prompt_tokens", "accepted_prediction_tokens", "rejected_prediction_tokens")
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     NUM_PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     CACHED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_PREDICTION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_PREDICTION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     prompt_tokens: int
     completion_tokens: int
     num_preemptions: int
     cached_prompt_tokens: int
-    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., num_preemptions: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ...) -> None: ...
+    accepted_prediction_tokens: int
+    rejected_prediction_tokens: int
+    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., num_preemptions: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., accepted_prediction_tokens: _Optional[int] = ..., rejected_prediction_tokens: _Optional[int] = ...) -> None: ...
 
 class Timings(_message.Message):
     __slots__ = ("queue_s", "ttft_s", "itl_mean_s", "itl_p50_s", "itl_max_s", "e2e_s")

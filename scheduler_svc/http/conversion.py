@@ -30,6 +30,10 @@ Prompt logprobs: vLLM's ``prompt_logprobs`` is ``sampling.prompt_logprobs`` (ref
 does); a completion's ``echo`` with ``logprobs`` asks the server for ``prompt_logprobs = logprobs`` too (the
 larger of the two when both are set), as the echoed prompt tokens need theirs. ``echo`` alone asks for none.
 
+Predicted outputs: OpenAI's ``prediction`` (``{"type": "content", "content": text or text parts}``, parts joined) is
+every choice's GenerateRequest ``prediction`` (an empty content sets none); another type or a part that is not text is
+a 400 naming it (``prediction.type``, ``prediction.content[1]``), and the gRPC checks' errors name ``prediction``.
+
 Models (vLLM's multi-LoRA serving): ``model`` is empty or the served model's name (the base model), or the name of a
 LoRA adapter the server serves (its ``--lora-modules``): the GenerateRequests then carry that name as their ``model``,
 and the response echoes it; any other name is a 404 ``model_not_found`` listing what is served.
@@ -51,6 +55,7 @@ from scheduler_svc.http.protocol import (
     ChatTemplateFields,
     CompletionRequest,
     Endpoint,
+    Prediction,
     ResponseFormat,
     SamplingFields,
     StreamOptions,
@@ -158,6 +163,7 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
     model = check_model(body.model, served_model, adapters)
     # before the unrecognized fields: a tool of another type is named by its type
     tools = chat_tools(body, tool_call_parser)
+    prediction = prediction_text(body.prediction)  # before the unrecognized fields: a part is named by its type
     refuse_unrecognized(body)
     _refuse_unsupported_chat(body)
     if body.top_logprobs is not None and not body.logprobs:
@@ -174,7 +180,7 @@ def chat_plan(body: ChatCompletionRequest, served_model: str, tool_call_parser: 
     if body.max_completion_tokens is not None:
         max_tokens, max_param = body.max_completion_tokens, "max_completion_tokens"
     plan = _plan("chat", body, model, [prompt], logprobs, max_tokens, max_param, tool_calling=tools.calling,
-                 reasoning_parser=reasoning_parser, thinking_bounds=thinking_bounds)
+                 reasoning_parser=reasoning_parser, thinking_bounds=thinking_bounds, prediction=prediction)
     if body.thinking_token_budget is not None:
         for request in plan.requests:
             request.sampling.thinking_token_budget = body.thinking_token_budget
@@ -217,6 +223,7 @@ def completion_plan(body: CompletionRequest, served_model: str, adapters: tuple[
     """The engine requests of a (legacy) completion; a list of prompts gives n choices per prompt (``adapters``: the
     LoRA adapters ``model`` may name besides the served model)."""
     model = check_model(body.model, served_model, adapters)
+    prediction = prediction_text(body.prediction)
     refuse_unrecognized(body)
     if body.suffix:
         raise invalid("suffix", "is not supported")
@@ -226,7 +233,7 @@ def completion_plan(body: CompletionRequest, served_model: str, adapters: tuple[
         raise invalid("logprobs", f"must be in [0, {MAX_LOGPROBS}], got {body.logprobs}")
     prompts = [_completion_prompt(model, item) for item in _prompt_list(body.prompt)]
     return _plan("completion", body, model, prompts, body.logprobs, body.max_tokens, "max_tokens",
-                 echo=bool(body.echo))
+                 echo=bool(body.echo), prediction=prediction)
 
 
 def build_engine_requests(plan: GenerationPlan, tokenizer: Tokenizer, limits: ModelLimits) -> list[Request]:
@@ -323,6 +330,7 @@ def _plan(
     tool_calling: ToolCalling | None = None,
     reasoning_parser: str | None = None,
     thinking_bounds: ThinkingBounds | None = None,
+    prediction: str | None = None,
 ) -> GenerationPlan:
     if not 1 <= body.n <= MAX_CHOICES:
         raise invalid("n", f"must be in [1, {MAX_CHOICES}], got {body.n}")
@@ -368,12 +376,33 @@ def _plan(
                 request.priority = body.priority
             if body.truncate_prompt_tokens is not None:
                 request.truncate_prompt_tokens = body.truncate_prompt_tokens
+            if prediction is not None:
+                request.prediction = prediction
             requests.append(request)
             prompt_index.append(index)
     return GenerationPlan(endpoint, model, requests, prompt_index, body.stream, include_usage, logprobs, max_param,
                           structured_output_param, body.prompt_logprobs, echo, tool_calling, continuous_usage,
                           bool(body.return_tokens_as_token_ids),
                           reasoning_parser=splitting_parser(requests[0], reasoning_parser, thinking_bounds))
+
+
+def prediction_text(prediction: Prediction | None) -> str | None:
+    """OpenAI's ``prediction`` as the GenerateRequest's: its content, text parts joined; None when there is none (null,
+    or an empty content: it predicts nothing). A part that is not text is a 400 naming it."""
+    if prediction is None:
+        return None
+    content = prediction.content
+    if isinstance(content, str):
+        return content or None
+    texts = []
+    for index, part in enumerate(content):
+        param = f"prediction.content[{index}]"
+        if part.type != "text":
+            raise invalid(param, f"only text parts are supported, got {part.type!r}")
+        if part.text is None:
+            raise invalid(f"{param}.text", "is required")
+        texts.append(part.text)
+    return "".join(texts) or None
 
 
 def _usage_options(options: StreamOptions | None) -> tuple[bool, bool]:

@@ -55,6 +55,11 @@ with the prompt's tokens and its choice's completion tokens so far, the final us
 ``return_tokens_as_token_ids`` (both endpoints: logprobs write every token ``"token_id:{id}"``, logprobs.py) and chat's
 ``echo`` (when the last message is the assistant's, the role of the response, its content goes before each choice's
 content; streamed, in a chunk per choice right after the role chunk; with tool calls, as the message's content).
+
+Predicted outputs (OpenAI's ``prediction``, both endpoints): ``{"type": "content", "content": ...}``, the content a
+string or a list of text parts (joined), is the GenerateRequest's ``prediction``: its tokens are speculative drafts,
+so the output is the same, only faster where it follows the prediction; usage then carries
+``completion_tokens_details.accepted_prediction_tokens`` and ``rejected_prediction_tokens`` (responses.py).
 """
 
 from __future__ import annotations
@@ -87,6 +92,15 @@ class TextPart(_Strict):
 
     type: str
     text: str | None = None
+
+
+class Prediction(_Strict):
+    """``prediction`` (OpenAI's predicted outputs): text the output is expected to largely repeat."""
+
+    type: Literal["content"]
+    """The only kind OpenAI defines."""
+    content: str | list[TextPart]
+    """The predicted text, or text parts joined; empty: no prediction."""
 
 
 class JsonSchemaFormat(_Strict):
@@ -216,6 +230,9 @@ class SamplingFields(_Strict):
     truncate_prompt_tokens: Int32 | None = None
     """vLLM's: keep only the prompt's last this many tokens (after the chat template); -1: the most the model's
     context allows (max_model_len - 1). Usage counts the tokens kept."""
+    prediction: Prediction | None = None
+    """OpenAI's predicted output: its tokens serve as speculative drafts (the output is unchanged); usage then counts
+    the accepted and rejected ones in ``completion_tokens_details``."""
     # Structured output: OpenAI's response_format, vLLM's guided_* (at most one)
     response_format: ResponseFormat | None = None
     guided_json: dict[str, Any] | str | None = None

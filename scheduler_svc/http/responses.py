@@ -6,6 +6,9 @@ context limit) or, for a request aborted on the server, "abort"; a whole respons
 each prompt once however many samples it has, and every choice's completion tokens. With vLLM's
 ``stream_options.continuous_usage_stats``, every chunk but the final usage chunk carries ``usage`` as vLLM computes
 it: the prompt's tokens, and the completion tokens its choice has generated so far (0 in the chat role chunk).
+A request with a ``prediction`` (OpenAI's predicted outputs) gets OpenAI's ``usage.completion_tokens_details`` with
+``accepted_prediction_tokens`` and ``rejected_prediction_tokens``, summed over its choices (in the whole response and
+the final usage chunk; continuous usage stays vLLM's); without one, usage has no such key.
 
 Chat's ``echo`` (vLLM's): the last message's content goes before each choice's content (with tool calls too, as
 its ``content``); streamed, after the role chunk, one chunk per choice whose delta is that content.
@@ -70,6 +73,10 @@ class _Choice:
     not stopped."""
     completion_tokens: int = 0
     """The engine's count, from the choice's last message."""
+    accepted_prediction_tokens: int = 0
+    """Of the request's prediction, draft tokens the output confirmed (the engine's count, from the last message)."""
+    rejected_prediction_tokens: int = 0
+    """Of the request's prediction, draft tokens the output did not confirm (likewise)."""
     tokens_so_far: int = 0
     """Tokens of the messages so far (continuous usage, before the last message)."""
     started: bool = False
@@ -110,6 +117,8 @@ class ResponseBuilder:
                          for _ in plan.requests]
         self._prompt_tokens: dict[int, int] = {}
         self._cached_tokens: dict[int, int] = {}
+        self._predicted = any(request.HasField("prediction") for request in plan.requests)
+        """Whether the request gave a prediction: its usage then counts how the prediction fared."""
         self._head: dict[str, Any] = {
             "id": response_id,
             "object": "chat.completion.chunk" if self.chat else "text_completion",
@@ -131,6 +140,8 @@ class ResponseBuilder:
             choice.stop_reason = item.stop_reason or None
             choice.thought = item.thought
             choice.completion_tokens = item.usage.completion_tokens
+            choice.accepted_prediction_tokens = item.usage.accepted_prediction_tokens
+            choice.rejected_prediction_tokens = item.usage.rejected_prediction_tokens
             prompt_index = self.plan.prompt_index[index]
             self._prompt_tokens[prompt_index] = item.usage.prompt_tokens
             cached = max(self._cached_tokens.get(prompt_index, 0), item.usage.cached_prompt_tokens)
@@ -181,11 +192,17 @@ class ResponseBuilder:
 
     def usage(self) -> dict[str, Any]:
         """OpenAI's usage object over every choice (a prompt sampled n times counts once, with its most cached
-        tokens)."""
+        tokens); with a prediction, its accepted and rejected tokens over every choice too."""
         prompt = sum(self._prompt_tokens.values())
         completion = sum(choice.completion_tokens for choice in self._choices)
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": sum(self._cached_tokens.values())}}
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": sum(self._cached_tokens.values())}}
+        if self._predicted:
+            usage["completion_tokens_details"] = {
+                "accepted_prediction_tokens": sum(choice.accepted_prediction_tokens for choice in self._choices),
+                "rejected_prediction_tokens": sum(choice.rejected_prediction_tokens for choice in self._choices)}
+        return usage
 
     # ---- streaming ---------------------------------------------------------------------------
     def role_chunk(self) -> dict[str, Any]:

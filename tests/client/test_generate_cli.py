@@ -82,6 +82,7 @@ def test_unset_flags_leave_the_server_defaults(served, capsys):
     assert request.stopping == generation_pb2.GenerateRequest().stopping
     assert not request.HasField("skip_special_tokens") and not request.disable_speculation and request.priority == 0
     assert not request.HasField("truncate_prompt_tokens") and not request.HasField("split_reasoning")
+    assert not request.HasField("prediction")
 
 
 class ThinkingGeneration(RecordingGeneration):
@@ -233,6 +234,54 @@ def test_a_schema_file_that_is_not_json_names_the_file(capsys, tmp_path):
     with pytest.raises(SystemExit):
         cli.main(["generate", "hi", "--server", "127.0.0.1:1", "--json-schema", f"@{tmp_path / 'bad.json'}"])
     assert f"error: argument --json-schema: {str(tmp_path / 'bad.json')!r} is not valid JSON" in capsys.readouterr().err
+
+
+class PredictingGeneration(RecordingGeneration):
+    """As RecordingGeneration; a request with a prediction hears that 4 of its tokens were accepted, 1 rejected."""
+
+    def Generate(self, request, context):  # noqa: N802 - gRPC method name
+        for response in super().Generate(request, context):
+            if response.HasField("usage") and request.HasField("prediction"):
+                response.usage.accepted_prediction_tokens, response.usage.rejected_prediction_tokens = 4, 1
+            yield response
+
+
+def test_a_prediction_is_sent_from_text_or_a_file_and_json_shows_how_it_fared(capsys, tmp_path):
+    edited = tmp_path / "edited.py"
+    edited.write_bytes("def f():\r\n    return 'é'\n".encode())
+    servicer = PredictingGeneration()
+    with serving(servicer) as address:
+        cli.main(["generate", "Rename f to g", "--server", address, "--json", "--prediction", "def f(): pass"])
+        usage = json.loads(capsys.readouterr().out)["usage"]
+        assert (usage["accepted_prediction_tokens"], usage["rejected_prediction_tokens"]) == (4, 1)
+        cli.main(["generate", "Rename f to g", "--server", address, "--prediction-file", str(edited)])
+        assert capsys.readouterr().out == "ok\n"
+        cli.main(["generate", "Hi", "--server", address, "--json"])
+        usage = json.loads(capsys.readouterr().out)["usage"]
+        assert (usage["accepted_prediction_tokens"], usage["rejected_prediction_tokens"]) == (0, 0)
+    first, second, third = servicer.requests
+    assert first.prediction == "def f(): pass"
+    assert second.prediction == "def f():\r\n    return 'é'\n"  # the file as it is, line ends too
+    assert not third.HasField("prediction")
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--prediction", "x", "--prediction-file", __file__],
+     "error: argument --prediction-file: not allowed with argument --prediction"),
+    (["--prediction-file", "/nonexistent/p.py"], "error: argument --prediction-file: cannot read '/nonexistent/p.py'"),
+])
+def test_a_bad_prediction_flag_is_refused_naming_it(flags, error, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["generate", "hi", "--server", "127.0.0.1:1", *flags])
+    assert exit_info.value.code == 2
+    assert error in capsys.readouterr().err
+
+
+def test_a_prediction_file_that_is_not_utf8_names_the_file(capsys, tmp_path):
+    (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))
+    with pytest.raises(SystemExit):
+        cli.main(["generate", "hi", "--server", "127.0.0.1:1", "--prediction-file", str(tmp_path / "latin1.txt")])
+    assert f"error: argument --prediction-file: cannot read {str(tmp_path / 'latin1.txt')!r}" in capsys.readouterr().err
 
 
 def test_wait_for_server_waits_for_a_server_that_starts_late_and_gives_up_after_its_seconds(capsys):

@@ -88,7 +88,7 @@ def test_every_declared_option_is_accepted() -> None:
     values = {"stop": "s", "stop_token_ids": [1], "request_id": "r", "model": "m", "logit_bias": {1: 1.0},
               "json_schema": {"type": "object"}, "json_object": True, "regex": "[a-z]+", "choice": ["a"],
               "grammar": 'start: "a"', "allowed_token_ids": [1], "bad_words": ["w"], "parse_tool_calls": True,
-              "parallel_tool_calls": False}
+              "parallel_tool_calls": False, "prediction": "p"}
     chat_only = {"tools": [{"type": "function"}], "add_generation_prompt": False, "continue_final_message": True,
                  "chat_template_kwargs": {"enable_thinking": False}, "documents": [{"text": "t"}],
                  "chat_template": "{{ messages }}"}
@@ -121,6 +121,18 @@ def test_a_thinking_budget_reaches_its_field_and_zero_is_a_budget() -> None:
     assert not build_generate_request("x").sampling.HasField("thinking_token_budget")
     with pytest.raises(ValueError, match="thinking_token_budget: 1.5 is not a valid value"):
         build_generate_request("x", thinking_token_budget=1.5)
+
+
+def test_a_prediction_reaches_its_field_as_written_and_must_be_text() -> None:
+    text = "def f():\r\n    return 1\n"
+    assert build_generate_request("x", prediction=text).prediction == text
+    chat = build_generate_request(messages=[{"role": "user", "content": "x"}], prediction="")
+    assert chat.HasField("prediction") and chat.prediction == ""  # sent: the server judges an empty prediction
+    for unset in (build_generate_request("x"), build_generate_request("x", prediction=None)):
+        assert not unset.HasField("prediction")
+    with pytest.raises(ValueError, match="^prediction: must be a string, got bytes"):
+        build_generate_request("x", prediction=b"def f(): pass")
+    assert "prediction" in GenerateOptions.__doc__
 
 
 def test_single_stop_string_is_one_stop() -> None:

@@ -18,6 +18,8 @@ VOCAB = 8
 PROMPT = [1, 2, 3]
 NUM_SAMPLES = 20_000
 ROUND = 5_000
+PREDICTION = [3, 5, 1, 6, 0, 2, 7, 4, 3, 5, 1]
+"""A predicted output in which every token is followed by at least 3 others."""
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +59,14 @@ def eagle_dir(checkpoints, tmp_path_factory):
 def sample_first_two(target_dir, drafter_dir, k: int, spec_method: str = "draft_model") -> torch.Tensor:
     """Counts of (t1, t2) over NUM_SAMPLES requests: t1 is sampled after the prompt while K drafts
     are proposed; t2 is the first token the verify step emits. eagle_ngram looks up 1-grams, so a t1 that
-    occurs in the prompt gets the lookup's drafts (fewer than K for some) and any other t1 the head's."""
+    occurs in the prompt gets the lookup's drafts (fewer than K for some) and any other t1 the head's. "prediction":
+    no drafter, every request's drafts come from PREDICTION (t1 found in it, the tokens after)."""
     drafter = {"draft_model_dir": str(drafter_dir)} if spec_method == "draft_model" else {"eagle_dir": str(drafter_dir)}
     if spec_method == "eagle_ngram":
         drafter["ngram_min_n"] = 1
+    prediction = PREDICTION if spec_method == "prediction" else []
+    if prediction:
+        spec_method, drafter = "none", {}
     config = ExecutorConfig(model_dir=str(target_dir), spec_method=spec_method, num_spec_tokens=k,
                             num_kv_blocks=ROUND + 4, **drafter)
     runner, _ = build_runner(config)
@@ -71,7 +77,8 @@ def sample_first_two(target_dir, drafter_dir, k: int, spec_method: str = "draft_
             executor_pb2.NewRequestData(request_id=rid, prompt_token_ids=PROMPT, block_ids=[i],
                                         sampling=sampling_pb2.SamplingParams(temperature=1.0, top_p=1.0,
                                                                              seed=round_index * ROUND + i),
-                                        num_scheduled_tokens=len(PROMPT), num_spec_tokens=k)
+                                        num_scheduled_tokens=len(PROMPT), num_spec_tokens=k,
+                                        prediction_token_ids=prediction)
             for i, rid in enumerate(ids)])
         first = runner.execute(prefill)
         verify = executor_pb2.StepRequest(step_id=1, cached_requests=[
@@ -85,6 +92,7 @@ def sample_first_two(target_dir, drafter_dir, k: int, spec_method: str = "draft_
             assert 0 < drafted.count(k) < ROUND and min(drafted) < k
         else:
             assert sum(drafted) == k * ROUND
+        assert all(o.drafts_from_prediction == bool(prediction) for o in second.outputs)
         counts += torch.bincount(t1 * VOCAB + t2, minlength=VOCAB * VOCAB).float()
         runner.execute(executor_pb2.StepRequest(step_id=2, finished_request_ids=ids))
     return counts
@@ -101,6 +109,13 @@ def test_speculative_sampling_matches_target_distribution(checkpoints, k):
 @pytest.mark.parametrize("spec_method", ["eagle", "eagle_ngram"])
 def test_eagle_speculative_sampling_matches_target_distribution(checkpoints, eagle_dir, spec_method):
     counts = sample_first_two(checkpoints[0], eagle_dir, 3, spec_method)
+    assert counts.sum() == NUM_SAMPLES
+    assert chi_square_p_value(counts, exact_joint(checkpoints[0])) > 0.01
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_predicted_output_drafts_keep_the_target_distribution(checkpoints, k):
+    counts = sample_first_two(checkpoints[0], None, k, "prediction")
     assert counts.sum() == NUM_SAMPLES
     assert chi_square_p_value(counts, exact_joint(checkpoints[0])) > 0.01
 

@@ -18,6 +18,8 @@ def test_prompt_chars_counts_the_text_to_tokenize():
     assert prompt_chars(generation_pb2.TokenizeRequest(chat=chat)) == 5 + len("user") + len("assistant") + 2 * 16
     assert prompt_chars(generation_pb2.GenerateRequest(token_ids=generation_pb2.TokenIdsPrompt(ids=[1] * 99))) == 0
     assert prompt_chars(generation_pb2.GenerateRequest()) == 0
+    predicted = generation_pb2.GenerateRequest(token_ids=generation_pb2.TokenIdsPrompt(ids=[1]), prediction="abc" * 9)
+    assert prompt_chars(predicted) == 27  # the prediction is tokenized too
 
 
 def test_short_prompts_stay_on_the_loop_and_long_ones_leave_it_running():
