@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ import torch
 
 from executor_svc.attention.backend import AttentionBackend
 from executor_svc.dummy_weights import init_dummy_weights
+from executor_svc.models.cpu_matmul_plan import ROW_BUCKETS, add_plans_for, current_plans
 from executor_svc.models.llama import LlamaModelForCausalLM
 from executor_svc.models.llama_weights import load_weights
 from executor_svc.models.quantized_weights import checkpoint_quantisation, dequantised
@@ -23,10 +25,12 @@ from executor_svc.models.vision_language import (
     language_model_tensors,
 )
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
+from stepahead_common.cache_dir import stepahead_cache_dir
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
+logger = logging.getLogger(__name__)
 _SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
@@ -116,7 +120,18 @@ def load_model(
         load_weights(model, dequantised(tensors, quantisation))
     if pack_cpu_weights:
         model.pack_cpu_weights()
+    if torch.device(device).type == "cpu" and dtype == torch.float32:
+        _time_cpu_matmuls(model)
     return model.eval()
+
+
+def _time_cpu_matmuls(model: torch.nn.Module) -> None:
+    """Choose this process's CPU matmul per row count and projection shape by timing them (cpu_matmul_plan.py) on each
+    distinct 2-D weight shape of the model (the embedding's stands for a tied LM head's), once per machine (cached)."""
+    add_plans_for(list(model.parameters()), stepahead_cache_dir() / "cpu_matmul")
+    for shape, plan in current_plans().by_shape.items():
+        logger.info("CPU matmul for %s weights, per row count %s: %s (without a packed copy: %s)", shape,
+                    ROW_BUCKETS, plan.choices, plan.unpacked_choices)
 
 
 def _safetensors_files(directory: Path) -> tuple[Path, ...]:

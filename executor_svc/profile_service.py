@@ -33,7 +33,8 @@ def model_fingerprint(config: ExecutorConfig, eagle_dir: str | None = None) -> s
     parts = [*_files_identity(config.model_dir), "|", *_files_identity(config.draft_model_dir), "|",
              *_files_identity(eagle_dir), "|",
              config.load_format, config.spec_method, f"ngram:{config.ngram_min_n}-{config.ngram_max_n}",
-             f"cpu_weight_packing:{config.cpu_weight_packing}"]  # step costs differ with and without the packs
+             f"cpu_weight_packing:{config.cpu_weight_packing}",  # step costs differ with and without the packs
+             "cpu_matmul:timed-per-shape"]  # profiles from before CPU matmuls were chosen by timing are stale
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

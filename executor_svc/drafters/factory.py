@@ -18,8 +18,10 @@ from executor_svc.drafters.eagle_ngram import EagleNgramDrafter
 from executor_svc.drafters.ngram import NgramDrafter
 from executor_svc.drafters.shared_target import SharedTargetTensors, shared_target_tensors
 from executor_svc.drafters.shipped import shipped_drafter_for
+from executor_svc.models.cpu_matmul_plan import add_plans_for
 from executor_svc.models.kv_layout import kv_layout
 from executor_svc.parallel.tensor_parallel import SINGLE, TensorParallel
+from stepahead_common.cache_dir import stepahead_cache_dir
 
 
 def build_drafter(
@@ -84,7 +86,10 @@ def build_eagle_drafter(eagle_dir: str, target_config: Any, target_model: Any, n
     attn = head.attention
     kv_cache = PagedKVCache(1, num_blocks, block_size, attn.num_kv_heads, attn.head_dim, dtype, device,
                             scratch_blocks=1 if scratch_block else 0)
-    return EagleDrafter(head, target_model, kv_cache, block_size, device, eagle_dir, tp)
+    drafter = EagleDrafter(head, target_model, kv_cache, block_size, device, eagle_dir, tp)
+    # The head's projections and its draft-vocabulary LM head run through the CPU matmul timed fastest for them.
+    add_plans_for([*head.parameters(), drafter.step_model.lm_rows], stepahead_cache_dir() / "cpu_matmul")
+    return drafter
 
 
 def _draft_model(

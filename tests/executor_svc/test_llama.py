@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 from quantized_checkpoints import (
     REFERENCE,
     awq,
@@ -73,7 +72,7 @@ from executor_svc.attention.metadata import AttentionMetadata
 from executor_svc.attention.torch_backend import TorchAttentionBackend
 from executor_svc.model_loader import load_model
 from executor_svc.models.kv_layout import kv_layout
-from executor_svc.models.layers import PACKED_MIN_ROWS, linear, pack_for_cpu_matmul, weight_stationary_rows
+from executor_svc.models.layers import pack_for_cpu_matmul
 from executor_svc.models.llama_weights import load_weights
 from executor_svc.models.rope import rope_context_limit, rope_frequencies, rope_parameters
 
@@ -317,24 +316,6 @@ def test_tied_embeddings_share_the_lm_head(tmp_path):
     session.step([("a", session.random_tokens(1)), ("b", session.random_tokens(1))])
 
 
-@pytest.mark.parametrize("rows", list(range(1, 21)) + [64, 200])
-@pytest.mark.parametrize("with_bias", [False, True])
-@pytest.mark.parametrize("packed", [False, True])
-def test_linear_helper_equals_f_linear(rows, with_bias, packed):
-    generator = torch.Generator().manual_seed(rows)
-    x = torch.randn(rows, 48, generator=generator)
-    weight = torch.randn(80, 48, generator=generator)
-    bias = torch.randn(80, generator=generator) if with_bias else None
-    pack = pack_for_cpu_matmul(weight) if packed else None
-    if packed and pack is None:
-        pytest.skip("torch without oneDNN")
-    out = linear(x, weight, bias, pack)
-    assert out.shape == (rows, 80)
-    torch.testing.assert_close(out, F.linear(x, weight, bias), atol=1e-5, rtol=1e-5)
-    if packed and rows < PACKED_MIN_ROWS:  # one or two rows keep the weight-stationary product, bit for bit
-        assert torch.equal(out, linear(x, weight, bias))
-
-
 def test_only_float32_cpu_weights_are_packed_and_the_loader_packs_every_projection(tmp_path):
     assert pack_for_cpu_matmul(torch.randn(8, 4, dtype=torch.bfloat16)) is None
     assert pack_for_cpu_matmul(torch.randn(8, 4, device="meta")) is None
@@ -351,12 +332,6 @@ def test_only_float32_cpu_weights_are_packed_and_the_loader_packs_every_projecti
     assert all(not layer.attn.packed and not layer.mlp.packed for layer in plain.layers)
     assert plain.packed_lm_head is None
     assert not set(packed.state_dict()) ^ set(plain.state_dict())  # the packs are not weights to save or load
-
-
-def test_linear_layout_policy_pads_tiny_row_counts_and_leaves_large_ones_to_f_linear():
-    assert weight_stationary_rows(1) == 2
-    assert all(weight_stationary_rows(n) >= n for n in range(1, 9))
-    assert weight_stationary_rows(512) is None
 
 
 def test_default_rope_frequencies_cover_the_rotary_part_of_each_head():
