@@ -168,6 +168,8 @@ def generate_requests(draw) -> bytes:
         request.parallel_tool_calls = draw(st.booleans())
     if draw(st.integers(0, 3)) == 0:
         request.truncate_prompt_tokens = draw(TRUNCATE_PROMPT_TOKENS)
+    if draw(st.integers(0, 3)) == 0:
+        request.prediction = draw(st.one_of(TEXT, st.just("Hello " * 3000)))
     data = request.SerializeToString()
     damage = draw(st.sampled_from(["none"] * 6 + ["bad_utf8", "truncate", "garbage", "oversize"]))
     if damage == "bad_utf8":  # field 3 (text), length-delimited, with bytes that are not UTF-8

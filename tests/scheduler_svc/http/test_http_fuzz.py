@@ -51,6 +51,7 @@ MESSAGE = st.one_of(
     st.fixed_dictionaries({"role": st.just("tool"), "content": TEXT, "tool_call_id": st.just("call_1")}),
     st.fixed_dictionaries({"role": st.just("user"), "content": st.lists(st.fixed_dictionaries(
         {"type": st.sampled_from(["text", "image_url"]), "text": TEXT}), min_size=1, max_size=2)}))
+PREDICTION_PART = st.fixed_dictionaries({"type": st.sampled_from(["text", "image_url"]), "text": TEXT})
 SHARED = {
     "model": st.just("tiny"), "max_tokens": st.integers(0, 6), "temperature": st.floats(0, 2),
     "top_p": st.floats(0, 1), "n": st.integers(1, 3), "stream": st.booleans(),
@@ -64,6 +65,9 @@ SHARED = {
     "include_stop_str_in_output": st.booleans(), "allowed_token_ids": st.lists(TOKEN, max_size=4),
     "bad_words": st.lists(TEXT, max_size=2), "truncate_prompt_tokens": st.integers(-1, 20),
     "prompt_logprobs": st.integers(0, 3), "priority": st.integers(-2, 2), "user": TEXT,
+    "prediction": st.one_of(st.fixed_dictionaries({"type": st.sampled_from(["content", "content", "other"]),
+                                                   "content": st.one_of(TEXT, st.lists(PREDICTION_PART, max_size=2))}),
+                            ANY),
     "metadata": st.dictionaries(TEXT, TEXT, max_size=2), "store": st.booleans(),
     "return_tokens_as_token_ids": st.booleans(),
     "response_format": st.one_of(st.just({"type": "text"}), st.just({"type": "json_object"}),
