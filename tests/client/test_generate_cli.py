@@ -221,8 +221,11 @@ def test_json_schema_and_grammar_are_read_from_at_path(served, capsys, tmp_path)
     (["--json-schema", "@/nonexistent/schema.json"],
      "error: argument --json-schema: cannot read '/nonexistent/schema.json'"),
     (["--grammar", "@/nonexistent/g.lark"], "error: argument --grammar: cannot read '/nonexistent/g.lark'"),
+    (["--prediction", "x", "--prediction-file", __file__],
+     "error: argument --prediction-file: not allowed with argument --prediction"),
+    (["--prediction-file", "/nonexistent/p.py"], "error: argument --prediction-file: cannot read '/nonexistent/p.py'"),
 ])
-def test_a_bad_structured_output_flag_is_refused_naming_it(flags, error, capsys):
+def test_a_bad_structured_output_or_prediction_flag_is_refused_naming_it(flags, error, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["generate", "hi", "--server", "127.0.0.1:1", *flags])
     assert exit_info.value.code == 2
@@ -263,18 +266,6 @@ def test_a_prediction_is_sent_from_text_or_a_file_and_json_shows_how_it_fared(ca
     assert first.prediction == "def f(): pass"
     assert second.prediction == "def f():\r\n    return 'é'\n"  # the file as it is, line ends too
     assert not third.HasField("prediction")
-
-
-@pytest.mark.parametrize("flags, error", [
-    (["--prediction", "x", "--prediction-file", __file__],
-     "error: argument --prediction-file: not allowed with argument --prediction"),
-    (["--prediction-file", "/nonexistent/p.py"], "error: argument --prediction-file: cannot read '/nonexistent/p.py'"),
-])
-def test_a_bad_prediction_flag_is_refused_naming_it(flags, error, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["generate", "hi", "--server", "127.0.0.1:1", *flags])
-    assert exit_info.value.code == 2
-    assert error in capsys.readouterr().err
 
 
 def test_a_prediction_file_that_is_not_utf8_names_the_file(capsys, tmp_path):
