@@ -128,8 +128,13 @@ def load_model(
 def _time_cpu_matmuls(model: torch.nn.Module) -> None:
     """Choose this process's CPU matmul per row count and projection shape by timing them (cpu_matmul_plan.py) on each
     distinct 2-D weight shape of the model (the embedding's stands for a tied LM head's), once per machine (cached)."""
-    add_plans_for(list(model.parameters()), stepahead_cache_dir() / "cpu_matmul")
-    for shape, plan in current_plans().by_shape.items():
+    weights = [weight for weight in model.parameters() if weight.dim() == 2]
+    add_plans_for(weights, stepahead_cache_dir() / "cpu_matmul")
+    plans = current_plans().by_shape
+    for shape in dict.fromkeys((weight.shape[0], weight.shape[1]) for weight in weights):
+        plan = plans.get(shape)
+        if plan is None:  # a weight that is not float32 on the CPU: never timed
+            continue
         logger.info("CPU matmul for %s weights, per row count %s: %s (without a packed copy: %s)", shape,
                     ROW_BUCKETS, plan.choices, plan.unpacked_choices)
 

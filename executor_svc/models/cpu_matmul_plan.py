@@ -20,7 +20,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,13 +62,21 @@ class CpuMatmulPlan:
                                       ("unpacked_choices", self.unpacked_choices, (LINEAR, STATIONARY))):
             if len(values) != len(ROW_BUCKETS) or any(value not in allowed for value in values):
                 raise ValueError(f"{name}: need {len(ROW_BUCKETS)} of {allowed}, got {values}")
+        # Per row count 0..64, looked up by every projection of every CPU step: no walk over the buckets there.
+        object.__setattr__(self, "_by_rows", {
+            has_packed: tuple(_bucket_choice(rows, choices) for rows in range(ROW_BUCKETS[-1] + 1))
+            for has_packed, choices in ((True, self.choices), (False, self.unpacked_choices))})
 
     def choice(self, num_rows: int, has_packed: bool) -> str:
         """The matmul for ``num_rows`` rows of input."""
-        for bucket, with_pack, without in zip(ROW_BUCKETS, self.choices, self.unpacked_choices):
-            if num_rows <= bucket:
-                return with_pack if has_packed else without
-        return PACKED if has_packed else LINEAR
+        if num_rows > ROW_BUCKETS[-1]:
+            return PACKED if has_packed else LINEAR
+        return self._by_rows[has_packed][num_rows]  # type: ignore[attr-defined]
+
+
+def _bucket_choice(num_rows: int, choices: tuple[str, ...]) -> str:
+    """The choice of the smallest bucket >= ``num_rows``."""
+    return next(choice for bucket, choice in zip(ROW_BUCKETS, choices) if num_rows <= bucket)
 
 
 DEFAULT_PLAN = CpuMatmulPlan((LINEAR,) * 3 + (PACKED,) * 6, (LINEAR,) * len(ROW_BUCKETS))
@@ -79,9 +87,9 @@ DEFAULT_PLAN = CpuMatmulPlan((LINEAR,) * 3 + (PACKED,) * 6, (LINEAR,) * len(ROW_
 class CpuMatmulPlans:
     """The plan of each projection shape [out, in] timed on this machine; DEFAULT_PLAN for the others."""
 
-    by_shape: dict[tuple[int, int], CpuMatmulPlan]
+    by_shape: dict[tuple[int, ...], CpuMatmulPlan]
 
-    def choice(self, num_rows: int, has_packed: bool, shape: tuple[int, int]) -> str:
+    def choice(self, num_rows: int, has_packed: bool, shape: tuple[int, ...]) -> str:
         """The matmul for ``num_rows`` rows of input through a weight of ``shape``."""
         return self.by_shape.get(shape, DEFAULT_PLAN).choice(num_rows, has_packed)
 
@@ -167,7 +175,7 @@ def measure_plan(weight: torch.Tensor, timer: Callable[[str, int], float] | None
 
 def measure_plans(weights: list[torch.Tensor]) -> CpuMatmulPlans:
     """measure_plan for each distinct shape among ``weights`` (2-D float32 CPU tensors)."""
-    by_shape: dict[tuple[int, int], CpuMatmulPlan] = {}
+    by_shape: dict[tuple[int, ...], CpuMatmulPlan] = {}
     for weight in weights:
         shape = (weight.shape[0], weight.shape[1])
         if shape not in by_shape:
@@ -217,7 +225,7 @@ class _Timer:
         return best
 
 
-def add_plans_for(weights: list[torch.Tensor], cache_dir: Path) -> None:
+def add_plans_for(weights: Sequence[torch.Tensor], cache_dir: Path) -> None:
     """Time (or read from ``cache_dir``) the float32 CPU weights among ``weights`` whose shapes the plans in use lack
     (a drafter's, another model's) and use their plans too."""
     current = current_plans()

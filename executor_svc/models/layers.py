@@ -19,7 +19,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """
     if x.device.type != "cpu" or x.dim() != 2:
         return F.linear(x, weight, bias)
-    choice = current_plans().choice(x.shape[0], packed is not None, (weight.shape[0], weight.shape[1]))
+    choice = current_plans().choice(x.shape[0], packed is not None, weight.shape)  # a Size hashes as its tuple
     return run_choice(choice, x, weight, bias, packed)
 
 
